@@ -1,0 +1,78 @@
+"""Command line: python -m engine {estimate,search,catalog} ...  (JSON on stdout; bad input exits 2 with the reason on stderr)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.scenario import ScenarioError, parse_scenario
+
+MAX_SCENARIO_BYTES = 1_000_000
+
+
+def _load(path: str):
+    p = Path(path)
+    if path == "-":
+        text = sys.stdin.read(MAX_SCENARIO_BYTES + 1)
+    elif not p.is_file():
+        raise ScenarioError([("(file)", f"{path}: no such file")])
+    elif p.stat().st_size > MAX_SCENARIO_BYTES:
+        raise ScenarioError([("(file)", f"{path}: larger than {MAX_SCENARIO_BYTES} bytes; a scenario is a small JSON object")])
+    else:
+        text = p.read_text(errors="replace")
+    if len(text) > MAX_SCENARIO_BYTES:
+        raise ScenarioError([("(file)", "input larger than 1 MB; a scenario is a small JSON object")])
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ScenarioError([("(file)", f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}")]) from None
+    if not isinstance(data, dict):
+        raise ScenarioError([("(file)", "the scenario must be a JSON object with model, training, cluster (and layout)")])
+    return data
+
+
+def cmd_estimate(args) -> dict:
+    from engine.estimate import estimate
+    return estimate(parse_scenario(_load(args.scenario)))
+
+
+def cmd_catalog(args) -> dict:
+    from engine.catalog import load_catalog
+    cat = load_catalog()
+    return {
+        "accelerators": [{"id": a.id, "name": a.name, "vendor": a.vendor, "memory_gib": a.memory_gib,
+                          "bf16_tflops": a.peak("bf16"), "fp8_tflops": a.peak("fp8"), "tdp_w": a.tdp_w}
+                         for a in cat.accelerators.values()],
+        "presets": [{"id": m.id, "name": m.name, "params_b": m.published_params_b} for m in cat.models.values()],
+        "networks": [{"id": n.id, "name": n.name, "bandwidth_gbs": n.bandwidth_gbs} for n in cat.networks.values()],
+    }
+
+
+COMMANDS = {"estimate": cmd_estimate, "catalog": cmd_catalog}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m engine", description="LLM training capacity estimates")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("estimate", help="memory, step time, throughput and GPU-hours of one scenario with a layout")
+    p.add_argument("scenario", help="scenario JSON file, or - for stdin")
+    sub.add_parser("catalog", help="list accelerator ids, model presets and networks")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = COMMANDS[args.command](args)
+    except ScenarioError as err:
+        for field, msg in err.problems:
+            print(f"error: {field}: {msg}", file=sys.stderr)
+        return 2
+    json.dump(result, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

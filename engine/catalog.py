@@ -1,0 +1,157 @@
+"""The versioned catalog in data/: accelerators, interconnects and model presets, validated at load."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.model import ModelArch
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    document: str = Field(min_length=3)
+    url: str = Field(pattern=r"^https?://")
+    date: str = Field(pattern=r"^\d{4}(-\d{2})?(-\d{2})?$")
+
+
+class PeakTflops(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fp64: float | None = Field(default=None, gt=0)
+    fp32: float | None = Field(default=None, gt=0)
+    tf32: float | None = Field(default=None, gt=0)
+    bf16: float | None = Field(default=None, gt=0)
+    fp16: float | None = Field(default=None, gt=0)
+    fp8: float | None = Field(default=None, gt=0)
+
+
+class Link(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    network: str
+    bandwidth_gbs: float = Field(gt=0, description="per accelerator, per direction, GB/s")
+    note: str = ""
+
+
+class Fallback(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    value: float = Field(gt=0, le=1)
+    note: str
+
+
+class Accelerator(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    name: str
+    vendor: Literal["NVIDIA", "AMD", "Intel", "Google"]
+    architecture: str
+    year: int = Field(ge=2010, le=2030)
+    software_stack: Literal["CUDA", "ROCm", "SynapseAI", "XLA"]
+    peak_tflops: PeakTflops
+    memory_gb: float = Field(gt=0)
+    memory_gib_usable: float | None = Field(default=None, gt=0)
+    memory_type: str
+    memory_bandwidth_gbs: float = Field(gt=0)
+    tdp_w: float | None = Field(default=None, gt=0)
+    intra_node_link: Link
+    gpus_per_node: int = Field(ge=1)
+    network: Link
+    matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8"], float | None]
+    matmul_efficiency_fallback: Fallback | None = None
+    matmul_measurement_note: str = ""
+    device_note: str = ""
+    sources: list[Source] = Field(min_length=1)
+
+    @property
+    def memory_gib(self) -> float:
+        """Capacity a training process can allocate: the driver-reported figure where published, else the datasheet's."""
+        return self.memory_gib_usable or self.memory_gb
+
+    def peak(self, dtype: str) -> float | None:
+        return getattr(self.peak_tflops, dtype)
+
+    def matmul_efficiency(self, dtype: str) -> tuple[float, str]:
+        """Measured max achievable matmul over the dense peak, and where the figure comes from."""
+        measured = self.matmul_measured_tflops
+        for key in (dtype, "bf16", "fp16"):
+            value, peak = measured.get(key), self.peak(key)
+            if value and peak:
+                borrowed = "" if key == dtype else f" (no {dtype} measurement; {key} ratio used)"
+                return min(value / peak, 1.0), f"measured {value} of {peak} TFLOP/s {key}{borrowed}"
+        if self.matmul_efficiency_fallback:
+            return self.matmul_efficiency_fallback.value, self.matmul_efficiency_fallback.note
+        raise ValueError(f"{self.id} has neither a matmul measurement nor a fallback efficiency")
+
+
+class Network(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    name: str
+    kind: Literal["pcie", "nvlink", "infinity_fabric", "infiniband", "roce", "ethernet", "ici"]
+    bandwidth_gbs: float = Field(gt=0)
+    latency_us: float = Field(gt=0)
+    collective_efficiency: float = Field(gt=0, le=1)
+    source: Source
+    efficiency_note: str = ""
+
+
+class TrainingDefaults(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    seq_len: int
+    global_batch_size: int
+    total_tokens: float
+
+
+class ModelPreset(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    name: str
+    arch: ModelArch
+    published_params_b: float
+    training_defaults: TrainingDefaults
+    source: Source
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    accelerators: dict[str, Accelerator]
+    networks: dict[str, Network]
+    models: dict[str, ModelPreset]
+
+    def accelerator(self, accel_id: str) -> Accelerator:
+        return self.accelerators[accel_id]
+
+
+def _rows(name: str) -> list[dict]:
+    doc = json.loads((DATA_DIR / name).read_text())
+    if doc.get("schema_version") != 1:
+        raise ValueError(f"data/{name}: unsupported schema_version {doc.get('schema_version')!r}")
+    return doc["rows"]
+
+
+def _keyed(rows: list[BaseModel], what: str) -> dict:
+    out = {}
+    for row in rows:
+        if row.id in out:
+            raise ValueError(f"data catalog: duplicate {what} id {row.id!r}")
+        out[row.id] = row
+    return out
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """Load and validate data/*.json once per process; raises with the file and field on bad data."""
+    accels = _keyed([Accelerator(**r) for r in _rows("accelerators.json")], "accelerator")
+    nets = _keyed([Network(**r) for r in _rows("networks.json")], "network")
+    models = _keyed([ModelPreset(**r) for r in _rows("models.json")], "model")
+    for acc in accels.values():
+        for link in (acc.intra_node_link, acc.network):
+            if link.network not in nets:
+                raise ValueError(f"data/accelerators.json: {acc.id} names unknown network {link.network!r}")
+        acc.matmul_efficiency("bf16" if acc.peak("bf16") else "fp16")
+    return Catalog(accelerators=accels, networks=nets, models=models)

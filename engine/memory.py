@@ -1,0 +1,113 @@
+"""Memory per GPU by component, for every pipeline stage of many layouts at once.
+
+Model states follow the ZeRO paper (Rajbhandari et al. 2020): mixed-precision Adam keeps 16-bit weights and
+gradients (2 + 2 bytes) and fp32 master weights, momentum and variance (K = 12 bytes); ZeRO-1/2/3 shard the
+optimizer, then gradients, then weights over the data-parallel group. Activations follow Korthikanti et al. 2022
+(sbh(34 + 5as/h) for GPT layers), generalised term by term to GQA, SwiGLU, MoE, MLA and context parallelism.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from engine.hardware import GIB, Hardware
+from engine.layouts import Layouts, Stage, pipeline_stages
+from engine.model import Shape
+from engine.scenario import Training
+
+# CUDA/HIP context, cuBLAS workspaces and collective-library buffers that no tensor accounts for. Observed as
+# 1-3 GiB of unexplained use in practice (Megatron-LM issue #525; gpu_poor's "cuda + other overhead").
+FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
+# Caching-allocator fragmentation on top of live tensors (Megatron-LM adds 5% in theoretical_memory_usage.py).
+FRAGMENTATION = 0.05
+
+
+def bytes_per_element(training: Training) -> dict[str, float]:
+    """Bytes per parameter for weights, gradients and optimizer states, and per activation element."""
+    mixed = training.precision != "fp32"
+    weight = 2.0 if mixed else 4.0
+    # mixed precision keeps an fp32 master copy beside the moments/momentum; fp32 training updates the weights in place
+    states = {"adam": 8.0, "sgd": 4.0}[training.optimizer] + (4.0 if mixed else 0.0)
+    return {"weight": weight, "grad": weight, "optimizer": states, "activation": 2.0 if mixed else 4.0,
+            "fp8_weight_cache": 1.0 if training.precision == "fp8" else 0.0}
+
+
+def stage_params(shape: Shape, lay: Layouts, st: Stage) -> tuple[np.ndarray, np.ndarray]:
+    """(non-expert, expert) parameters held by one GPU of a stage; TP splits matrices, EP splits experts."""
+    t = lay.tp
+    dense_layer = (shape.attn_params + shape.dense_mlp_params) / t + shape.norm_params
+    moe_layer = (shape.attn_params + shape.shared_expert_params) / t + shape.norm_params + shape.router_params
+    embed = np.where(st.embedding, shape.embedding_params / t + shape.position_params, 0.0)
+    # an untied head has its own matrix; a tied one needs a copy on the last stage when the pipeline splits them
+    head_matrix = np.where(st.embedding & shape.tied_embeddings, 0.0, shape.embedding_params / t)
+    head = np.where(st.head, head_matrix + shape.hidden, 0.0)
+    non_expert = st.dense * dense_layer + st.moe * moe_layer + embed + head
+    expert = st.moe * (shape.n_experts / lay.ep) * shape.expert_params / t
+    return non_expert, expert
+
+
+def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: bool) -> np.ndarray:
+    """Activations one layer stores for one micro-batch on one GPU (Korthikanti et al. 2022, Table 2, generalised)."""
+    e = bytes_per_element(training)["activation"]
+    h, t = shape.hidden, lay.tp
+    tokens = lay.mbs * (training.seq_len / lay.cp)
+    sp_div = np.where(lay.sp, t, 1)
+    # kept whole on every TP rank unless sequence-parallel: both norm inputs, QKV and MLP inputs (4 tensors) + 2 dropout masks
+    replicated = (4 * e + 2) * h
+    acts_per_ffn = 3 if shape.gated else 2                      # gate, up, product  |  fc1 output, activation output
+    if moe:
+        mlp = (shape.top_k * acts_per_ffn * shape.expert_ffn + acts_per_ffn * shape.shared_ffn + shape.top_k * h) * e \
+              + 4 * shape.n_experts                              # + dispatched token copies, fp32 router logits
+    else:
+        mlp = acts_per_ffn * shape.dense_ffn * e
+    attention = e * shape.attn_act_split
+    if training.attention == "standard":
+        scores = (2 * e + 1) * shape.n_heads * training.seq_len   # softmax output, dropout mask, dropout output
+    else:
+        scores = 4.0 * shape.n_heads                              # FlashAttention keeps only the fp32 log-sum-exp
+    none = tokens * (replicated / sp_div + (attention + mlp + scores) / t)
+    selective = tokens * (replicated / sp_div + (attention + mlp + (0 if training.attention == "standard" else scores)) / t)
+    full = tokens * e * h / sp_div                               # only the layer input is checkpointed
+    return np.select([lay.rc == 0, lay.rc == 1], [none, selective], full)
+
+
+def memory_breakdown(shape: Shape, training: Training, hw: Hardware, lay: Layouts) -> dict[str, dict[str, np.ndarray]]:
+    """Bytes per GPU by component for the first, middle and last pipeline stage."""
+    b = bytes_per_element(training)
+    m = lay.micro_batches(training.global_batch_size)
+    stages = pipeline_stages(shape.n_layers, shape.n_dense_layers, lay, m)
+    dp_group = lay.dp * lay.cp                        # gradients and optimizer shard over data x context parallel ranks
+    expert_dp = dp_group / lay.ep
+    e = b["activation"]
+    tokens = lay.mbs * (training.seq_len / lay.cp)
+    act_dense = layer_activation_bytes(shape, training, lay, moe=False)
+    act_moe = layer_activation_bytes(shape, training, lay, moe=True) if shape.n_moe_layers else 0.0
+    full_layer = layer_activation_bytes(shape, training, replace(lay, rc=np.zeros_like(lay.rc)),
+                                        moe=shape.n_moe_layers > 0)
+    out = {}
+    for name, st in stages.items():
+        ne, ex = stage_params(shape, lay, st)
+        local = ne + ex
+        sharded = ne / dp_group + ex / expert_dp
+        weights = b["weight"] * np.where(lay.zero >= 3, sharded, local) + b["fp8_weight_cache"] * local
+        grads = b["grad"] * np.where(lay.zero >= 2, sharded, local)
+        optimizer = b["optimizer"] * np.where(lay.zero >= 1, sharded, local)
+        per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1), 0.0)
+        # full recompute re-materialises one layer's activations during its backward pass
+        working = np.where(lay.rc == 2, full_layer, 0.0)
+        activations = per_mb * st.in_flight + working
+        logits = np.where(st.head, tokens * shape.vocab / lay.tp * (e + 4), 0.0)   # 16-bit logits + fp32 for the loss
+        layer_params = np.maximum((shape.attn_params + shape.dense_mlp_params) / lay.tp,
+                                  (shape.attn_params + shape.shared_expert_params) / lay.tp
+                                  + (shape.n_experts / lay.ep) * shape.expert_params / lay.tp)
+        zero3_gather = np.where(lay.zero >= 3, 2 * b["weight"] * layer_params, 0.0)   # current + prefetched layer
+        comm = (np.where(lay.tp > 1, tokens * e * shape.hidden, 0.0)                      # all-gathered TP input
+                + np.where(lay.pp > 1, 2 * tokens * e * shape.hidden / lay.tp, 0.0)       # pipeline send/recv
+                + zero3_gather)
+        live = weights + grads + optimizer + activations + logits + comm
+        overhead = FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live
+        out[name] = {"weights": weights, "gradients": grads, "optimizer_states": optimizer, "activations": activations,
+                     "logits": logits, "comm_buffers": comm, "framework_overhead": overhead,
+                     "total": live + overhead}
+    return out

@@ -1,0 +1,202 @@
+"""The scenario: what a planner enters, validated with messages that name the field and what would be valid."""
+from __future__ import annotations
+
+import json
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+
+from engine.catalog import load_catalog
+from engine.model import ModelArch
+
+PRECISION_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "fp32"}
+
+
+class ScenarioError(ValueError):
+    """An impossible or malformed scenario; `problems` lists (field path, message) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("; ".join(f"{field}: {msg}" for field, msg in problems))
+
+
+class PresetRef(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    preset: str = Field(min_length=1, max_length=100)
+
+
+class Training(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    seq_len: int = Field(ge=1, le=10_000_000, description="tokens per sequence")
+    global_batch_size: int = Field(ge=1, le=100_000_000, description="sequences per optimizer step")
+    total_tokens: float = Field(gt=0, le=1e16, description="tokens to train on")
+    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    optimizer: Literal["adam", "sgd"] = "adam"
+    attention: Literal["flash", "standard"] = Field(
+        default="flash", description="flash: fused attention without the s x s score matrix (FlashAttention); "
+                                     "standard: materialised softmax (Megatron-LM before 2022)")
+
+
+class Cluster(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    accelerator: str = Field(min_length=1, max_length=100)
+    n_gpus: int = Field(ge=1, le=10_000_000)
+    gpus_per_node: int | None = Field(default=None, ge=1, le=100_000)
+    intra_node_bw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="line rate per GPU per direction, replaces the catalog's")
+    inter_node_bw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="network per GPU per direction, replaces the catalog's")
+    matmul_efficiency: float | None = Field(default=None, gt=0, le=1, description="measured matmul FLOP/s over peak, replaces the published default")
+    intra_node_busbw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="measured collective bus bandwidth inside a node")
+    inter_node_busbw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="measured collective bus bandwidth per GPU across nodes")
+
+
+class Layout(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    tp: int = Field(default=1, ge=1, le=100_000)
+    pp: int = Field(default=1, ge=1, le=100_000)
+    dp: int = Field(default=1, ge=1, le=10_000_000)
+    cp: int = Field(default=1, ge=1, le=100_000)
+    ep: int = Field(default=1, ge=1, le=100_000)
+    micro_batch_size: int = Field(default=1, ge=1, le=1_000_000)
+    virtual_stages: int = Field(default=1, ge=1, le=10_000)
+    zero_stage: int = Field(default=0, ge=0, le=3)
+    sequence_parallel: bool = False
+    recompute: Literal["none", "selective", "full"] = "none"
+
+
+def _model_kind(value) -> str:
+    if isinstance(value, PresetRef) or (isinstance(value, dict) and "preset" in value):
+        return "preset"
+    return "arch"
+
+
+ModelSpec = Annotated[Union[Annotated[PresetRef, Tag("preset")], Annotated[ModelArch, Tag("arch")]], Discriminator(_model_kind)]
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: Literal[1] = 1
+    model: ModelSpec
+    training: Training
+    cluster: Cluster
+    layout: Layout | None = None
+
+    @property
+    def arch(self) -> ModelArch:
+        if isinstance(self.model, PresetRef):
+            return load_catalog().models[self.model.preset].arch
+        return self.model
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.cluster.gpus_per_node or load_catalog().accelerator(self.cluster.accelerator).gpus_per_node
+
+
+def _friendly(err: ValidationError) -> list[tuple[str, str]]:
+    out = []
+    for e in err.errors(include_url=False, include_input=False):
+        loc = [str(x) for x in e["loc"] if not str(x).startswith("function-")]
+        if loc[:1] == ["model"] and len(loc) > 1 and loc[1] in ("preset", "arch"):
+            del loc[1]                                 # the union's tag, not a field
+        msg = e["msg"].removeprefix("Value error, ")
+        out.append((".".join(loc) or "(scenario)", msg))
+    return out
+
+
+def _choices(values) -> str:
+    values = list(values)
+    return ", ".join(str(v) for v in values[:40]) + (" ..." if len(values) > 40 else "")
+
+
+def parse_scenario(data: dict | str | bytes) -> Scenario:
+    """Validate a scenario (dict or JSON text) against the schema and the catalog; raise ScenarioError."""
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ScenarioError([("(scenario)", f"not valid JSON: {err}")]) from None
+    if not isinstance(data, dict):
+        raise ScenarioError([("(scenario)", "a scenario is a JSON object with model, training, cluster and optionally layout")])
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(_friendly(err) + _raw_catalog_problems(data)) from None
+    problems = catalog_problems(sc)
+    if not problems and sc.layout is not None:
+        problems = layout_problems(sc, sc.layout)
+    if problems:
+        raise ScenarioError(problems)
+    return sc
+
+
+def _raw_catalog_problems(data: dict) -> list[tuple[str, str]]:
+    """Unknown preset or accelerator in input that failed schema validation elsewhere, so all problems show at once."""
+    cat = load_catalog()
+    out = []
+    model, cluster = data.get("model"), data.get("cluster")
+    if isinstance(model, dict) and isinstance(model.get("preset"), str) and model["preset"] not in cat.models:
+        out.append(("model.preset", f"unknown preset {model['preset']!r}; known presets: {_choices(cat.models)}"))
+    if isinstance(cluster, dict) and isinstance(cluster.get("accelerator"), str) and cluster["accelerator"] not in cat.accelerators:
+        out.append(("cluster.accelerator", f"unknown accelerator {cluster['accelerator']!r}; known ids: {_choices(cat.accelerators)}"))
+    return out
+
+
+def catalog_problems(sc: Scenario) -> list[tuple[str, str]]:
+    cat = load_catalog()
+    problems = []
+    if isinstance(sc.model, PresetRef) and sc.model.preset not in cat.models:
+        problems.append(("model.preset", f"unknown preset {sc.model.preset!r}; known presets: {_choices(cat.models)}"))
+    acc = cat.accelerators.get(sc.cluster.accelerator)
+    if acc is None:
+        problems.append(("cluster.accelerator", f"unknown accelerator {sc.cluster.accelerator!r}; known ids: {_choices(cat.accelerators)}"))
+    elif acc.peak(PRECISION_DTYPE[sc.training.precision]) is None:
+        ok = [p for p, d in PRECISION_DTYPE.items() if acc.peak(d) is not None]
+        problems.append(("training.precision", f"{acc.id} has no published dense {sc.training.precision} peak; "
+                                               f"supported precisions: {_choices(ok)}"))
+    return problems
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
+    """Why this layout cannot run this model on this cluster (empty when it can)."""
+    arch, tr, n = sc.arch, sc.training, sc.cluster.n_gpus
+    p: list[tuple[str, str]] = []
+    prod = lay.tp * lay.pp * lay.dp * lay.cp
+    if prod != n:
+        rest = lay.tp * lay.pp * lay.cp
+        hint = f"; with tp={lay.tp}, pp={lay.pp}, cp={lay.cp} use dp={n // rest}" if n % rest == 0 else ""
+        p.append(("layout.dp", f"tp*pp*dp*cp = {lay.tp}*{lay.pp}*{lay.dp}*{lay.cp} = {prod} but cluster.n_gpus = {n}{hint}"))
+    for field, value, what in (("n_heads", arch.n_heads, "attention heads"), ("n_kv_heads", arch.kv_heads, "key/value heads"),
+                               ("ffn_hidden_size", arch.ffn_hidden_size, "MLP width")):
+        if value % lay.tp:
+            valid = [d for d in _divisors(arch.n_heads) if arch.kv_heads % d == 0 and arch.ffn_hidden_size % d == 0]
+            p.append(("layout.tp", f"tp={lay.tp} does not divide {field}={value} ({what}); valid tp: {_choices(valid)}"))
+            break
+    chunks = lay.pp * lay.virtual_stages
+    if arch.n_layers % chunks:
+        valid = [d for d in _divisors(arch.n_layers) if d % lay.virtual_stages == 0] if lay.virtual_stages > 1 else _divisors(arch.n_layers)
+        field = "layout.virtual_stages" if lay.virtual_stages > 1 else "layout.pp"
+        p.append((field, f"n_layers={arch.n_layers} is not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
+                         f"pp*virtual_stages must be one of {_choices(_divisors(arch.n_layers))}"))
+    if lay.virtual_stages > 1 and lay.pp == 1:
+        p.append(("layout.virtual_stages", "virtual_stages > 1 (interleaved schedule) needs pp > 1"))
+    per_step = lay.dp * lay.micro_batch_size
+    if tr.global_batch_size % per_step:
+        valid = [b for b in _divisors(max(1, tr.global_batch_size // lay.dp)) ] if tr.global_batch_size % lay.dp == 0 else []
+        hint = f"; with dp={lay.dp} valid micro_batch_size: {_choices(valid)}" if valid else \
+            f"; dp={lay.dp} does not divide the global batch at all"
+        p.append(("layout.micro_batch_size", f"global_batch_size={tr.global_batch_size} is not divisible by "
+                                             f"dp*micro_batch_size = {lay.dp}*{lay.micro_batch_size}{hint}"))
+    if lay.ep > 1:
+        if arch.n_experts == 1:
+            p.append(("layout.ep", "expert parallelism (ep > 1) needs an MoE model (n_experts > 1)"))
+        elif arch.n_experts % lay.ep:
+            p.append(("layout.ep", f"ep={lay.ep} does not divide n_experts={arch.n_experts}; valid ep: {_choices(_divisors(arch.n_experts))}"))
+        if (lay.dp * lay.cp) % lay.ep:
+            p.append(("layout.ep", f"ep={lay.ep} must divide dp*cp = {lay.dp * lay.cp} (experts are spread over the data-parallel ranks)"))
+    if lay.cp > 1 and tr.seq_len % lay.cp:
+        p.append(("layout.cp", f"cp={lay.cp} does not divide seq_len={tr.seq_len}; valid cp: {_choices(_divisors(tr.seq_len)[:20])}"))
+    return p

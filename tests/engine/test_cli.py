@@ -1,0 +1,53 @@
+"""python -m engine: the stable command-line contract."""
+import json
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+from tests.engine.helpers import scenario
+
+KEYS = {"memory_gib", "fits", "step_time_s", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
+        "mfu", "hfu", "time_breakdown_s", "train_days", "gpu_hours"}
+
+
+def run(*args, stdin=None):
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_estimate_prints_contract(tmp_path):
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(scenario(**{"layout.zero_stage": 3})))
+    out = run("estimate", str(f))
+    assert out.returncode == 0, out.stderr
+    est = json.loads(out.stdout)
+    assert KEYS <= set(est)
+    assert set(est["memory_gib"]) == {"weights", "gradients", "optimizer_states", "activations", "other", "total"}
+    # GPU-hours are GPUs x wall hours of the run; tokens/s and step time agree with the batch
+    assert est["gpu_hours"] == __import__("pytest").approx(8 * 1e12 / est["tokens_per_s"] / 3600)
+    assert est["tokens_per_s"] * est["step_time_s"] == __import__("pytest").approx(256 * 4096)
+
+
+def test_bad_input_exits_2_with_message_on_stderr(tmp_path):
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps(scenario(**{"layout.tp": 3})))
+    out = run("estimate", str(f))
+    assert out.returncode == 2 and out.stdout == ""
+    assert "layout.tp" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_malformed_and_missing_files(tmp_path):
+    f = tmp_path / "x.json"
+    f.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00garbage")
+    out = run("estimate", str(f))
+    assert out.returncode == 2 and "not valid JSON" in out.stderr
+    out = run("estimate", str(tmp_path / "missing.json"))
+    assert out.returncode == 2 and "no such file" in out.stderr
+    out = run("estimate", "-", stdin="[1, 2, 3]")
+    assert out.returncode == 2 and "JSON object" in out.stderr
+
+
+def test_catalog_lists_ids_and_presets():
+    out = run("catalog")
+    cat = json.loads(out.stdout)
+    assert "H100-SXM5-80GB" in {a["id"] for a in cat["accelerators"]}
+    assert "deepseek-v3" in {p["id"] for p in cat["presets"]}

@@ -1,0 +1,80 @@
+"""Impossible or malformed scenarios get messages that name the field and say what would be valid."""
+import pytest
+
+from engine.scenario import ScenarioError, parse_scenario
+from tests.engine.helpers import scenario
+
+
+def problems(**overrides):
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(scenario(**overrides))
+    return dict(info.value.problems)
+
+
+def test_valid_scenario_parses():
+    sc = parse_scenario(scenario())
+    assert sc.arch.n_layers == 32 and sc.gpus_per_node == 8
+
+
+def test_gpu_product_mismatch_names_dp_and_suggests_value():
+    p = problems(**{"layout.tp": 2, "layout.dp": 8})
+    assert "layout.dp" in p and "= 16 but cluster.n_gpus = 8" in p["layout.dp"] and "use dp=4" in p["layout.dp"]
+
+
+def test_heads_not_divisible_by_tp_lists_valid_tp():
+    p = problems(**{"layout.tp": 3, "layout.dp": 1, "cluster.n_gpus": 3, "training.global_batch_size": 3})
+    assert "n_heads=32" in p["layout.tp"] and "valid tp: 1, 2, 4, 8" in p["layout.tp"]
+
+
+def test_layers_not_divisible_by_pipeline():
+    p = problems(**{"layout.pp": 8, "layout.dp": 1, "layout.virtual_stages": 3})
+    assert "n_layers=32" in p["layout.virtual_stages"]
+
+
+def test_batch_not_divisible_lists_micro_batches():
+    p = problems(**{"training.global_batch_size": 24, "layout.micro_batch_size": 2})
+    assert "valid micro_batch_size: 1, 3" in p["layout.micro_batch_size"]
+
+
+def test_unknown_preset_and_accelerator_reported_together_with_schema_errors():
+    p = problems(**{"model.preset": "gpt-9", "cluster.accelerator": "H900", "training.seq_len": -5})
+    assert "unknown preset 'gpt-9'" in p["model.preset"] and "llama3.1-70b" in p["model.preset"]
+    assert "unknown accelerator 'H900'" in p["cluster.accelerator"] and "H100-SXM5-80GB" in p["cluster.accelerator"]
+    assert "greater than or equal to 1" in p["training.seq_len"]
+
+
+@pytest.mark.parametrize("path,value,field", [
+    ("training.global_batch_size", 0, "training.global_batch_size"),
+    ("cluster.n_gpus", -8, "cluster.n_gpus"),
+    ("training.total_tokens", "lots", "training.total_tokens"),
+    ("training.precision", "fp4", "training.precision"),
+    ("layout.zero_stage", 4, "layout.zero_stage"),
+    ("layout.recompute", "some", "layout.recompute"),
+])
+def test_schema_errors_name_the_field(path, value, field):
+    assert field in problems(**{path: value})
+
+
+def test_precision_unsupported_by_accelerator():
+    p = problems(**{"cluster.accelerator": "V100-SXM2-32GB"})
+    assert "no published dense bf16 peak" in p["training.precision"] and "fp16" in p["training.precision"]
+
+
+def test_expert_parallel_on_dense_model():
+    assert "needs an MoE model" in problems(**{"layout.ep": 2})["layout.ep"]
+
+
+def test_custom_architecture_errors():
+    p = problems(**{"model": {"n_layers": 4, "hidden_size": 100, "n_heads": 3, "ffn_hidden_size": 400, "vocab_size": 1000}})
+    assert "not divisible by n_heads 3" in p["model"]
+    p = problems(**{"model": {"n_layers": 4, "hidden_size": 128}})
+    assert {"model.n_heads", "model.ffn_hidden_size", "model.vocab_size"} <= set(p)
+
+
+def test_unknown_fields_are_rejected():
+    assert "layout.tensor_parallel" in problems(**{"layout.tensor_parallel": 2})
+
+
+def test_injection_strings_are_just_unknown_names():
+    p = problems(**{"cluster.accelerator": "H100'; DROP TABLE runs; --"})
+    assert "unknown accelerator" in p["cluster.accelerator"]
