@@ -37,6 +37,20 @@ def cmd_estimate(args) -> dict:
     return estimate(parse_scenario(_load(args.scenario)))
 
 
+def cmd_search(args) -> dict:
+    from engine.search import search
+    data = _load(args.scenario)
+    data.pop("layout", None)                     # the search finds the layout
+    if args.top < 1 or args.top > 1000:
+        raise ScenarioError([("--top", "must be between 1 and 1000")])
+    for name in ("deadline_days", "gpu_hour_budget"):
+        value = getattr(args, name)
+        if value is not None and not (value > 0):
+            raise ScenarioError([("--" + name.replace("_", "-"), "must be a positive number")])
+    return search(parse_scenario(data), top=args.top, objective=args.objective, deadline_days=args.deadline_days,
+                  gpu_hour_budget=args.gpu_hour_budget, allow_span_nodes=args.allow_span_nodes)
+
+
 def cmd_catalog(args) -> dict:
     from engine.catalog import load_catalog
     cat = load_catalog()
@@ -49,7 +63,7 @@ def cmd_catalog(args) -> dict:
     }
 
 
-COMMANDS = {"estimate": cmd_estimate, "catalog": cmd_catalog}
+COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "catalog": cmd_catalog}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("estimate", help="memory, step time, throughput and GPU-hours of one scenario with a layout")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
+    p = sub.add_parser("search", help="best parallelism layouts for a scenario's cluster (its layout is ignored)")
+    p.add_argument("scenario", help="scenario JSON file, or - for stdin")
+    p.add_argument("--top", type=int, default=10, help="how many layouts to return (default 10)")
+    p.add_argument("--objective", choices=["time", "cost", "energy"], default="time")
+    p.add_argument("--deadline-days", type=float, dest="deadline_days", help="also find the smallest cluster that trains within this many days")
+    p.add_argument("--gpu-hour-budget", type=float, dest="gpu_hour_budget", help="also find the smallest cluster within this GPU-hour budget")
+    p.add_argument("--allow-span-nodes", action="store_true", help="let tensor/context/expert-parallel groups span nodes")
     sub.add_parser("catalog", help="list accelerator ids, model presets and networks")
     return ap
 

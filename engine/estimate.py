@@ -8,7 +8,7 @@ import numpy as np
 from engine.compute import flops_per_token
 from engine.hardware import GIB, Hardware, resolve_hardware
 from engine.layouts import Layouts
-from engine.memory import memory_breakdown
+from engine.memory import memory_breakdown, staged_params
 from engine.model import Shape, shape_of
 from engine.scenario import Scenario, ScenarioError
 from engine.steptime import step_time
@@ -38,14 +38,15 @@ def context(sc: Scenario) -> Context:
 def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     """All estimate figures for every layout in `lay` (arrays of len(lay))."""
     tr = ctx.scenario.training
-    mem = memory_breakdown(ctx.shape, tr, ctx.hw, lay)
+    staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
+    mem = memory_breakdown(ctx.shape, tr, ctx.hw, lay, staged)
     totals = np.stack([mem[s]["total"] for s in STAGES])
     worst = np.argmax(totals, axis=0)
     pick = lambda key: np.choose(worst, [mem[s][key] for s in STAGES])
     out = {f"mem_{k}": pick(k) for k in mem["first"]}
     out["worst_stage"] = worst
     out["fits"] = out["mem_total"] <= ctx.hw.memory_bytes
-    st = step_time(ctx.shape, tr, ctx.hw, lay, ctx.n_gpus)
+    st = step_time(ctx.shape, tr, ctx.hw, lay, ctx.n_gpus, staged)
     out.update(st)
     model_tok, hw_tok = flops_per_token(ctx.shape, tr, lay)
     tokens_per_s = tr.global_batch_size * tr.seq_len / st["step_time_s"]

@@ -7,7 +7,7 @@ optimizer, then gradients, then weights over the data-parallel group. Activation
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,6 +33,21 @@ def bytes_per_element(training: Training) -> dict[str, float]:
             "fp8_weight_cache": 1.0 if training.precision == "fp8" else 0.0}
 
 
+@dataclass(frozen=True)
+class StageParams:
+    """A pipeline stage and the (non-expert, expert) parameters one of its GPUs holds."""
+
+    stage: Stage
+    non_expert: np.ndarray
+    expert: np.ndarray
+
+
+def staged_params(shape: Shape, lay: Layouts, micro_batches: np.ndarray) -> dict[str, StageParams]:
+    """First, middle and last stage with their parameters, computed once for memory and step time."""
+    stages = pipeline_stages(shape.n_layers, shape.n_dense_layers, lay, micro_batches)
+    return {name: StageParams(st, *stage_params(shape, lay, st)) for name, st in stages.items()}
+
+
 def stage_params(shape: Shape, lay: Layouts, st: Stage) -> tuple[np.ndarray, np.ndarray]:
     """(non-expert, expert) parameters held by one GPU of a stage; TP splits matrices, EP splits experts."""
     t = lay.tp
@@ -43,7 +58,7 @@ def stage_params(shape: Shape, lay: Layouts, st: Stage) -> tuple[np.ndarray, np.
     head_matrix = np.where(st.embedding & shape.tied_embeddings, 0.0, shape.embedding_params / t)
     head = np.where(st.head, head_matrix + shape.hidden, 0.0)
     non_expert = st.dense * dense_layer + st.moe * moe_layer + embed + head
-    expert = st.moe * (shape.n_experts / lay.ep) * shape.expert_params / t
+    expert = st.moe * (shape.n_experts / lay.ep) * shape.expert_params / t if shape.n_moe_layers else 0.0 * non_expert
     return non_expert, expert
 
 
@@ -72,11 +87,10 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
     return np.select([lay.rc == 0, lay.rc == 1], [none, selective], full)
 
 
-def memory_breakdown(shape: Shape, training: Training, hw: Hardware, lay: Layouts) -> dict[str, dict[str, np.ndarray]]:
+def memory_breakdown(shape: Shape, training: Training, hw: Hardware, lay: Layouts,
+                     staged: dict[str, StageParams]) -> dict[str, dict[str, np.ndarray]]:
     """Bytes per GPU by component for the first, middle and last pipeline stage."""
     b = bytes_per_element(training)
-    m = lay.micro_batches(training.global_batch_size)
-    stages = pipeline_stages(shape.n_layers, shape.n_dense_layers, lay, m)
     dp_group = lay.dp * lay.cp                        # gradients and optimizer shard over data x context parallel ranks
     expert_dp = dp_group / lay.ep
     e = b["activation"]
@@ -85,26 +99,28 @@ def memory_breakdown(shape: Shape, training: Training, hw: Hardware, lay: Layout
     act_moe = layer_activation_bytes(shape, training, lay, moe=True) if shape.n_moe_layers else 0.0
     full_layer = layer_activation_bytes(shape, training, replace(lay, rc=np.zeros_like(lay.rc)),
                                         moe=shape.n_moe_layers > 0)
+    layer_params = (shape.attn_params + shape.dense_mlp_params) / lay.tp
+    if shape.n_moe_layers:
+        layer_params = np.maximum(layer_params, (shape.attn_params + shape.shared_expert_params) / lay.tp
+                                  + (shape.n_experts / lay.ep) * shape.expert_params / lay.tp)
+    zero3_gather = np.where(lay.zero >= 3, 2 * b["weight"] * layer_params, 0.0)   # current + prefetched layer
+    tp_buffer = np.where(lay.tp > 1, tokens * e * shape.hidden, 0.0)                 # all-gathered TP input
+    pp_buffer = np.where(lay.pp > 1, 2 * tokens * e * shape.hidden / lay.tp, 0.0)    # pipeline send/recv
+    comm = tp_buffer + pp_buffer + zero3_gather
+    embedding_out = tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1)
     out = {}
-    for name, st in stages.items():
-        ne, ex = stage_params(shape, lay, st)
+    for name, sp in staged.items():
+        st, ne, ex = sp.stage, sp.non_expert, sp.expert
         local = ne + ex
-        sharded = ne / dp_group + ex / expert_dp
+        sharded = ne / dp_group + ex / expert_dp if shape.n_moe_layers else ne / dp_group
         weights = b["weight"] * np.where(lay.zero >= 3, sharded, local) + b["fp8_weight_cache"] * local
         grads = b["grad"] * np.where(lay.zero >= 2, sharded, local)
         optimizer = b["optimizer"] * np.where(lay.zero >= 1, sharded, local)
-        per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1), 0.0)
+        per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
         # full recompute re-materialises one layer's activations during its backward pass
         working = np.where(lay.rc == 2, full_layer, 0.0)
         activations = per_mb * st.in_flight + working
         logits = np.where(st.head, tokens * shape.vocab / lay.tp * (e + 4), 0.0)   # 16-bit logits + fp32 for the loss
-        layer_params = np.maximum((shape.attn_params + shape.dense_mlp_params) / lay.tp,
-                                  (shape.attn_params + shape.shared_expert_params) / lay.tp
-                                  + (shape.n_experts / lay.ep) * shape.expert_params / lay.tp)
-        zero3_gather = np.where(lay.zero >= 3, 2 * b["weight"] * layer_params, 0.0)   # current + prefetched layer
-        comm = (np.where(lay.tp > 1, tokens * e * shape.hidden, 0.0)                      # all-gathered TP input
-                + np.where(lay.pp > 1, 2 * tokens * e * shape.hidden / lay.tp, 0.0)       # pipeline send/recv
-                + zero3_gather)
         live = weights + grads + optimizer + activations + logits + comm
         overhead = FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live
         out[name] = {"weights": weights, "gradients": grads, "optimizer_states": optimizer, "activations": activations,

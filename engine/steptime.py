@@ -13,8 +13,8 @@ import numpy as np
 from engine.comm import all_gather_s, all_reduce_s, all_to_all_s, members_per_node, reduce_scatter_s, send_recv_s
 from engine.compute import embedding_times, head_times, layer_times, optimizer_step_s
 from engine.hardware import Hardware
-from engine.layouts import Layouts, pipeline_stages
-from engine.memory import bytes_per_element, stage_params
+from engine.layouts import Layouts
+from engine.memory import StageParams, bytes_per_element
 from engine.model import Shape
 from engine.scenario import Training
 
@@ -44,28 +44,34 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         ep = 0.0 * tp
 
     # ZeRO-3 / FSDP: gather each layer's weights before its forward and backward, reduce-scatter its gradients
-    dp_group = lay.dp * lay.cp
-    layer_ne = (shape.attn_params + (shape.shared_expert_params if moe else shape.dense_mlp_params)) / t
-    layer_ex = (shape.n_experts / lay.ep) * shape.expert_params / t if moe else 0.0
-    k_dp = members_per_node(t, dp_group, g)
-    k_edp = members_per_node(t * lay.ep, dp_group // lay.ep, g)
-    gather = all_gather_s(b["weight"] * layer_ne, dp_group, k_dp, hw) + all_gather_s(b["weight"] * layer_ex, dp_group // lay.ep, k_edp, hw)
-    scatter = reduce_scatter_s(b["grad"] * layer_ne, dp_group, k_dp, hw) + reduce_scatter_s(b["grad"] * layer_ex, dp_group // lay.ep, k_edp, hw)
-    z3 = np.maximum(0.0, gather - lt.fwd) * (1 + full) + np.maximum(0.0, gather + scatter - lt.bwd)
-    z3 = np.where(lay.zero >= 3, z3, 0.0)
+    z3 = 0.0 * tp
+    if (lay.zero >= 3).any():
+        dp_group = lay.dp * lay.cp
+        layer_ne = (shape.attn_params + (shape.shared_expert_params if moe else shape.dense_mlp_params)) / t
+        k_dp = members_per_node(t, dp_group, g)
+        gather = all_gather_s(b["weight"] * layer_ne, dp_group, k_dp, hw)
+        scatter = reduce_scatter_s(b["grad"] * layer_ne, dp_group, k_dp, hw)
+        if moe:
+            layer_ex = (shape.n_experts / lay.ep) * shape.expert_params / t
+            k_edp = members_per_node(t * lay.ep, dp_group // lay.ep, g)
+            gather = gather + all_gather_s(b["weight"] * layer_ex, dp_group // lay.ep, k_edp, hw)
+            scatter = scatter + reduce_scatter_s(b["grad"] * layer_ex, dp_group // lay.ep, k_edp, hw)
+        z3 = np.maximum(0.0, gather - lt.fwd) * (1 + full) + np.maximum(0.0, gather + scatter - lt.bwd)
+        z3 = np.where(lay.zero >= 3, z3, 0.0)
 
     return {"compute": lt.fwd + lt.bwd, "recompute": lt.recompute, "tp_comm": tp, "cp_comm": cp, "ep_comm": ep,
             "zero3_comm": z3, "bwd": lt.bwd + lt.recompute, "fwd": lt.fwd}
 
 
-def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gpus: int) -> dict[str, np.ndarray]:
+def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gpus: int,
+              staged: dict[str, StageParams]) -> dict[str, np.ndarray]:
     """step_time_s and its breakdown (seconds per optimizer step); the components sum to the step time."""
     b = bytes_per_element(training)
     e, h, g = b["activation"], shape.hidden, hw.gpus_per_node
     m = lay.micro_batches(training.global_batch_size)
-    stages = pipeline_stages(shape.n_layers, shape.n_dense_layers, lay, m)
+    moe_model = shape.n_moe_layers > 0
     dense = _layer_step(shape, training, hw, lay, moe=False)
-    moe = _layer_step(shape, training, hw, lay, moe=True) if shape.n_moe_layers else {k: 0.0 * v for k, v in dense.items()}
+    moe = _layer_step(shape, training, hw, lay, moe=True) if moe_model else None
     head_fwd, head_bwd = head_times(shape, training, hw, lay)
     emb_fwd, emb_bwd = embedding_times(shape, training, hw, lay)
     tokens = lay.mbs * (training.seq_len / lay.cp)
@@ -74,23 +80,25 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
 
     dp_group = lay.dp * lay.cp
     k_dp = members_per_node(lay.tp, dp_group, g)
-    k_edp = members_per_node(lay.tp * lay.ep, dp_group // lay.ep, g)
+    k_edp = members_per_node(lay.tp * lay.ep, dp_group // lay.ep, g) if moe_model else None
+
+    def grad_sync(collective, bytes_per_param, ne, ex):
+        t = collective(bytes_per_param * ne, dp_group, k_dp, hw)
+        return t + collective(bytes_per_param * ex, dp_group // lay.ep, k_edp, hw) if moe_model else t
+
     per_stage, dp_exposed, optimizer = {}, [], []
-    for name, st in stages.items():
-        comp = {c: st.dense * dense[c] + st.moe * moe[c] for c in COMPONENTS if c != "pp_comm"}
+    for name, sp in staged.items():
+        st, ne, ex = sp.stage, sp.non_expert, sp.expert
+        layers = (lambda key: st.dense * dense[key] + st.moe * moe[key]) if moe_model else (lambda key: st.dense * dense[key])
+        comp = {c: layers(c) for c in COMPONENTS if c != "pp_comm"}
         comp["compute"] = comp["compute"] + np.where(st.head, head_fwd + head_bwd, 0.0) + np.where(st.embedding, emb_fwd + emb_bwd, 0.0)
         comp["pp_comm"] = pp_comm
         per_stage[name] = comp
         # gradient reduction after the last micro-batch's backward, hidden behind that backward bucket by bucket
-        ne, ex = stage_params(shape, lay, st)
-        reduce_fn = np.where(lay.zero == 0, 1, 0)
-        red = np.where(reduce_fn == 1,
-                       all_reduce_s(b["grad"] * ne, dp_group, k_dp, hw) + all_reduce_s(b["grad"] * ex, dp_group // lay.ep, k_edp, hw),
-                       reduce_scatter_s(b["grad"] * ne, dp_group, k_dp, hw) + reduce_scatter_s(b["grad"] * ex, dp_group // lay.ep, k_edp, hw))
-        gather = all_gather_s(b["weight"] * ne, dp_group, k_dp, hw) + all_gather_s(b["weight"] * ex, dp_group // lay.ep, k_edp, hw)
+        red = np.where(lay.zero == 0, grad_sync(all_reduce_s, b["grad"], ne, ex), grad_sync(reduce_scatter_s, b["grad"], ne, ex))
+        gather = grad_sync(all_gather_s, b["weight"], ne, ex)
         n_local = np.maximum(st.dense + st.moe, 1)
-        bwd_window = st.dense * dense["bwd"] + st.moe * moe["bwd"]
-        fwd_window = st.dense * dense["fwd"] + st.moe * moe["fwd"]
+        bwd_window, fwd_window = layers("bwd"), layers("fwd")
         red_exposed = np.maximum(red - bwd_window, red / n_local)
         gather_exposed = np.where((lay.zero == 1) | (lay.zero == 2), np.maximum(gather - fwd_window, gather / n_local), 0.0)
         dp_exposed.append(np.where(lay.zero >= 3, 0.0, red_exposed + gather_exposed))
