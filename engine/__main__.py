@@ -51,6 +51,30 @@ def cmd_search(args) -> dict:
                   gpu_hour_budget=args.gpu_hour_budget, allow_span_nodes=args.allow_span_nodes)
 
 
+def _weights(text: str | None) -> dict | None:
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise ScenarioError([("--weights", f"{part!r} is not name=number; e.g. time=0.4,cost=0.4,ecosystem=0.2")]) from None
+    return out
+
+
+def cmd_compare(args) -> dict:
+    from engine.vendor import compare
+    data = _load(args.scenario)
+    data.pop("layout", None)
+    if args.deadline_days is not None and not (args.deadline_days > 0):
+        raise ScenarioError([("--deadline-days", "must be a positive number")])
+    accelerators = [a.strip() for a in args.accelerators.split(",")] if args.accelerators else None
+    return compare(parse_scenario(data), weights=_weights(args.weights), deadline_days=args.deadline_days,
+                   accelerators=accelerators)
+
+
 def cmd_catalog(args) -> dict:
     from engine.catalog import load_catalog
     cat = load_catalog()
@@ -63,7 +87,7 @@ def cmd_catalog(args) -> dict:
     }
 
 
-COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "catalog": cmd_catalog}
+COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "compare": cmd_compare, "catalog": cmd_catalog}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline-days", type=float, dest="deadline_days", help="also find the smallest cluster that trains within this many days")
     p.add_argument("--gpu-hour-budget", type=float, dest="gpu_hour_budget", help="also find the smallest cluster within this GPU-hour budget")
     p.add_argument("--allow-span-nodes", action="store_true", help="let tensor/context/expert-parallel groups span nodes")
+    p = sub.add_parser("compare", help="every accelerator on this scenario, each with its best layout, ranked")
+    p.add_argument("scenario", help="scenario JSON file, or - for stdin")
+    p.add_argument("--deadline-days", type=float, dest="deadline_days",
+                   help="size each accelerator's cluster to meet this deadline (default: the scenario's n_gpus)")
+    p.add_argument("--weights", help="decision weights, e.g. time=0.3,cost=0.3,energy=0.05,co2=0.1,memory_headroom=0.05,ecosystem=0.2")
+    p.add_argument("--accelerators", help="comma-separated catalog ids (default: all)")
     sub.add_parser("catalog", help="list accelerator ids, model presets and networks")
     return ap
 

@@ -162,15 +162,11 @@ def _by_dimension(cs: ClusterSearch, objective: str) -> dict:
     return out
 
 
-def size_ladder(gpus_per_node: int, max_gpus: int = 1 << 20) -> list[int]:
-    """Power-of-two cluster sizes: 1, 2, 4 GPUs below a node, then 2^k whole nodes. (The search also tries the
-    3 x 2^k-node size between two of these when it brackets the answer.)"""
-    sizes = [d for d in (1, 2, 4) if d < gpus_per_node]
-    k = 1
-    while k * gpus_per_node <= max_gpus:
-        sizes.append(k * gpus_per_node)
-        k *= 2
-    return sizes
+def size_ladder(max_gpus: int = 1 << 20) -> list[int]:
+    """Power-of-two cluster sizes. Counted in GPUs, not nodes: a 72-GPU NVL72 rack gives every whole-rack size a
+    factor of 9 that power-of-two batches and heads cannot use, so real jobs run 2^k GPUs over partial racks.
+    (The search also tries the 1.5 x 2^k size between two of these when it brackets the answer.)"""
+    return [1 << k for k in range(max_gpus.bit_length()) if (1 << k) <= max_gpus]
 
 
 def _best_row(cs: ClusterSearch, objective: str) -> dict | None:
@@ -226,7 +222,8 @@ def cluster_size_search(sc: Scenario, objective: str, deadline_days: float | Non
     Time to train falls with cluster size until the global batch runs out of data-parallel room, while GPU-hours
     grow with it. Walk power-of-two sizes from the scenario's own size (down while the target is met, up while it
     is missed and time still improves), then try the 1.5x size between the last miss and the first hit."""
-    ladder = size_ladder(sc.gpus_per_node)
+    ladder = size_ladder()
+    g = sc.gpus_per_node
     cache: dict[int, dict | None] = {}
 
     def best(size):
@@ -268,8 +265,9 @@ def cluster_size_search(sc: Scenario, objective: str, deadline_days: float | Non
                                   "no cluster size tried can hold the model")})
         return result
     size = ladder[hit]
-    if hit > 0 and size >= 2 * sc.gpus_per_node and meets(best(size * 3 // 4)):
-        size = size * 3 // 4
+    between = size * 3 // 4                        # 1.5 x the size that missed, if it fills whole nodes
+    if hit > 0 and size >= 4 and (between % g == 0 or between < g) and meets(best(between)):
+        size = between
     r = best(size)
     result.update({"sizes_tried": sorted(cache), "n_gpus": size, "best": r, "met": True})
     if gpu_hour_budget is not None and r["gpu_hours"] > gpu_hour_budget:

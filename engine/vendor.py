@@ -1,0 +1,194 @@
+"""Vendor choice: every accelerator in the catalog on the same scenario, each with its own best layout, compared on
+time, cost, energy, CO2, memory headroom and software ecosystem, with a decision score from user weights and a
+plain-language reason for each rank."""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+from engine.catalog import DATA_DIR, load_catalog
+from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
+from engine.search import cluster_size_search, search
+
+CRITERIA = {  # name: (row key, lower is better)
+    "time": ("wall_days", True),
+    "cost": ("cost_usd", True),
+    "energy": ("energy_mwh", True),
+    "co2": ("co2_t", True),
+    "memory_headroom": ("memory_headroom", False),
+    "ecosystem": ("ecosystem_score", False),
+}
+DEFAULT_WEIGHTS = {"time": 0.30, "cost": 0.30, "energy": 0.05, "co2": 0.10, "memory_headroom": 0.05, "ecosystem": 0.20}
+# training in a precision the accelerator lacks falls back to the nearest one it has
+PRECISION_FALLBACK = {"fp8": ("bf16", "fp16"), "bf16": ("fp16", "fp32"), "fp16": ("bf16", "fp32"), "fp32": ()}
+
+
+@lru_cache(maxsize=1)
+def ecosystem_table() -> dict:
+    doc = json.loads((DATA_DIR / "ecosystem.json").read_text())
+    levels = doc["levels"]
+    table = {}
+    for r in doc["rows"]:
+        scores = {c: levels[lvl] for c, lvl in r["levels"].items()}
+        if set(scores) != set(doc["criteria"]):
+            raise ValueError(f"data/ecosystem.json: {r['stack']} must rate every criterion {list(doc['criteria'])}")
+        table[r["stack"]] = {"score": sum(scores.values()) / len(scores), "levels": r["levels"], "notes": r["notes"],
+                             "risks": r["risks"], "source": r["source"]}
+    return table
+
+
+def normalise_weights(weights: dict | None) -> dict[str, float]:
+    w = dict(DEFAULT_WEIGHTS if weights is None else weights)
+    unknown = set(w) - set(CRITERIA)
+    if unknown:
+        raise ScenarioError([("weights", f"unknown criteria {sorted(unknown)}; use {', '.join(CRITERIA)}")])
+    if any(not (v >= 0) for v in w.values()) or sum(w.values()) <= 0:
+        raise ScenarioError([("weights", "weights must be non-negative numbers with a positive sum")])
+    total = sum(w.values())
+    return {c: w.get(c, 0.0) / total for c in CRITERIA}
+
+
+def _precision_for(acc, wanted: str) -> tuple[str | None, str]:
+    if acc.peak(PRECISION_DTYPE[wanted]):
+        return wanted, ""
+    for alt in PRECISION_FALLBACK[wanted]:
+        if acc.peak(PRECISION_DTYPE[alt]):
+            return alt, f"no {wanted} support: trained in {alt}"
+    return None, f"no {wanted} support and no fallback precision"
+
+
+def _scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict) -> Scenario:
+    data = sc.model_dump(exclude_none=True)
+    data.pop("layout", None)
+    data["training"]["precision"] = precision
+    keep_node = sc.cluster.accelerator == acc.id and sc.cluster.gpus_per_node
+    cluster = {"accelerator": acc.id, "n_gpus": n_gpus, **({"gpus_per_node": sc.cluster.gpus_per_node} if keep_node else {})}
+    cluster.update(overrides)
+    data["cluster"] = cluster
+    return Scenario.model_validate(data)
+
+
+def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
+    precision, note = _precision_for(acc, sc.training.precision)
+    base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "software_stack": acc.software_stack,
+            "precision": precision, "precision_note": note, "calibrated": bool(overrides)}
+    if precision is None:
+        return {**base, "fits": False, "reason": note}
+    if deadline_days is not None:
+        probe = _scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
+        cs = cluster_size_search(probe, objective, deadline_days, None, False)
+        best, n = cs["best"], cs.get("n_gpus")
+        if not cs["met"]:
+            return {**base, "fits": best is not None, "meets_deadline": False, "reason": cs["reason"],
+                    **({"n_gpus": None} if best is None else {})}
+        base["meets_deadline"] = True
+    else:
+        n = sc.cluster.n_gpus
+        out = search(_scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[])
+        if not out["best"]:
+            main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
+            return {**base, "fits": False, "n_gpus": n, "reason": f"no layout fits on {n} GPUs ({main})"}
+        best = out["best"][0]
+    return {**base, "fits": True, "n_gpus": n, "layout": best["layout"], "train_days": best["train_days"],
+            "wall_days": best.get("wall_days", best["train_days"]), "gpu_hours": best["gpu_hours"], "mfu": best["mfu"],
+            "cost_usd": best.get("cost_usd"), "energy_mwh": best.get("energy_mwh"), "co2_t": best.get("co2_t"),
+            "memory_gib": best["memory_gib"]["total"], "memory_capacity_gib": best["memory_capacity_gib"],
+            "memory_headroom": 1 - best["memory_gib"]["total"] / best["memory_capacity_gib"]}
+
+
+def _score(rows: list[dict], weights: dict[str, float]) -> None:
+    """Each criterion scores 1.0 for the best accelerator and the ratio to it for the others; unknown values score 0."""
+    fitting = [r for r in rows if r["fits"] and r.get("meets_deadline", True)]
+    for c, (key, lower) in CRITERIA.items():
+        values = [r[key] for r in fitting if r.get(key) is not None and r[key] > 0]
+        best = (min(values) if lower else max(values)) if values else None
+        for r in fitting:
+            v = r.get(key)
+            r.setdefault("scores", {})[c] = 0.0 if v is None or best is None or v <= 0 else (best / v if lower else v / best)
+    for r in fitting:
+        r["decision_score"] = sum(weights[c] * r["scores"][c] for c in CRITERIA)
+
+
+def _fmt_money(x):
+    return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x:,.0f}"
+
+
+def _why_first(r: dict, fitting: list[dict]) -> str:
+    def place(key, lower=True):
+        vals = sorted((x[key] for x in fitting if x.get(key) is not None), reverse=not lower)
+        return "" if r.get(key) is None else (" (best)" if vals and r[key] == vals[0] else f" (#{vals.index(r[key]) + 1} of {len(vals)})")
+    parts = [f"{r['name']} ranks first with a decision score of {r['decision_score']:.2f}:",
+             f"{r['wall_days']:.1f} days on {r['n_gpus']:,} GPUs{place('wall_days')}"]
+    parts.append(f"costs {_fmt_money(r['cost_usd'])}{place('cost_usd')}" if r.get("cost_usd") is not None
+                 else "cost unknown (no published price; enter one)")
+    if r.get("co2_t") is not None:
+        parts.append(f"{r['co2_t']:,.0f} tCO2e{place('co2_t')}")
+    parts.append(f"{r['memory_headroom']:.0%} memory headroom, {r['software_stack']} ecosystem score {r['ecosystem_score']:.2f}")
+    return " ".join(parts[:1]) + " " + "; ".join(parts[1:]) + "."
+
+
+def _why_other(r: dict, top: dict, rank: int) -> str:
+    bits = []
+    t = r["wall_days"] / top["wall_days"]
+    bits.append(f"{t:.2f}x the time" if abs(t - 1) >= 0.005 else "the same time")
+    if r.get("cost_usd") is not None and top.get("cost_usd") is not None:
+        c = r["cost_usd"] / top["cost_usd"] - 1
+        bits.append(f"{abs(c):.0%} {'more expensive' if c > 0 else 'cheaper'}" if abs(c) >= 0.005 else "the same cost")
+    elif r.get("cost_usd") is None:
+        bits.append("cost unknown (no published price)")
+    if r.get("co2_t") is not None and top.get("co2_t") is not None and top["co2_t"] > 0:
+        e = r["co2_t"] / top["co2_t"] - 1
+        if abs(e) >= 0.05:
+            bits.append(f"{abs(e):.0%} {'more' if e > 0 else 'less'} CO2")
+    h = r["memory_headroom"] - top["memory_headroom"]
+    if abs(h) >= 0.05:
+        bits.append(f"{'more' if h > 0 else 'less'} memory headroom ({r['memory_headroom']:.0%} vs {top['memory_headroom']:.0%})")
+    if r["software_stack"] != top["software_stack"]:
+        bits.append(f"{r['software_stack']} ecosystem {r['ecosystem_score']:.2f} vs {top['ecosystem_score']:.2f}")
+    note = f" ({r['precision_note']})" if r.get("precision_note") else ""
+    return f"#{rank} {r['name']} (score {r['decision_score']:.2f}): {', '.join(bits)} compared with {top['name']}{note}."
+
+
+def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | None = None,
+            calibrations: dict[str, dict] | None = None, accelerators: list[str] | None = None,
+            objective: str = "time", progress=None) -> dict:
+    """Compare accelerators for one scenario: a fixed cluster size (the scenario's n_gpus), or the smallest size
+    meeting deadline_days for each. calibrations maps accelerator id -> measured cluster overrides
+    (matmul_efficiency, intra_node_busbw_gbs, inter_node_busbw_gbs) that replace the published defaults."""
+    cat = load_catalog()
+    w = normalise_weights(weights)
+    ids = accelerators or list(cat.accelerators)
+    unknown = [a for a in ids if a not in cat.accelerators]
+    if unknown:
+        raise ScenarioError([("accelerators", f"unknown ids {unknown}; known: {', '.join(cat.accelerators)}")])
+    eco = ecosystem_table()
+    rows = []
+    for k, acc_id in enumerate(ids):
+        if progress:
+            progress(k / len(ids), f"{acc_id}: searching layouts")
+        acc = cat.accelerator(acc_id)
+        r = _evaluate_accelerator(sc, acc, deadline_days, (calibrations or {}).get(acc_id, {}), objective)
+        r["ecosystem_score"] = eco[acc.software_stack]["score"]
+        r["ecosystem_levels"] = eco[acc.software_stack]["levels"]
+        rows.append(r)
+    _score(rows, w)
+    ranked = sorted((r for r in rows if "decision_score" in r), key=lambda r: -r["decision_score"])
+    others = [r for r in rows if "decision_score" not in r]
+    for i, r in enumerate(ranked):
+        r["rank"] = i + 1
+        r["why"] = _why_first(r, ranked) if i == 0 else _why_other(r, ranked[0], i + 1)
+    for r in others:
+        r["rank"] = None
+        r["why"] = f"{r['name']} is not ranked: {r.get('reason', 'it does not meet the target')}."
+    if progress:
+        progress(1.0, "done")
+    return {
+        "mode": "deadline" if deadline_days is not None else "fixed cluster",
+        "n_gpus": None if deadline_days is not None else sc.cluster.n_gpus,
+        "deadline_days": deadline_days,
+        "weights": w,
+        "recommendation": ranked[0]["accelerator"] if ranked else None,
+        "why": ranked[0]["why"] if ranked else "No accelerator in the catalog can run this scenario as given.",
+        "rows": ranked + others,
+        "ecosystem_sources": {s: e["source"] for s, e in eco.items()},
+    }
