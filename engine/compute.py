@@ -52,14 +52,14 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     else:
         scores = tokens * a * s / t
         bmm = np.maximum(core_math, scores * 2 * e / hw.hbm_bytes_per_s)
-        softmax_dropout = scores * (4 * e + 1) / hw.hbm_bytes_per_s
+        softmax_dropout = scores * (2 * e + (2 * e + 1 if shape.dropout else 0)) / hw.hbm_bytes_per_s
         attn_fwd = bmm + softmax_dropout
         attn_bwd = 2 * attn_fwd
 
-    # element-wise traffic per token: two norms (read+write), two residual+dropout (2 reads, write, mask),
+    # element-wise traffic per token: two norms (read+write), two residual adds (2 reads, write; + dropout mask),
     # the activation function (gelu: read+write f; swiglu: read 2f, write f), MoE token permutation
     sp_div = np.where(lay.sp, t, 1)
-    per_token = (2 * 2 * e * h + 2 * (3 * e + 1) * h) / sp_div + (3 if shape.gated else 2) * e * ffn / t
+    per_token = (2 * 2 * e * h + 2 * (3 * e + (1 if shape.dropout else 0)) * h) / sp_div + (3 if shape.gated else 2) * e * ffn / t
     if moe:
         per_token = per_token + 4 * e * h * shape.top_k / t
     if training.precision == "fp8":                        # casting each matmul input to fp8 (read 16-bit, write 8-bit)

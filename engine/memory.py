@@ -68,8 +68,9 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
     h, t = shape.hidden, lay.tp
     tokens = lay.mbs * (training.seq_len / lay.cp)
     sp_div = np.where(lay.sp, t, 1)
+    mask = 1.0 if shape.dropout else 0.0                         # dropout masks: 1 byte per element
     # kept whole on every TP rank unless sequence-parallel: both norm inputs, QKV and MLP inputs (4 tensors) + 2 dropout masks
-    replicated = (4 * e + 2) * h
+    replicated = (4 * e + 2 * mask) * h
     acts_per_ffn = 3 if shape.gated else 2                      # gate, up, product  |  fc1 output, activation output
     if moe:
         mlp = (shape.top_k * acts_per_ffn * shape.expert_ffn + acts_per_ffn * shape.shared_ffn + shape.top_k * h) * e \
@@ -78,7 +79,7 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
         mlp = acts_per_ffn * shape.dense_ffn * e
     attention = e * shape.attn_act_split
     if training.attention == "standard":
-        scores = (2 * e + 1) * shape.n_heads * training.seq_len   # softmax output, dropout mask, dropout output
+        scores = (e + mask * (e + 1)) * shape.n_heads * training.seq_len   # softmax output (+ dropout mask and output)
     else:
         scores = 4.0 * shape.n_heads                              # FlashAttention keeps only the fp32 log-sum-exp
     none = tokens * (replicated / sp_div + (attention + mlp + scores) / t)

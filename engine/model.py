@@ -43,6 +43,7 @@ class ModelArch(BaseModel):
     dense_ffn_hidden_size: int | None = Field(default=None, ge=1, le=10_000_000)
     tied_embeddings: bool = False
     learned_position_embeddings: int = Field(default=0, ge=0, le=10_000_000, description="rows of a learned position table (0: rotary)")
+    dropout: bool = Field(default=False, description="residual and attention dropout (GPT-2/3 style); Llama-style models train without")
     mla: MLA | None = None
 
     @model_validator(mode="after")
@@ -97,6 +98,7 @@ class Shape:
     top_k: int
     gated: bool                  # SwiGLU: three matrices, otherwise two
     norm_params: int             # both norms of one layer
+    dropout: bool                # dropout masks stored and applied (1 byte per element)
 
     @property
     def router_params(self) -> int:
@@ -180,4 +182,5 @@ def shape_of(arch: ModelArch) -> Shape:
         shared_ffn=arch.n_shared_experts * arch.ffn_hidden_size if moe else 0,
         n_experts=arch.n_experts, top_k=arch.experts_per_token if moe else 1, gated=gated,
         norm_params=2 * h,
+        dropout=arch.dropout,
     )

@@ -29,7 +29,8 @@ def scenario(**overrides):
 def gpt(n_layers, hidden, heads, vocab=51200, seq=2048):
     """A GPT-3-style architecture as in Megatron-LM (MHA, GELU MLP of 4h, tied embeddings, learned positions)."""
     return {"n_layers": n_layers, "hidden_size": hidden, "n_heads": heads, "ffn_hidden_size": 4 * hidden,
-            "vocab_size": vocab, "ffn_type": "gelu", "tied_embeddings": True, "learned_position_embeddings": seq}
+            "vocab_size": vocab, "ffn_type": "gelu", "tied_embeddings": True, "learned_position_embeddings": seq,
+            "dropout": True}
 
 
 def parse(**overrides):
