@@ -75,6 +75,15 @@ def cmd_compare(args) -> dict:
                    accelerators=accelerators)
 
 
+def cmd_energy(args) -> dict:
+    from engine.energy import calculator_problems, energy_calculator
+    given = dict(gpu_hours=args.gpu_hours, power_w=args.power_w, pue=args.pue, region=args.region,
+                 carbon_intensity_g_per_kwh=args.carbon_intensity_g_per_kwh, price_usd_per_gpu_hour=args.price_usd_per_gpu_hour)
+    if problems := calculator_problems(**given):
+        raise ScenarioError(problems)
+    return energy_calculator(**given)
+
+
 def cmd_catalog(args) -> dict:
     from engine.catalog import load_catalog
     cat = load_catalog()
@@ -87,7 +96,8 @@ def cmd_catalog(args) -> dict:
     }
 
 
-COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "compare": cmd_compare, "catalog": cmd_catalog}
+COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "compare": cmd_compare, "energy": cmd_energy,
+            "catalog": cmd_catalog}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,6 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="size each accelerator's cluster to meet this deadline (default: the scenario's n_gpus)")
     p.add_argument("--weights", help="decision weights, e.g. time=0.3,cost=0.3,energy=0.05,co2=0.1,memory_headroom=0.05,ecosystem=0.2")
     p.add_argument("--accelerators", help="comma-separated catalog ids (default: all)")
+    p = sub.add_parser("energy", help="energy, CO2 and cost of a run that already happened, from its GPU-hours")
+    p.add_argument("--gpu-hours", type=float, required=True, dest="gpu_hours", help="GPU-hours of the run")
+    p.add_argument("--power-w", type=float, required=True, dest="power_w", help="average power per GPU, W (TDP or measured)")
+    p.add_argument("--pue", type=float, help="facility PUE (default: the sourced default in data/energy_defaults.json)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--carbon-intensity-g-per-kwh", type=float, dest="carbon_intensity_g_per_kwh", help="grid intensity, gCO2e/kWh")
+    where.add_argument("--region", help="FRA, US-VA, gcp:us-central1, aws:us-east-1, ... (default: world average)")
+    p.add_argument("--price-usd-per-gpu-hour", type=float, dest="price_usd_per_gpu_hour", help="price per GPU-hour, USD")
     sub.add_parser("catalog", help="list accelerator ids, model presets and networks")
     return ap
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine import cost, energy, goodput
 from engine.compute import flops_per_token
 from engine.hardware import GIB, Hardware, resolve_hardware
 from engine.layouts import Layouts
@@ -25,6 +26,9 @@ class Context:
     scenario: Scenario
     shape: Shape
     hw: Hardware
+    reliability: goodput.Reliability
+    power: energy.Power
+    price: cost.Price
 
     @property
     def n_gpus(self) -> int:
@@ -32,7 +36,10 @@ class Context:
 
 
 def context(sc: Scenario) -> Context:
-    return Context(scenario=sc, shape=shape_of(sc.arch), hw=resolve_hardware(sc))
+    shape = shape_of(sc.arch)
+    power = energy.resolve(sc)
+    return Context(scenario=sc, shape=shape, hw=resolve_hardware(sc), reliability=goodput.resolve(sc, shape),
+                   power=power, price=cost.resolve(sc, power))
 
 
 def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
@@ -56,7 +63,21 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     out["mfu"] = out["model_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
     out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
     out["train_s"] = tr.total_tokens / tokens_per_s
-    out["gpu_hours"] = ctx.n_gpus * out["train_s"] / 3600
+    out["gpu_hours"] = cost.gpu_hours(ctx.n_gpus, out["train_s"])
+    out.update(run_figures(ctx, out["train_s"]))
+    return out
+
+
+def run_figures(ctx: Context, train_s: np.ndarray) -> dict[str, np.ndarray]:
+    """What the run costs on a real cluster: wall time with failures and checkpoints, goodput, money, energy and
+    location-based CO2 (NaN where no price or no power figure is known)."""
+    out = goodput.run_time(ctx.reliability, train_s)
+    billed = cost.gpu_hours(ctx.n_gpus, out["wall_s"])
+    nan_if_none = lambda x: np.nan if x is None else x
+    kwh = energy.energy_kwh(billed, nan_if_none(ctx.power.node_w_per_gpu), ctx.power.pue)
+    out["cost_usd"] = cost.cost_usd(billed, nan_if_none(ctx.price.usd_per_gpu_hour))
+    out["energy_mwh"] = kwh / 1000.0
+    out["co2_t"] = energy.co2_kg(kwh, ctx.power.grid.g_per_kwh) / 1000.0
     return out
 
 
@@ -88,6 +109,25 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
         "time_breakdown_s": {k: g(k) for k in BREAKDOWN},
         "train_days": g("train_s") / 86400,
         "gpu_hours": g("gpu_hours"),
+        **run_row(ctx, ev, i),
+    }
+
+
+def run_row(ctx: Context, ev: dict[str, np.ndarray], i: int) -> dict:
+    """Wall time, goodput, cost, energy and CO2 of layout i, with the inputs and sources behind them (None: not known)."""
+    value = lambda k: float(ev[k][i]) if np.isfinite(ev[k][i]) else None
+    wall_s = float(ev["wall_s"][i])
+    billed = float(cost.gpu_hours(ctx.n_gpus, wall_s))
+    mwh = value("energy_mwh")
+    return {
+        "wall_days": wall_s / 86400 if np.isfinite(wall_s) else None,
+        "goodput": float(ev["goodput"][i]),
+        "cost_usd": value("cost_usd"),
+        "energy_mwh": value("energy_mwh"),
+        "co2_t": value("co2_t"),
+        "reliability": goodput.detail(ctx.reliability, float(ev["train_s"][i]), wall_s),
+        "cost": cost.detail(ctx.price, ctx.scenario.cluster.accelerator, billed),
+        "energy": energy.detail(ctx.power, ctx.n_gpus, billed, None if mwh is None else mwh * 1000),
     }
 
 

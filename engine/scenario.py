@@ -8,6 +8,8 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 from engine.catalog import load_catalog
+from engine.cost import price_problems
+from engine.energy import region_problem
 from engine.model import ModelArch
 
 PRECISION_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "fp32"}
@@ -64,6 +66,54 @@ class Layout(BaseModel):
     recompute: Literal["none", "selective", "full"] = "none"
 
 
+class Site(BaseModel):
+    """Where the run happens and what its machines draw (energy and CO2); defaults from data/energy_defaults.json."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    region: str | None = Field(default=None, min_length=2, max_length=60, description=(
+        "grid location: ISO 3166 alpha-3 country (FRA), US state (US-VA), or cloud region (gcp:us-central1, aws:us-east-1, "
+        "azure:eastus); the world average when absent"))
+    pue: float | None = Field(default=None, ge=1.0, le=3.0, description="facility power usage effectiveness (>= 1)")
+    carbon_intensity_g_per_kwh: float | None = Field(default=None, ge=0, le=2000, description="location-based grid intensity, gCO2e/kWh, replaces the region's")
+    market_based_g_per_kwh: float | None = Field(default=None, ge=0, le=2000, description="market-based intensity of the contracted supply (e.g. 0 for matched renewables), gCO2e/kWh")
+    accelerator_power_w: float | None = Field(default=None, gt=0, le=5000, description="measured average power per accelerator, W; replaces TDP x utilisation factor")
+    utilisation_factor: float | None = Field(default=None, gt=0, le=1, description="average power over TDP during training")
+    host_power_w_per_gpu: float | None = Field(default=None, ge=0, le=10000, description="host/node power (CPUs, memory, NICs, fans) per accelerator, W")
+
+
+class OnPremCost(BaseModel):
+    """Total-cost-of-ownership inputs for owned hardware; defaults from data/tco_defaults.json."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    server_capex_usd: float | None = Field(default=None, gt=0, le=1e8, description="price of one GPU server, USD")
+    gpus_per_server: int | None = Field(default=None, ge=1, le=1000)
+    network_fraction: float | None = Field(default=None, ge=0, lt=1, description="cluster network as a fraction of total hardware cost")
+    storage_capex_usd_per_gpu: float | None = Field(default=None, ge=0, le=1e7, description="storage capex per GPU, USD")
+    depreciation_years: float | None = Field(default=None, gt=0, le=20)
+    utilisation: float | None = Field(default=None, gt=0, le=1, description="fraction of the year the owned GPUs do paid work")
+    power_usd_per_kwh: float | None = Field(default=None, ge=0, le=5, description="electricity price, USD/kWh")
+    ops_usd_per_gpu_year: float | None = Field(default=None, ge=0, le=1e7, description="staff, colocation and maintenance per GPU-year, USD")
+
+
+class Cost(BaseModel):
+    """Which price the run's cost uses: an explicit price, a row of data/prices.json, or the on-premises TCO."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    basis: Literal["cloud", "on_prem"] = Field(default="cloud", description="cost_usd from a cloud price or from owning the hardware")
+    price_usd_per_gpu_hour: float | None = Field(default=None, gt=0, le=1000, description="explicit cloud price, USD per GPU-hour")
+    provider: str | None = Field(default=None, min_length=2, max_length=40, description="price table provider (aws, azure, gcp, lambda, ...)")
+    region: str | None = Field(default=None, min_length=2, max_length=40, description="price table region (us-east-1, eastus, ...)")
+    pricing: Literal["on_demand", "reserved_1y", "reserved_3y", "reserved", "spot"] = "on_demand"
+    on_prem: OnPremCost | None = None
+
+
+class ReliabilityInputs(BaseModel):
+    """Failure and checkpoint inputs for goodput; defaults from data/reliability.json (Llama 3)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    mtbf_gpu_hours: float | None = Field(default=None, gt=0, le=1e9, description="mean time between interruptions per GPU, hours")
+    storage_write_gb_per_s: float | None = Field(default=None, gt=0, le=1e6, description="checkpoint write bandwidth of the whole cluster, GB/s")
+    checkpoint_write_s: float | None = Field(default=None, ge=0, le=1e6, description="measured blocking checkpoint time, s; replaces size / bandwidth")
+    checkpoint_interval_s: float | None = Field(default=None, gt=0, le=1e8, description="fixed checkpoint interval, s; Young's optimum when absent")
+    restart_s: float | None = Field(default=None, ge=0, le=1e6, description="time from a failure to resumed training, s")
+
+
 def _model_kind(value) -> str:
     if isinstance(value, PresetRef) or (isinstance(value, dict) and "preset" in value):
         return "preset"
@@ -80,6 +130,9 @@ class Scenario(BaseModel):
     training: Training
     cluster: Cluster
     layout: Layout | None = None
+    cost: Cost | None = None
+    site: Site | None = None
+    reliability: ReliabilityInputs | None = None
 
     @property
     def arch(self) -> ModelArch:
@@ -153,6 +206,21 @@ def catalog_problems(sc: Scenario) -> list[tuple[str, str]]:
         ok = [p for p, d in PRECISION_DTYPE.items() if acc.peak(d) is not None]
         problems.append(("training.precision", f"{acc.id} has no published dense {sc.training.precision} peak; "
                                                f"supported precisions: {_choices(ok)}"))
+    if acc is not None:
+        problems += economics_problems(sc)
+    return problems
+
+
+def economics_problems(sc: Scenario) -> list[tuple[str, str]]:
+    """Site region and price references that the data files do not know."""
+    problems = []
+    if sc.site is not None and sc.site.region is not None and (msg := region_problem(sc.site.region)):
+        problems.append(("site.region", msg))
+    c = sc.cost
+    if c is not None and c.basis == "on_prem" and c.price_usd_per_gpu_hour is not None:
+        problems.append(("cost.price_usd_per_gpu_hour", "a cloud price does not apply when cost.basis is on_prem; "
+                                                        "remove it or set cost.basis to cloud"))
+    problems += price_problems(sc.cluster.accelerator, c)
     return problems
 
 

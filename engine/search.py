@@ -186,6 +186,9 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", deadline_days: 
     n = sc.cluster.n_gpus
     note(0.0, f"evaluating layouts for {n} GPUs")
     cs = search_cluster(sc, n, allow_span_nodes)
+    missing = {"cost": cs.ctx.price.missing, "energy": cs.ctx.power.missing}.get(objective)
+    if missing:
+        raise ScenarioError([("objective", f"cannot rank by {objective}: {missing}")])
     best = _best(cs, objective, top)
     rows = [row(cs.ctx, cs.ev, cs.valid_layouts, int(i)) for i in best]
     out = {

@@ -7,7 +7,8 @@ from tests.conftest import ROOT
 from tests.engine.helpers import scenario
 
 KEYS = {"memory_gib", "fits", "step_time_s", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
-        "mfu", "hfu", "time_breakdown_s", "train_days", "gpu_hours"}
+        "mfu", "hfu", "time_breakdown_s", "train_days", "gpu_hours", "cost_usd", "energy_mwh", "co2_t", "goodput",
+        "wall_days"}
 
 
 def run(*args, stdin=None):

@@ -173,3 +173,14 @@ def test_cli_search(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "engine", "search", str(f), "--deadline-days", "-3"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--deadline-days" in bad.stderr
+
+
+def test_cost_objective_without_a_price_says_why():
+    from engine.scenario import ScenarioError
+    sc = parse_scenario(scenario(**{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 64, "layout": None}))
+    with pytest.raises(ScenarioError) as info:
+        search(sc, objective="cost", pareto_sizes=[])
+    assert "cannot rank by cost" in str(info.value) and "TPU-v5p" in str(info.value)
+    priced = parse_scenario(scenario(**{"cluster.n_gpus": 64, "layout": None}))
+    by_cost = search(priced, objective="cost", top=3, pareto_sizes=[])["best"]
+    assert [r["cost_usd"] for r in by_cost] == sorted(r["cost_usd"] for r in by_cost)

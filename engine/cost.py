@@ -1,0 +1,294 @@
+"""What a training run costs: cloud prices from the dated table in data/prices.json, on-premises cost from a TCO
+model (data/tco_defaults.json), the break-even between buying and renting, and the GPU-hour budget planner."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engine.catalog import DATA_DIR, Source, load_catalog
+from engine.energy import HOURS_PER_YEAR, Power
+
+PRICING = ("on_demand", "reserved_1y", "reserved_3y", "reserved", "spot")
+# Seed 003 section 2.4.5 (L1849): warn when one job requests more than 512 GPU-hours.
+DEFAULT_WARN_GPU_HOURS = 512.0
+
+
+def gpu_hours(n_gpus, seconds):
+    """GPU-hours = GPUs x wall hours (seed 003 L1780)."""
+    return n_gpus * np.asarray(seconds) / 3600.0
+
+
+def cost_usd(gpu_hours_, usd_per_gpu_hour):
+    """Rented cost: GPU-hours x price per GPU-hour."""
+    return np.asarray(gpu_hours_) * usd_per_gpu_hour
+
+
+# ---- cloud price table ------------------------------------------------------------------------------------------
+
+class PriceRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    accelerator: str
+    provider: str = Field(pattern=r"^[a-z0-9-]+$")
+    region: str | None
+    pricing: Literal["on_demand", "reserved_1y", "reserved_3y", "reserved", "spot"]
+    instance: str
+    gpus_per_instance: int = Field(ge=1)
+    usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    usd_per_instance_hour: float | None = Field(default=None, gt=0)
+    note: str = ""
+    source: Source
+
+    @model_validator(mode="after")
+    def _one_price(self):
+        if (self.usd_per_gpu_hour is None) == (self.usd_per_instance_hour is None):
+            raise ValueError("give exactly one of usd_per_gpu_hour and usd_per_instance_hour")
+        return self
+
+    @property
+    def price(self) -> float:
+        return self.usd_per_gpu_hour if self.usd_per_gpu_hour is not None else self.usd_per_instance_hour / self.gpus_per_instance
+
+    def describe(self) -> dict:
+        return {"provider": self.provider, "region": self.region, "pricing": self.pricing, "instance": self.instance,
+                "usd_per_gpu_hour": round(self.price, 4), "date": self.source.date, "source": self.source.url,
+                "how_read": self.source.document, **({"note": self.note} if self.note else {})}
+
+
+@lru_cache(maxsize=1)
+def price_table() -> tuple[PriceRow, ...]:
+    doc = json.loads((DATA_DIR / "prices.json").read_text())
+    if doc.get("schema_version") != 1:
+        raise ValueError(f"data/prices.json: unsupported schema_version {doc.get('schema_version')!r}")
+    rows = tuple(PriceRow(**r) for r in doc["rows"])
+    known = load_catalog().accelerators
+    unknown = sorted({r.accelerator for r in rows} - set(known))
+    if unknown:
+        raise ValueError(f"data/prices.json: unknown accelerator ids {unknown}")
+    return rows
+
+
+def prices_for(accelerator: str, provider: str | None = None, region: str | None = None,
+               pricing: str | None = None) -> list[PriceRow]:
+    """Published prices of an accelerator, cheapest first, filtered by whatever is given."""
+    rows = [r for r in price_table() if r.accelerator == accelerator
+            and (provider is None or r.provider == provider)
+            and (region is None or r.region in (region, None))
+            and (pricing is None or r.pricing == pricing)]
+    return sorted(rows, key=lambda r: r.price)
+
+
+def price_problems(accelerator: str, cost) -> list[tuple[str, str]]:
+    """Names in the cost block that the price table does not know (empty when all resolve or none are given)."""
+    if cost is None or cost.price_usd_per_gpu_hour is not None:
+        return []
+    rows = prices_for(accelerator)
+    providers = sorted({r.provider for r in rows})
+    if cost.provider is not None and cost.provider not in providers:
+        return [("cost.provider", f"no published {accelerator} price from {cost.provider!r}; providers with one: "
+                                  f"{', '.join(providers) or 'none'}; or give cost.price_usd_per_gpu_hour")]
+    known_regions = sorted({r.region for r in price_table() if r.region})
+    if cost.region is not None and cost.region not in known_regions:
+        return [("cost.region", f"unknown price region {cost.region!r}; regions in the price table: {', '.join(known_regions)}")]
+    if cost.region is not None and not prices_for(accelerator, cost.provider, cost.region):
+        regions = sorted({r.region for r in prices_for(accelerator, cost.provider) if r.region})
+        return [("cost.region", f"no published {accelerator} price in {cost.region!r}"
+                                f"{' from ' + cost.provider if cost.provider else ''}; regions with one: "
+                                f"{', '.join(regions) or 'none (the providers publish one price for all regions)'}")]
+    if (cost.provider or cost.region or cost.pricing != "on_demand") and not prices_for(
+            accelerator, cost.provider, cost.region, cost.pricing):
+        models = sorted({r.pricing for r in prices_for(accelerator, cost.provider, cost.region)})
+        return [("cost.pricing", f"no published {cost.pricing} price for {accelerator} with these filters; "
+                                 f"published pricing models: {', '.join(models) or 'none'}")]
+    return []
+
+
+# ---- on-premises TCO --------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def tco_defaults() -> dict:
+    return json.loads((DATA_DIR / "tco_defaults.json").read_text())
+
+
+@dataclass(frozen=True)
+class OnPrem:
+    """Resolved TCO inputs; capex_usd_per_gpu None when no server price is published or given."""
+    capex_usd_per_gpu: float | None
+    inputs: dict                    # name -> {"value", "source"} for the output
+
+
+def _onprem(sc) -> OnPrem:
+    d = tco_defaults()
+    given = sc.cost.on_prem if sc.cost is not None else None
+    pick = lambda name, default, src: ({"value": getattr(given, name), "source": f"given in cost.on_prem.{name}"}
+                                       if given is not None and getattr(given, name) is not None
+                                       else {"value": default, "source": src})
+    server = next((s for s in d["servers"] if s["accelerator"] == sc.cluster.accelerator), None)
+    fmt = lambda s: f"{s['document']} ({s['url']}, {s['date']})"
+    inputs = {
+        "server_capex_usd": pick("server_capex_usd", server and server["server_capex_usd"],
+                                 fmt(server["source"]) if server else f"no published server price for {sc.cluster.accelerator}"),
+        "gpus_per_server": pick("gpus_per_server", server["gpus_per_server"] if server else sc.gpus_per_node,
+                                fmt(server["source"]) if server else "the cluster's GPUs per node"),
+        "network_fraction": pick("network_fraction", d["network_fraction"]["value"], fmt(d["network_fraction"]["source"])),
+        "storage_capex_usd_per_gpu": pick("storage_capex_usd_per_gpu", d["storage_capex_usd_per_gpu"]["value"],
+                                          d["storage_capex_usd_per_gpu"]["note"]),
+        "depreciation_years": pick("depreciation_years", d["depreciation_years"]["value"], fmt(d["depreciation_years"]["source"])),
+        "utilisation": pick("utilisation", d["utilisation"]["value"], fmt(d["utilisation"]["source"])),
+        "power_usd_per_kwh": pick("power_usd_per_kwh", d["power_usd_per_kwh"]["value"], fmt(d["power_usd_per_kwh"]["source"])),
+        "ops_usd_per_gpu_year": pick("ops_usd_per_gpu_year", d["ops_usd_per_gpu_year"]["value"], d["ops_usd_per_gpu_year"]["note"]),
+    }
+    v = {k: x["value"] for k, x in inputs.items()}
+    capex = None if v["server_capex_usd"] is None else capex_per_gpu_usd(
+        v["server_capex_usd"], v["gpus_per_server"], v["network_fraction"], v["storage_capex_usd_per_gpu"])
+    return OnPrem(capex_usd_per_gpu=capex, inputs=inputs)
+
+
+def capex_per_gpu_usd(server_usd: float, gpus_per_server: int, network_fraction: float, storage_usd_per_gpu: float) -> float:
+    """Server share per GPU grossed up so the network is network_fraction of the cluster's hardware cost (Cottier et al. 2024)."""
+    return server_usd / gpus_per_server / (1.0 - network_fraction) + storage_usd_per_gpu
+
+
+def fixed_usd_per_gpu_year(capex_usd_per_gpu: float, depreciation_years: float, ops_usd_per_gpu_year: float) -> float:
+    """Owning one GPU for a year: straight-line depreciation plus operations."""
+    return capex_usd_per_gpu / depreciation_years + ops_usd_per_gpu_year
+
+
+def power_usd_per_gpu_hour(node_w_per_gpu: float, pue: float, usd_per_kwh: float) -> float:
+    """Electricity of one running GPU (with its host share) for one hour, at the facility meter."""
+    return node_w_per_gpu / 1000.0 * pue * usd_per_kwh
+
+
+def onprem_usd_per_gpu_hour(fixed_usd_per_year: float, utilisation, power_usd_per_hour: float):
+    """Cost per used GPU-hour of owned hardware: the fixed yearly cost spread over the hours it is used, plus power."""
+    return fixed_usd_per_year / (HOURS_PER_YEAR * np.asarray(utilisation)) + power_usd_per_hour
+
+
+def break_even_utilisation(fixed_usd_per_year: float, power_usd_per_hour: float, rent_usd_per_gpu_hour: float) -> float | None:
+    """Utilisation above which owning is cheaper per used GPU-hour than renting (None: renting is always cheaper)."""
+    margin = rent_usd_per_gpu_hour - power_usd_per_hour
+    return fixed_usd_per_year / (HOURS_PER_YEAR * margin) if margin > 0 else None
+
+
+def break_even_years(capex_usd_per_gpu: float, ops_usd_per_gpu_year: float, power_usd_per_hour: float,
+                     rent_usd_per_gpu_hour: float, utilisation: float) -> float | None:
+    """Years of use at `utilisation` after which buying (capex + operations + power) has cost less than renting the same
+    GPU-hours (None: never)."""
+    saving_per_year = HOURS_PER_YEAR * utilisation * (rent_usd_per_gpu_hour - power_usd_per_hour) - ops_usd_per_gpu_year
+    return capex_usd_per_gpu / saving_per_year if saving_per_year > 0 else None
+
+
+# ---- the scenario's price --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Price:
+    """The price per GPU-hour the run's cost uses, with its origin; usd_per_gpu_hour None when none is known."""
+    basis: str
+    usd_per_gpu_hour: float | None
+    source: str
+    row: PriceRow | None
+    on_prem: OnPrem
+    onprem_usd_per_gpu_hour: float | None
+    onprem_fixed_usd_per_gpu_year: float | None
+    onprem_power_usd_per_gpu_hour: float | None
+    missing: str | None
+
+
+def resolve(sc, power: Power) -> Price:
+    """Cloud price (explicit, or the cheapest published row matching the cost block) or on-premises TCO per GPU-hour."""
+    c = sc.cost
+    acc = sc.cluster.accelerator
+    op = _onprem(sc)
+    v = {k: x["value"] for k, x in op.inputs.items()}
+    onprem = fixed = power_h = None
+    if op.capex_usd_per_gpu is not None and power.node_w_per_gpu is not None:
+        fixed = fixed_usd_per_gpu_year(op.capex_usd_per_gpu, v["depreciation_years"], v["ops_usd_per_gpu_year"])
+        power_h = power_usd_per_gpu_hour(power.node_w_per_gpu, power.pue, v["power_usd_per_kwh"])
+        onprem = float(onprem_usd_per_gpu_hour(fixed, v["utilisation"], power_h))
+    tco = dict(on_prem=op, onprem_usd_per_gpu_hour=onprem, onprem_fixed_usd_per_gpu_year=fixed,
+               onprem_power_usd_per_gpu_hour=power_h)
+    if c is not None and c.basis == "on_prem":
+        missing = None if onprem is not None else (
+            f"no published server price for {acc}; enter cost.on_prem.server_capex_usd" if op.capex_usd_per_gpu is None
+            else power.missing)
+        return Price("on_prem", onprem, "on-premises TCO (see cost.on_prem)", None, missing=missing, **tco)
+    if c is not None and c.price_usd_per_gpu_hour is not None:
+        return Price("cloud", c.price_usd_per_gpu_hour, "given in cost.price_usd_per_gpu_hour", None, missing=None, **tco)
+    rows = prices_for(acc, c.provider if c else None, c.region if c else None, c.pricing if c else "on_demand")
+    if not rows:
+        return Price("cloud", None, "", None, missing=f"no published {'on-demand ' if c is None else ''}price for {acc} "
+                     "in data/prices.json; enter one in cost.price_usd_per_gpu_hour", **tco)
+    row = rows[0]
+    how = "cheapest published" if len(rows) > 1 else "published"
+    return Price("cloud", row.price, f"{how} {row.pricing} price: {row.provider} {row.instance}", row, missing=None, **tco)
+
+
+def detail(price: Price, accelerator: str, billed_gpu_hours: float) -> dict:
+    """The cost block of an estimate: the price used, every published alternative, the on-premises TCO and break-even."""
+    finite = bool(np.isfinite(billed_gpu_hours))
+    cost = lambda p: float(cost_usd(billed_gpu_hours, p)) if finite and p is not None else None
+    op = price.on_prem
+    v = {k: x["value"] for k, x in op.inputs.items()}
+    rent = price.row.price if price.row is not None else (price.usd_per_gpu_hour if price.basis == "cloud" else None)
+    if rent is None:
+        rent = next((r.price for r in prices_for(accelerator, pricing="on_demand")), None)
+    onprem_block = {"usd_per_gpu_hour": price.onprem_usd_per_gpu_hour, "cost_usd": cost(price.onprem_usd_per_gpu_hour),
+                    "capex_usd_per_gpu": op.capex_usd_per_gpu, "inputs": op.inputs}
+    if op.capex_usd_per_gpu is None:
+        onprem_block["missing"] = f"no published server price for {accelerator}; enter cost.on_prem.server_capex_usd"
+    elif price.onprem_usd_per_gpu_hour is not None and rent is not None:
+        fixed, power_h = price.onprem_fixed_usd_per_gpu_year, price.onprem_power_usd_per_gpu_hour
+        onprem_block["break_even"] = {
+            "against_usd_per_gpu_hour": rent,
+            "utilisation": break_even_utilisation(fixed, power_h, rent),
+            "years_at_utilisation": break_even_years(op.capex_usd_per_gpu, v["ops_usd_per_gpu_year"], power_h, rent,
+                                                     v["utilisation"]),
+            "reading": "buying is cheaper per used GPU-hour above this utilisation; at the stated utilisation it pays "
+                       "for itself after this many years (None: renting stays cheaper)"}
+    return {
+        "basis": price.basis,
+        "usd_per_gpu_hour": price.usd_per_gpu_hour,
+        "price_source": price.source or None,
+        "price_row": price.row.describe() if price.row is not None else None,
+        "billed_gpu_hours": billed_gpu_hours if finite else None,
+        "cost_usd": cost(price.usd_per_gpu_hour),
+        "missing": price.missing,
+        "cloud_prices": [dict(r.describe(), cost_usd=cost(r.price)) for r in prices_for(accelerator)],
+        "on_prem": onprem_block,
+    }
+
+
+# ---- budget planner (seed 003 section 2.4.5) --------------------------------------------------------------------
+
+def plan_budget(run_gpu_hours: float, budget_gpu_hours: float | None = None, budget_usd: float | None = None,
+                usd_per_gpu_hour: float | None = None, warn_above_gpu_hours: float = DEFAULT_WARN_GPU_HOURS) -> dict:
+    """How many runs of this size a GPU-hour or money budget pays for: max_runs = floor(budget / cost per run)
+    (seed 003 L1810), with a warning when one run exceeds the per-job threshold (L1849). ValueError on bad input."""
+    if not (run_gpu_hours > 0 and math.isfinite(run_gpu_hours)):
+        raise ValueError("run_gpu_hours must be a positive, finite number of GPU-hours")
+    if (budget_gpu_hours is None) == (budget_usd is None):
+        raise ValueError("give exactly one budget: budget_gpu_hours or budget_usd")
+    if budget_usd is not None:
+        if usd_per_gpu_hour is None or not usd_per_gpu_hour > 0:
+            raise ValueError("a money budget needs a positive usd_per_gpu_hour")
+        budget_gpu_hours = budget_usd / usd_per_gpu_hour
+    if not (budget_gpu_hours >= 0 and math.isfinite(budget_gpu_hours)):
+        raise ValueError("the budget must be a non-negative, finite amount")
+    if not warn_above_gpu_hours > 0:
+        raise ValueError("warn_above_gpu_hours must be positive")
+    runs = math.floor(budget_gpu_hours / run_gpu_hours * (1 + 1e-12))   # tolerate float rounding at exact multiples
+    warnings = []
+    if run_gpu_hours > warn_above_gpu_hours:
+        warnings.append(f"one run needs {run_gpu_hours:,.0f} GPU-hours, above the {warn_above_gpu_hours:,.0f} GPU-hour "
+                        "per-job threshold: pilot a smaller run first")
+    if runs == 0:
+        warnings.append(f"the budget of {budget_gpu_hours:,.0f} GPU-hours does not cover one run of {run_gpu_hours:,.0f}")
+    return {"max_runs": runs, "run_gpu_hours": run_gpu_hours, "budget_gpu_hours": budget_gpu_hours,
+            "left_over_gpu_hours": budget_gpu_hours - runs * run_gpu_hours,
+            "run_usd": run_gpu_hours * usd_per_gpu_hour if usd_per_gpu_hour else None,
+            "warn_above_gpu_hours": warn_above_gpu_hours, "warnings": warnings}

@@ -1,0 +1,45 @@
+"""Budget planner, seed 003 section 2.4.5 (reference seed-003-extract.md section 5.4)."""
+import pytest
+
+from engine.cost import gpu_hours, plan_budget
+
+
+def test_gpu_hours_seed_examples():
+    # L1794-L1796: 1 node x 4 GPUs x 3 h, 4 nodes x 8 GPUs x 6 h, 8 nodes x 8 GPUs x 24 h
+    assert float(gpu_hours(1 * 4, 3 * 3600)) == pytest.approx(12)
+    assert float(gpu_hours(4 * 8, 6 * 3600)) == pytest.approx(192)
+    assert float(gpu_hours(8 * 8, 24 * 3600)) == pytest.approx(1536)
+    # L1784: 8 GPUs for 4 h and 16 GPUs for 2 h cost the same
+    assert float(gpu_hours(8, 4 * 3600)) == float(gpu_hours(16, 2 * 3600)) == pytest.approx(32)
+
+
+def test_runs_that_fit_a_budget():
+    # L1809-L1810: a 2,000 GPU-hour cap and 192 GPU-hours per run -> floor(2000 / 192) = 10 runs
+    plan = plan_budget(192, budget_gpu_hours=2000)
+    assert plan["max_runs"] == 10 and plan["left_over_gpu_hours"] == pytest.approx(80) and plan["warnings"] == []
+    assert plan_budget(192, budget_gpu_hours=1920)["max_runs"] == 10          # an exact multiple is not rounded down
+    money = plan_budget(192, budget_usd=10_000, usd_per_gpu_hour=2.0)       # $10k at $2 = 5,000 GPU-hours
+    assert money["max_runs"] == 26 and money["run_usd"] == pytest.approx(384)
+
+
+def test_warnings_above_threshold_and_when_nothing_fits():
+    # L1849: warn above 512 GPU-hours per job (configurable)
+    big = plan_budget(1536, budget_gpu_hours=2000)
+    assert big["max_runs"] == 1 and "512" in big["warnings"][0]
+    assert plan_budget(1536, budget_gpu_hours=2000, warn_above_gpu_hours=2000)["warnings"] == []
+    none = plan_budget(192, budget_gpu_hours=100)
+    assert none["max_runs"] == 0 and "does not cover one run" in none["warnings"][-1]
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"run_gpu_hours": 0, "budget_gpu_hours": 10}, "positive"),
+    ({"run_gpu_hours": float("nan"), "budget_gpu_hours": 10}, "finite"),
+    ({"run_gpu_hours": 10}, "exactly one budget"),
+    ({"run_gpu_hours": 10, "budget_gpu_hours": 5, "budget_usd": 5}, "exactly one budget"),
+    ({"run_gpu_hours": 10, "budget_usd": 100}, "usd_per_gpu_hour"),
+    ({"run_gpu_hours": 10, "budget_gpu_hours": -1}, "non-negative"),
+    ({"run_gpu_hours": 10, "budget_gpu_hours": 100, "warn_above_gpu_hours": 0}, "warn_above"),
+])
+def test_bad_input_says_what_is_wrong(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        plan_budget(**kwargs)
