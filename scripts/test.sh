@@ -9,4 +9,10 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+# Optional: a local CPU build of torch lets the gloo collectives runner test run (tests skip it without torch).
+# Only from a local wheel: a plain `pip install torch` would pull gigabytes of CUDA packages.
+for whl in /opt/wheels/torch-2.13.0+cpu-*.whl; do
+  [ -f "$whl" ] && .venv/bin/python -m pip install -q --disable-pip-version-check --find-links /opt/wheels "torch==2.13.0+cpu"
+  break
+done
 exec .venv/bin/python -m pytest "$@"

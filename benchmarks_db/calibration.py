@@ -1,0 +1,102 @@
+"""Measured figures that replace the engine's defaults when the planner picks "calibrated".
+
+They reach the engine only as the scenario's cluster overrides (engine/scenario.py Cluster): matmul_efficiency
+(measured MAMF-style TFLOP/s over the catalog's dense peak, the quantity the engine's default uses),
+intra_node_busbw_gbs and inter_node_busbw_gbs. Only trustworthy runs count: published tables, and user uploads that
+passed every check with complete metadata (validation 'accepted'); illustrative and flagged runs never do.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from benchmarks_db.store import Store
+
+TRUSTED = "r.validation = 'accepted' AND src.kind IN ('published', 'user_submitted') AND s.accelerator_id IS NOT NULL"
+BASE = "FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)"
+# Bus bandwidth is calibrated on its large-message plateau only: nccl-tests curves flatten from tens to hundreds of
+# MiB (benchmarks-formats.md 2.1: A100 reaches ~230 GB/s at 8 GiB; H100 NVLS needs more than 256 MiB).
+MIN_PLATEAU_MESSAGE_BYTES = 64 * 2**20
+
+
+def matmul_calibration(store: Store) -> pd.DataFrame:
+    """Per accelerator and dtype: the median over trustworthy runs of each run's best matmul efficiency."""
+    return store.df(f"""
+WITH per_run AS (
+  SELECT s.accelerator_id, m.dtype, r.run_id, src.title AS source, max(m.efficiency) AS efficiency,
+         max(m.value) AS tflops
+  {BASE}
+  WHERE m.metric = 'matmul_tflops' AND m.stat IN ('median', 'mean') AND m.efficiency IS NOT NULL AND {TRUSTED}
+  GROUP BY ALL)
+SELECT accelerator_id, dtype, median(efficiency) AS matmul_efficiency, median(tflops) AS tflops, count(*) AS n_runs,
+       list(run_id ORDER BY run_id) AS run_ids, list(DISTINCT source ORDER BY source) AS sources
+FROM per_run GROUP BY ALL ORDER BY ALL""")
+
+
+def collective_calibration(store: Store) -> pd.DataFrame:
+    """Per accelerator and scale (nodes, ranks): the median over trustworthy runs of each run's plateau bus bandwidth
+    (its highest busbw at messages of at least MIN_PLATEAU_MESSAGE_BYTES)."""
+    return store.df(f"""
+WITH per_run AS (
+  SELECT s.accelerator_id, m.n_nodes, m.n_ranks, r.run_id, src.title AS source, m.op, max(m.value) AS busbw_gbs
+  {BASE}
+  WHERE m.metric = 'busbw' AND m.stat IN ('median', 'mean') AND m.message_bytes >= ? AND {TRUSTED}
+  GROUP BY ALL)
+SELECT accelerator_id, n_nodes, n_ranks, n_ranks // n_nodes AS ranks_per_node, median(busbw_gbs) AS busbw_gbs,
+       count(*) AS n_runs, list(DISTINCT op ORDER BY op) AS ops, list(run_id ORDER BY run_id) AS run_ids,
+       list(DISTINCT source ORDER BY source) AS sources
+FROM per_run GROUP BY ALL ORDER BY ALL""", [MIN_PLATEAU_MESSAGE_BYTES])
+
+
+def _evidence(value: float, row: pd.Series, how: str) -> dict:
+    return {"value": value, "runs": list(row["run_ids"]), "sources": list(row["sources"]), "n_runs": int(row["n_runs"]),
+            "how": how}
+
+
+def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: int, gpus_per_node: int) -> dict:
+    """Cluster overrides from trustworthy measurements for this accelerator, training dtype and placement:
+    {"overrides": {field: value}, "evidence": {field: {value, runs, sources, n_runs, how}}, "missing": {field: why}}.
+    Only fields with measurements appear in overrides; the engine keeps its defaults for the rest."""
+    out = {"overrides": {}, "evidence": {}, "missing": {}}
+    mm = matmul_calibration(store)
+    hit = mm[(mm.accelerator_id == accelerator_id) & (mm.dtype == dtype)]
+    if len(hit):
+        row = hit.iloc[0]
+        eff = round(min(float(row.matmul_efficiency), 1.0), 4)
+        out["overrides"]["matmul_efficiency"] = eff
+        out["evidence"]["matmul_efficiency"] = _evidence(eff, row, f"median over {row.n_runs} run(s) of the best "
+                                                                   f"{dtype} matmul TFLOP/s over the datasheet peak")
+    else:
+        out["missing"]["matmul_efficiency"] = f"no trustworthy {dtype} matmul measurement for {accelerator_id}"
+    coll = collective_calibration(store)
+    coll = coll[coll.accelerator_id == accelerator_id]
+    intra = coll[coll.n_nodes == 1]
+    want = min(gpus_per_node, n_gpus)
+    if len(intra):
+        # the measurement closest to the group that matters: the node's GPUs (or the whole job if smaller)
+        row = intra.iloc[int((intra.n_ranks - want).abs().values.argmin())]
+        value = round(float(row.busbw_gbs), 2)
+        out["overrides"]["intra_node_busbw_gbs"] = value
+        out["evidence"]["intra_node_busbw_gbs"] = _evidence(
+            value, row, f"plateau busbw of {row.n_ranks} ranks in one node ({', '.join(row.ops)}), median of "
+                        f"{row.n_runs} run(s)")
+    else:
+        out["missing"]["intra_node_busbw_gbs"] = (f"no trustworthy single-node collective measurement for "
+                                                  f"{accelerator_id} with messages of at least "
+                                                  f"{MIN_PLATEAU_MESSAGE_BYTES // 2**20} MiB")
+    inter = coll[coll.n_nodes > 1]
+    if len(inter) and n_gpus > gpus_per_node:
+        distance = (inter.n_ranks.map(lambda r: abs(math.log(r / n_gpus)))).values
+        row = inter.iloc[int(distance.argmin())]
+        # the engine's inter-node figure is per GPU: a ring across nodes runs at k x per-GPU network (engine/comm.py)
+        value = round(float(row.busbw_gbs) / int(row.ranks_per_node), 2)
+        out["overrides"]["inter_node_busbw_gbs"] = value
+        out["evidence"]["inter_node_busbw_gbs"] = _evidence(
+            value, row, f"plateau busbw {row.busbw_gbs:.1f} GB/s of {row.n_ranks} ranks on {row.n_nodes} nodes "
+                        f"({', '.join(row.ops)}) / {row.ranks_per_node} GPUs per node, median of {row.n_runs} run(s)")
+    elif n_gpus > gpus_per_node:
+        out["missing"]["inter_node_busbw_gbs"] = (f"no trustworthy multi-node collective measurement for "
+                                                  f"{accelerator_id} with messages of at least "
+                                                  f"{MIN_PLATEAU_MESSAGE_BYTES // 2**20} MiB")
+    return out

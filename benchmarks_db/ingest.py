@@ -1,0 +1,461 @@
+"""Ingest results into the store: runner JSON, nccl-tests text, MLPerf Training results (a results folder with its
+systems/ JSON, given as any folder above it, as a .zip of such folders, or as a single log) and a simple CSV.
+
+Everything is parsed and checked before anything is written; one file (or one MLPerf results folder when a folder
+is given) is one transaction: all of it or none, with errors that name the line or field and the fix.
+
+    python -m benchmarks_db.ingest FILE_OR_FOLDER... [--json] [--submitter NAME] [--accelerator CATALOG_ID]
+
+prints per input whether it was ingested, the rows added, the errors and (MLPerf) the computed score in minutes,
+and exits 1 if any input was refused. The app must not be running on the same store (DuckDB allows one process).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import stat
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+import duckdb
+from pydantic import BaseModel, ConfigDict, computed_field
+
+from benchmarks_db import checks, csv_table, mlperf, nccl_tests, runner_file
+from benchmarks_db.accelerators import accelerator as catalog_accelerator
+from benchmarks_db.records import Run, Source
+from benchmarks_db.store import Store, open_store
+from benchmarks_db.writer import write
+
+MAX_FILE_BYTES = int(os.environ.get("BENCHMARKS_MAX_FILE_BYTES", 64 * 2**20))   # per file, and per unpacked .zip
+MAX_ZIP_ENTRIES = 20_000
+MAX_NAME_CHARS = 255
+MLPERF_SCORE_TOL_MIN = 5e-4            # the CSV's scores agree with the summarizer to 5e-4 min
+TEXT_SUFFIXES = (".txt", ".log", ".out")
+FORMATS = "runner JSON (schema_version 1), nccl-tests text output, an MLPerf result log or a .zip of MLPerf results " \
+          "folders, or a CSV with accelerator,metric,value,unit columns"
+
+
+class IngestReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: str
+    format: str | None = None
+    ingested: bool = False
+    rows_added: dict[str, int] = {}
+    run_ids: list[str] = []
+    errors: list[str] = []
+    warnings: list[str] = []
+    flags: list[str] = []
+    mlperf_scores: dict[str, float] = {}
+
+    @computed_field
+    @property
+    def score_minutes(self) -> float | None:
+        """The MLPerf score when the input held exactly one result (minutes, as the summarizer computes it)."""
+        return next(iter(self.mlperf_scores.values())) if len(self.mlperf_scores) == 1 else None
+
+
+@dataclass
+class Parsed:
+    input: str
+    format: str
+    runs: list[Run] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+class Refused(Exception):
+    pass
+
+
+def name_problem(name: str) -> str | None:
+    """Upload names are plain file names: no folders, no '..', no control characters."""
+    if not name or len(name) > MAX_NAME_CHARS:
+        return f"the file name must have 1 to {MAX_NAME_CHARS} characters"
+    if "/" in name or "\\" in name or name in (".", "..") or checks.CONTROL_CHARS.search(name) or ":" in name[:2]:
+        return f"{name[:80]!r} is not a plain file name (no folders, drive letters, '..' or control characters)"
+    return None
+
+
+def decode(data: bytes, name: str) -> str:
+    if b"\x00" in data[:65536]:
+        raise Refused(f"{name}: binary data, not text; expected {FORMATS}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise Refused(f"{name}: not UTF-8 text (byte {err.start}); expected {FORMATS}") from None
+
+
+# ----------------------------------------------------------------------------------------------- parsing a unit
+def parse_file(name: str, text: str, accelerator: str | None) -> Parsed:
+    """One stand-alone file, recognised by its content (and suffix for CSV)."""
+    head = text[:4000]
+    if runner_file.looks_like(head):
+        runs, errors, warnings = runner_file.parse(text, accelerator)
+        return Parsed(name, "runner_json", runs, errors, warnings)
+    if name.lower().endswith(".json"):
+        try:
+            doc = json.loads(text)
+        except ValueError as err:
+            return Parsed(name, "json", errors=[f"{name}: not valid JSON: {err}"])
+        if isinstance(doc, dict) and "accelerator_model_name" in doc:
+            return Parsed(name, "mlperf_system", errors=[f"{name}: an MLPerf system description has no results; upload "
+                                                         f"the submitter folder (systems/ and results/) as a .zip"])
+        return Parsed(name, "json", errors=[f"{name}: a JSON file must be a runner result (schema_version 1, results)"])
+    if ":::MLLOG" in text[:2_000_000]:
+        res = mlperf.parse_single_log(text, name, accelerator)
+        return Parsed(name, "mlperf_log", [res.run] if res.run else [], res.errors, res.warnings,
+                      {name: res.score_minutes} if res.score_minutes is not None else {})
+    if nccl_tests.looks_like(head):
+        run, errors = nccl_tests.parse(text, name, accelerator)
+        return Parsed(name, "nccl_tests", [run] if run else [], errors)
+    if name.lower().endswith(".csv") or csv_table.looks_like(head):
+        runs, errors, warnings = csv_table.parse(text, name, accelerator)
+        return Parsed(name, "csv", runs, errors, warnings)
+    return Parsed(name, "unknown", errors=[f"{name}: not a recognised format; expected {FORMATS}"])
+
+
+def _json_file(read: Callable[[], bytes], path: str) -> tuple[dict | None, str | None]:
+    try:
+        doc = json.loads(decode(read(), path))
+    except Refused as err:
+        return None, str(err)
+    except ValueError as err:
+        return None, f"{path}: not valid JSON: {err}"
+    return (doc, None) if isinstance(doc, dict) else (None, f"{path}: expected a JSON object")
+
+
+def parse_mlperf_folder(folder: PurePosixPath, logs: dict[str, Callable[[], bytes]],
+                        files: dict[PurePosixPath, Callable[[], bytes]]) -> Parsed:
+    """<...>/<submitter>/results/<system>/<benchmark>/ with its result_N.txt readers; `files` has every file of the
+    upload, to find systems/<system>.json and scaling.json."""
+    benchmark, system = folder.name, folder.parent.name
+    in_layout = folder.parent.parent.name == "results"
+    submitter_dir = folder.parent.parent.parent
+    display = str(folder)
+    errors = []
+    system_doc = scaling_doc = None
+    sys_path = submitter_dir / "systems" / f"{system}.json"
+    if in_layout and sys_path in files:
+        system_doc, err = _json_file(files[sys_path], str(sys_path))
+        errors += [err] if err else []
+    if folder / "scaling.json" in files:
+        scaling_doc, err = _json_file(files[folder / "scaling.json"], f"{display}/scaling.json")
+        errors += [err] if err else []
+    texts = {}
+    for name, read in logs.items():
+        try:
+            texts[name] = decode(read(), f"{display}/{name}")
+        except Refused as err:
+            errors.append(str(err))
+    if errors:
+        return Parsed(display, "mlperf_results", errors=errors)
+    res = mlperf.parse_results_folder(texts, system_doc, scaling_doc, benchmark, system,
+                                      submitter_dir.name if in_layout else None, display)
+    if res.run is not None:
+        found = mlperf.ROUND_IN_PATH.search(display)
+        res.run.mlperf_round = found.group(1) if found else None
+    return Parsed(display, "mlperf_results", [res.run] if res.run else [], res.errors, res.warnings,
+                  {display: res.score_minutes} if res.score_minutes is not None else {})
+
+
+def parse_tree(files: dict[PurePosixPath, Callable[[], bytes]], accelerator: str | None) -> tuple[list[Parsed], list[str]]:
+    """Find the results in a set of files (a folder or an archive): MLPerf results folders (result_N.txt grouped
+    by folder) and stand-alone result files. Returns the parsed units and the paths skipped as not results."""
+    groups: dict[PurePosixPath, dict[str, Callable[[], bytes]]] = {}
+    for path, read in files.items():
+        if mlperf.RESULT_FILE.match(path.name):
+            groups.setdefault(path.parent, {})[path.name] = read
+    units = [parse_mlperf_folder(folder, logs, files) for folder, logs in sorted(groups.items())]
+    claimed = {f / n for f, logs in groups.items() for n in logs}
+    skipped = []
+    for path, read in sorted(files.items()):
+        if path in claimed or path.name == "scaling.json" or path.parent.name == "systems":
+            continue
+        suffix = path.suffix.lower()
+        if suffix not in (".json", ".csv") + TEXT_SUFFIXES:
+            skipped.append(str(path))
+            continue
+        try:
+            text = decode(read(), str(path))
+        except Refused:
+            skipped.append(str(path))
+            continue
+        head = text[:4000]
+        recognised = (runner_file.looks_like(head) if suffix == ".json" else
+                      csv_table.looks_like(head) if suffix == ".csv" else
+                      nccl_tests.looks_like(head) or ":::MLLOG" in head)
+        if recognised:
+            units.append(parse_file(str(path), text, accelerator))
+        else:
+            skipped.append(str(path))
+    return units, skipped
+
+
+# ----------------------------------------------------------------------------------------------- checks and write
+def _mlperf_duplicate(store: Store, run: Run, score: float) -> str | None:
+    """The same MLPerf result already stored (published, or uploaded before from a folder, a .zip or another round's
+    listing): same system folder, benchmark and score."""
+    rows = store.rows(
+        "SELECT s.kind, r.mlperf_round, r.submitter_org, m.value FROM run r JOIN source s USING (source_id) "
+        "JOIN measurement m USING (run_id) WHERE r.benchmark = ? AND m.stat = 'score' "
+        "AND json_extract_string(r.params, '$.mlperf_system') = ? AND abs(m.value - ?) < ? "
+        "ORDER BY s.kind = 'published' DESC LIMIT 1",
+        [run.benchmark, run.params.get("mlperf_system"), score, MLPERF_SCORE_TOL_MIN])
+    if rows:
+        kind, rnd, org, value = rows[0]
+        return (f"duplicate: this MLPerf result is already in the store as a {kind} result "
+                f"({rnd or 'round unknown'} {org} {run.params.get('mlperf_system')} {run.benchmark}, {value:.4f} min)")
+    return None
+
+
+def _check_units(store: Store, units: list[Parsed], report: IngestReport) -> list[Run]:
+    runs = []
+    for unit in units:
+        report.warnings += unit.warnings
+        report.mlperf_scores.update(unit.scores)
+        report.errors += unit.errors
+        for run in unit.runs:
+            report.errors += checks.plausibility(run)
+            checks.statistics(run)
+            checks.metadata(run)
+            runs.append(run)
+    hashes = [r.content_sha256 for r in runs]
+    if len(set(hashes)) < len(hashes):
+        report.errors.append("the same result appears twice in this input")
+    if hashes and not report.errors:
+        dup = store.rows("SELECT r.content_sha256, s.source_id, s.kind, s.ingested_at FROM run r JOIN source s "
+                         "USING (source_id) WHERE r.content_sha256 IN (SELECT unnest(?))", [hashes])
+        for _, source_id, kind, when in dup[:5]:
+            report.errors.append(f"duplicate: these measurements are already in the store ({kind} source {source_id}, "
+                                 f"ingested {when:%Y-%m-%d %H:%M} UTC)")
+    for run in runs:
+        score = next((m.value for m in run.measurements if m.stat == "score"), None)
+        if score is not None and (dup := _mlperf_duplicate(store, run, score)):
+            report.errors.append(dup)
+    return runs
+
+
+def _commit(store: Store, units: list[Parsed], source: Source, report: IngestReport) -> IngestReport:
+    runs = _check_units(store, units, report)
+    if not runs and not report.errors:
+        report.errors.append(f"no results found; expected {FORMATS}")
+    if report.errors:
+        return report
+    try:
+        with store.transaction() as cur:
+            report.rows_added = write(cur, source, runs)
+    except duckdb.ConstraintException as err:        # a concurrent upload of the same content won the race
+        report.errors.append(f"duplicate: {str(err).splitlines()[0]}")
+        report.rows_added = {}
+        return report
+    report.ingested = True
+    report.run_ids = [r.run_id for r in runs]
+    report.flags = [f"{r.benchmark}: {f}" for r in runs for f in r.flags]
+    return report
+
+
+def _upload_source(name: str, sha: str, n_bytes: int | None, submitter: str | None) -> Source:
+    return Source(kind="user_submitted", title=f"upload {name}", submitter=submitter, filename=name,
+                  file_sha256=sha, n_bytes=n_bytes, notes="user-submitted, unverified (MLPerf-style results are not "
+                                                          "MLCommons-reviewed unless published by MLCommons)")
+
+
+def _prechecks(store: Store, sha: str, submitter: str | None, accelerator: str | None) -> list[str]:
+    errors = []
+    if submitter is not None and (msg := checks.text_problem("submitter", submitter)):
+        errors.append(msg)
+    if accelerator is not None and catalog_accelerator(accelerator) is None:
+        errors.append(f"accelerator {accelerator[:60]!r} is not a catalog id (see python -m engine catalog)")
+    dup = store.rows("SELECT source_id, kind, ingested_at FROM source WHERE file_sha256 = ?", [sha])
+    if dup:
+        source_id, kind, when = dup[0]
+        errors.append(f"duplicate: this file was already ingested ({kind} source {source_id}, {when:%Y-%m-%d %H:%M} UTC)")
+    return errors
+
+
+def _zip_members(data: bytes, name: str, max_bytes: int) -> dict[PurePosixPath, Callable[[], bytes]]:
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+        infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as err:
+        raise Refused(f"{name}: not a readable .zip archive ({err})") from None
+    if len(infos) > MAX_ZIP_ENTRIES:
+        raise Refused(f"{name}: {len(infos)} entries; at most {MAX_ZIP_ENTRIES}")
+    members, total = {}, 0
+    for info in infos:
+        if info.is_dir():
+            continue
+        path = PurePosixPath(info.filename)
+        if (info.filename.startswith(("/", "\\")) or "\\" in info.filename or ".." in path.parts
+                or ":" in info.filename or checks.CONTROL_CHARS.search(info.filename)
+                or stat.S_ISLNK(info.external_attr >> 16)):
+            raise Refused(f"{name}: entry {info.filename[:80]!r} has an unsafe path (absolute, '..', a link or a "
+                          f"drive); refused")
+        total += info.file_size
+        if total > max_bytes:
+            raise Refused(f"{name}: unpacks to more than {max_bytes} bytes (the limit); upload fewer results at once")
+        try:
+            with zf.open(info) as fh:
+                content = fh.read(info.file_size + 1)
+        except (zipfile.BadZipFile, OSError, RuntimeError, ValueError, EOFError) as err:
+            raise Refused(f"{name}: entry {info.filename[:80]!r} cannot be read ({err})") from None
+        if len(content) != info.file_size:
+            raise Refused(f"{name}: entry {info.filename[:80]!r} is not the size its header says; refused")
+        members[path] = (lambda c=content: c)
+    return members
+
+
+def ingest_bytes(store: Store, filename: str, data: bytes, submitter: str | None = None,
+                 accelerator: str | None = None, max_bytes: int = MAX_FILE_BYTES) -> IngestReport:
+    """Check and store one uploaded file (the upload page's entry point). Nothing is written unless all of it is
+    valid. `accelerator` names the catalog id where the file's device name is missing or ambiguous."""
+    report = IngestReport(input=str(filename)[:MAX_NAME_CHARS])
+    if problem := name_problem(filename):
+        report.errors.append(problem)
+        return report
+    if len(data) > max_bytes:
+        report.errors.append(f"{filename}: {len(data)} bytes is over the {max_bytes}-byte limit")
+        return report
+    if not data.strip():
+        report.errors.append(f"{filename}: the file is empty")
+        return report
+    sha = hashlib.sha256(data).hexdigest()
+    report.errors += _prechecks(store, sha, submitter, accelerator)
+    if report.errors:
+        return report
+    try:
+        if data[:4] == b"PK\x03\x04":
+            report.format = "zip"
+            units, skipped = parse_tree(_zip_members(data, filename, max_bytes), accelerator)
+            if skipped:
+                report.warnings.append(f"{len(skipped)} file(s) in the archive are not results and were skipped "
+                                       f"(e.g. {', '.join(skipped[:3])})")
+        else:
+            unit = parse_file(filename, decode(data, filename), accelerator)
+            report.format, units = unit.format, [unit]
+    except Refused as err:
+        report.errors.append(str(err))
+        return report
+    return _commit(store, units, _upload_source(filename, sha, len(data), submitter), report)
+
+
+def _walk(root: Path, max_bytes: int) -> tuple[dict[PurePosixPath, Callable[[], bytes]], list[str]]:
+    """Regular files under root (links are not followed; hidden folders skipped), as lazy size-checked readers."""
+    files, skipped = {}, []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for fname in filenames:
+            p = Path(dirpath) / fname
+            st = p.lstat()
+            if not stat.S_ISREG(st.st_mode):
+                skipped.append(str(p))
+                continue
+            if st.st_size > max_bytes:
+                skipped.append(f"{p} (over {max_bytes} bytes)")
+                continue
+            files[PurePosixPath(p.as_posix())] = (lambda q=p: q.read_bytes())
+    return files, skipped
+
+
+def _folder_sha(unit: Parsed, files: dict[PurePosixPath, Callable[[], bytes]]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(p for p in files if str(p).startswith(unit.input + "/")):
+        h.update(str(path).encode() + b"\0" + hashlib.sha256(files[path]()).digest())
+    return h.hexdigest()
+
+
+def ingest_path(store: Store, path: str | os.PathLike, submitter: str | None = None, accelerator: str | None = None,
+                max_bytes: int = MAX_FILE_BYTES) -> list[IngestReport]:
+    """A file (as ingest_bytes) or a folder: every MLPerf results folder and result file under it, each its own
+    transaction, plus a report listing the files skipped as not results."""
+    p = Path(path)
+    if p.is_symlink() or not p.exists():
+        return [IngestReport(input=str(path), errors=[f"{path}: no such file or folder (links are not followed)"])]
+    if p.is_file():
+        size = p.stat().st_size
+        if size > max_bytes:
+            return [IngestReport(input=str(path), errors=[f"{path}: {size} bytes is over the {max_bytes}-byte limit"])]
+        report = ingest_bytes(store, p.name, p.read_bytes(), submitter, accelerator, max_bytes)
+        report.input = str(path)
+        return [report]
+    files, skipped = _walk(p.resolve(), max_bytes)
+    units, not_results = parse_tree(files, accelerator)
+    reports = []
+    for unit in units:
+        report = IngestReport(input=unit.input, format=unit.format)
+        sha = _folder_sha(unit, files) if unit.format == "mlperf_results" else \
+            hashlib.sha256(files[PurePosixPath(unit.input)]()).hexdigest()
+        report.errors += _prechecks(store, sha, submitter, accelerator)
+        if report.errors:
+            reports.append(report)
+            continue
+        reports.append(_commit(store, [unit], _upload_source(unit.input, sha, None, submitter), report))
+    skipped += not_results
+    if skipped or not units:
+        reports.append(IngestReport(input=str(path), format="folder", ingested=bool(units),
+                                    errors=[] if units else [f"{path}: no results found; expected {FORMATS}"],
+                                    warnings=[f"{len(skipped)} file(s) skipped as not results "
+                                              f"(e.g. {', '.join(skipped[:3])})"] if skipped else []))
+    return reports
+
+
+def delete_upload(store: Store, source_id: str) -> int:
+    """Remove one user upload and its runs (the upload page's undo). Published and seed sources cannot be removed."""
+    with store.transaction() as cur:
+        kind = cur.execute("SELECT kind FROM source WHERE source_id = ?", [source_id]).fetchall()
+        if not kind:
+            raise KeyError(f"no source {source_id!r}")
+        if kind[0][0] != "user_submitted":
+            raise PermissionError(f"{source_id} is a {kind[0][0]} source; only user uploads can be removed")
+        runs = "SELECT run_id FROM run WHERE source_id = ?"
+        cur.execute(f"DELETE FROM measurement WHERE run_id IN ({runs})", [source_id])
+        n = cur.execute("DELETE FROM run WHERE source_id = ? RETURNING run_id", [source_id]).fetchall()
+        cur.execute("DELETE FROM source WHERE source_id = ?", [source_id])
+    return len(n)
+
+
+# ----------------------------------------------------------------------------------------------- command line
+def _human(r: IngestReport) -> str:
+    status = "folder  " if r.format == "folder" and r.ingested else "ingested" if r.ingested else "REFUSED "
+    lines = [f"{status} {r.input}" + (f" [{r.format}]" if r.format and r.format != "folder" else "")]
+    if r.rows_added:
+        lines.append("  rows added: " + ", ".join(f"{k} {v}" for k, v in r.rows_added.items()))
+    lines += [f"  MLPerf score {path}: {minutes:.4f} min" for path, minutes in r.mlperf_scores.items()]
+    lines += [f"  error: {e}" for e in r.errors[:50]]
+    lines += [f"  flagged: {f}" for f in r.flags[:20]]
+    lines += [f"  note: {w}" for w in r.warnings[:20]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks_db.ingest", description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", metavar="FILE_OR_FOLDER")
+    ap.add_argument("--json", action="store_true", help="one JSON report per input on stdout")
+    ap.add_argument("--submitter", help="your name or team, stored with the upload")
+    ap.add_argument("--accelerator", help="catalog id of the device when the file's name for it is missing or ambiguous")
+    ap.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES, help="largest accepted file (bytes)")
+    ap.add_argument("--db", help="store path (default: $APP_DB_PATH or var/planner.duckdb)")
+    args = ap.parse_args(argv)
+    try:
+        store = open_store(args.db)
+    except duckdb.IOException as err:
+        print(f"cannot open the store: {str(err).splitlines()[0]}\n(is the app running on it? DuckDB allows one "
+              f"process per file: stop the app or upload through its page)", file=sys.stderr)
+        return 2
+    reports = [r for p in args.paths for r in ingest_path(store, p, args.submitter, args.accelerator, args.max_bytes)]
+    if args.json:
+        print(json.dumps([r.model_dump() for r in reports], indent=1))
+    else:
+        print("\n".join(_human(r) for r in reports))
+    return 0 if all(r.ingested for r in reports) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Schema of the benchmark store: versioned, append-only migrations (never edit a shipped entry; add a new one).
+
+Canonical units: min (time to train), TFLOP/s (matmul), GB/s = 1e9 B/s (memory, copy, collective, storage);
+sizes in bytes. Every value keeps its provenance: measurement -> run -> source (and system, software_env).
+The links are kept by benchmarks_db/writer.py rather than declared as FOREIGN KEYs: DuckDB cannot delete a run and
+its measurements in one transaction while a foreign key joins them (its documented foreign-key limitation), and
+replacing a seed dataset or removing an upload must be a single transaction.
+"""
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[str, str]] = [
+    ("initial schema: source, system, software_env, run, measurement, seed_dataset", """
+CREATE TABLE source (
+  source_id VARCHAR PRIMARY KEY,
+  kind VARCHAR NOT NULL CHECK (kind IN ('published', 'user_submitted', 'illustrative')),
+  dataset VARCHAR,                       -- seed dataset file it was loaded from; NULL for uploads
+  title VARCHAR NOT NULL,
+  publisher VARCHAR, url VARCHAR, source_commit VARCHAR, published_date VARCHAR,
+  submitter VARCHAR, filename VARCHAR,
+  file_sha256 VARCHAR UNIQUE,            -- exact-duplicate upload guard
+  n_bytes BIGINT,
+  ingested_at TIMESTAMP NOT NULL,        -- UTC
+  notes VARCHAR);
+CREATE TABLE system (
+  system_id VARCHAR PRIMARY KEY,         -- sha256 of the normalised fields below
+  system_name VARCHAR,
+  device_type VARCHAR NOT NULL CHECK (device_type IN ('gpu', 'tpu', 'hpu', 'cpu', 'mps', 'unknown')),
+  accelerator_id VARCHAR,                -- engine catalog id; NULL when the catalog lacks the part
+  accelerator_raw VARCHAR NOT NULL,      -- the name as the source wrote it
+  accelerators_per_node INTEGER, n_nodes INTEGER, n_accelerators INTEGER,
+  interconnect VARCHAR, host_cpu VARCHAR, host_memory VARCHAR,
+  extra JSON);
+CREATE TABLE software_env (
+  env_id VARCHAR PRIMARY KEY,            -- sha256 of the fields below
+  os VARCHAR, kernel VARCHAR, driver_version VARCHAR, cuda_version VARCHAR, rocm_version VARCHAR,
+  nccl_version VARCHAR, torch_version VARCHAR, numpy_version VARCHAR, blas VARCHAR, framework VARCHAR,
+  python_version VARCHAR, extra JSON);
+CREATE TABLE run (
+  run_id VARCHAR PRIMARY KEY,
+  source_id VARCHAR NOT NULL,            -- source.source_id
+  system_id VARCHAR NOT NULL,            -- system.system_id
+  env_id VARCHAR,                        -- software_env.env_id
+  suite VARCHAR NOT NULL CHECK (suite IN ('mlperf_training', 'microbench')),
+  benchmark VARCHAR NOT NULL,            -- gpt3, llama2_70b_lora, llama31_405b, ... | matmul, membw, h2d, collectives, storage
+  tool VARCHAR NOT NULL, tool_version VARCHAR,
+  mlperf_round VARCHAR, division VARCHAR, availability VARCHAR, submitter_org VARCHAR,
+  started_at TIMESTAMP,                  -- UTC
+  duration_s DOUBLE,
+  validation VARCHAR NOT NULL CHECK (validation IN ('accepted', 'flagged')),
+  validation_msgs JSON NOT NULL,         -- list of strings: why flagged, notes from the checks
+  content_sha256 VARCHAR NOT NULL UNIQUE,
+  params JSON);
+CREATE TABLE measurement (
+  run_id VARCHAR NOT NULL,               -- run.run_id
+  metric VARCHAR NOT NULL,               -- time_to_train | matmul_tflops | mem_bw | copy_bw | algbw | busbw | io_bw
+  value DOUBLE NOT NULL,
+  unit VARCHAR NOT NULL CHECK (unit IN ('min', 'TFLOP/s', 'GB/s')),
+  stat VARCHAR NOT NULL,                 -- score | single | median | mean | max
+  n_samples INTEGER, value_min DOUBLE, value_max DOUBLE, cv_pct DOUBLE,
+  dtype VARCHAR, m BIGINT, n BIGINT, k BIGINT,
+  op VARCHAR, message_bytes BIGINT, n_ranks INTEGER, n_nodes INTEGER, backend VARCHAR,
+  peak_value DOUBLE, efficiency DOUBLE,  -- catalog datasheet peak in the same unit, value / peak
+  params JSON);
+CREATE TABLE seed_dataset (
+  dataset VARCHAR PRIMARY KEY, sha256 VARCHAR NOT NULL, n_rows INTEGER NOT NULL, loaded_at TIMESTAMP NOT NULL);
+CREATE INDEX measurement_run ON measurement(run_id);
+CREATE INDEX run_benchmark ON run(benchmark);
+CREATE INDEX system_accelerator ON system(accelerator_id);
+"""),
+    ("saved scenarios: content-addressed short id, name, created time, scenario JSON (benchmarks_db/scenarios.py)", """
+CREATE TABLE saved_scenario (
+  scenario_id VARCHAR PRIMARY KEY,       -- first 10 base32 characters of the SHA-256 of the canonical JSON
+  name VARCHAR NOT NULL,
+  created_at TIMESTAMP NOT NULL,         -- UTC
+  scenario_json VARCHAR NOT NULL);       -- canonical JSON: non-default fields, sorted keys
+"""),
+]

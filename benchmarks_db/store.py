@@ -1,0 +1,116 @@
+"""The DuckDB store: one Store per process and file, a fresh cursor for every call (DuckDB 2.0 refuses to share one
+connection between threads), writes serialised by a lock and each one a single transaction.
+
+    store = open_store()                         # APP_DB_PATH, default var/planner.duckdb under the repository
+    df = store.df("SELECT ... WHERE x = ?", [value])
+
+Only this process may open the file while the app runs (DuckDB: one read-write process per file). Parameters are
+always bound, never formatted into SQL; the connection has no access to the file system beyond its own file.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from benchmarks_db.migrations import MIGRATIONS
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DB_PATH = ROOT / "var" / "planner.duckdb"
+CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False, "enable_external_access": False}
+
+
+def utc_now() -> datetime:
+    """Naive UTC timestamp (the store keeps TIMESTAMP in UTC; TIMESTAMPTZ would need pytz to read back)."""
+    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+class Store:
+    def __init__(self, path: Path):
+        self.path = path
+        self._con = duckdb.connect(str(path), config=CONFIG)
+        self._write_lock = threading.Lock()
+        self._migrate()
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self._con.cursor()
+
+    def df(self, sql: str, params: list | dict | None = None) -> pd.DataFrame:
+        cur = self.cursor()
+        try:
+            return cur.execute(sql, params or []).df()
+        finally:
+            cur.close()
+
+    def rows(self, sql: str, params: list | dict | None = None) -> list[tuple]:
+        cur = self.cursor()
+        try:
+            return cur.execute(sql, params or []).fetchall()
+        finally:
+            cur.close()
+
+    @contextmanager
+    def transaction(self):
+        """One writer at a time; everything inside commits together or not at all."""
+        with self._write_lock:
+            cur = self.cursor()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            finally:
+                cur.close()
+
+    def schema_version(self) -> int:
+        return self.rows("SELECT coalesce(max(version), 0) FROM schema_version")[0][0]
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table (used to show that a refused upload changed nothing)."""
+        tables = ("source", "system", "software_env", "run", "measurement")
+        return {t: self.rows(f"SELECT count(*) FROM {t}")[0][0] for t in tables}   # table names from the tuple above
+
+    def _migrate(self) -> None:
+        with self.transaction() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
+                        "description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)")
+        current = self.schema_version()
+        if current > len(MIGRATIONS):
+            raise RuntimeError(f"{self.path}: schema version {current} is newer than this code knows "
+                               f"({len(MIGRATIONS)}); upgrade the app or use another APP_DB_PATH")
+        for version, (description, sql) in enumerate(MIGRATIONS[current:], start=current + 1):
+            with self.transaction() as cur:
+                cur.execute(sql)
+                cur.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, description, utc_now()])
+
+    def close(self) -> None:
+        with _STORES_LOCK:
+            _STORES.pop(self.path, None)
+        self._con.close()
+
+
+_STORES: dict[Path, Store] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def db_path(path: str | os.PathLike | None = None) -> Path:
+    return Path(path or os.environ.get("APP_DB_PATH") or DEFAULT_DB_PATH).expanduser().resolve()
+
+
+def open_store(path: str | os.PathLike | None = None) -> Store:
+    """The process's Store for `path` (default: $APP_DB_PATH, else var/planner.duckdb), created and migrated on
+    first use; later calls return the same object."""
+    p = db_path(path)
+    with _STORES_LOCK:
+        store = _STORES.get(p)
+        if store is None:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            store = _STORES[p] = Store(p)
+        return store
