@@ -1,0 +1,213 @@
+"""Benchmarks: published and uploaded results (MLPerf Training, microbenchmarks), system comparisons, measured against
+datasheet, the engine's predictions against MLPerf, and the upload of new result files."""
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from benchmarks_db import queries
+from benchmarks_db.ingest import MAX_FILE_BYTES, ingest_bytes
+from benchmarks_db.validation import predicted_vs_measured
+from engine.catalog import load_catalog
+from pages import common
+
+STORE_TTL_S = 60             # other sessions' uploads show up within a minute; this session's at once
+UPLOAD, SUBMITTER, UPLOAD_ACCEL, LAST_INGEST = "bench_upload", "bench_submitter", "bench_accelerator", "bench_ingest"
+ALL = "all"
+RUNNERS = """# on the machine to measure (numpy alone works on a CPU; torch adds CUDA, ROCm or Apple MPS):
+python -m benchmarks_db.run all --out results.json            # matmul, memory, host-device copy, collectives, storage
+python -m benchmarks_db.run matmul --out matmul.json --quick  # one runner; --quick checks the pipeline in seconds
+
+# collective bandwidth across GPUs and nodes with NVIDIA's nccl-tests (or ROCm's rccl-tests):
+./build/all_reduce_perf -b 8 -e 8G -f 2 -g 8 > all_reduce_8gpu.txt
+
+# MLPerf Training: zip the submitter folder (systems/ and results/) or upload one result log (result_0.txt)"""
+
+
+@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
+def options_in_store() -> dict:
+    return queries.filter_options(common.store())
+
+
+@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
+def mlperf_table(benchmark, accelerator, mlperf_round, source_kind) -> pd.DataFrame:
+    return queries.mlperf_results(common.store(), benchmark, accelerator, mlperf_round, source_kind)
+
+
+@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
+def microbench_table(metric, accelerator, source_kind) -> pd.DataFrame:
+    return queries.microbench_results(common.store(), metric, accelerator, source_kind)
+
+
+@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
+def systems_table(benchmark) -> pd.DataFrame:
+    return queries.compare_systems(common.store(), benchmark)
+
+
+@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
+def datasheet_table(metric) -> pd.DataFrame:
+    return queries.datasheet_efficiency(common.store(), metric)
+
+
+@st.cache_data(ttl=3600, show_spinner="Predicting every MLPerf result with the engine (a layout search each) ...")
+def validation_table(benchmark) -> pd.DataFrame:
+    return predicted_vs_measured(common.store(), benchmark)
+
+
+def _none_if_all(value):
+    return None if value == ALL else value
+
+
+def _ingest() -> None:
+    ss = st.session_state
+    file = ss.get(UPLOAD)
+    if file is None:
+        ss[LAST_INGEST] = {"errors": ["choose a file first"]}
+        return
+    store = common.store()
+    before = store.counts()
+    report = ingest_bytes(store, file.name, file.getvalue(), submitter=ss.get(SUBMITTER) or None,
+                          accelerator=ss.get(UPLOAD_ACCEL))
+    ss[LAST_INGEST] = {**report.model_dump(), "before": before, "after": store.counts()}
+    if report.ingested:
+        for cached in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table):
+            cached.clear()
+
+
+def systems_figure(df: pd.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    for accelerator, part in df.groupby("accelerator", sort=True):
+        fig.add_scatter(x=part["n_accelerators"], y=part["best_minutes"], mode="lines+markers", name=accelerator,
+                        customdata=part[["submitter", "round"]].values,
+                        hovertemplate=f"{accelerator}: " + "%{x} accelerators, %{y:.1f} min<br>%{customdata[0]} "
+                                                            "%{customdata[1]}<extra></extra>")
+    fig.update_xaxes(type="log", title="accelerators in the system")
+    fig.update_yaxes(type="log", title="best time to train (minutes)")
+    fig.update_layout(height=430, margin=dict(t=10, b=10))
+    return fig
+
+
+def efficiency_figure(df: pd.DataFrame) -> go.Figure:
+    shown = df.dropna(subset=["efficiency"])
+    labels = shown["accelerator"] + " " + shown["dtype"].fillna("") + " " + shown["op"].fillna("")
+    colors = ["#4C78A8" if v == "accepted" else "#BAB0AC" for v in shown["validation"]]
+    fig = go.Figure(go.Bar(x=shown["efficiency"], y=labels, orientation="h", marker_color=colors,
+                           customdata=shown[["value", "unit", "peak_value", "source_kind"]].values,
+                           hovertemplate="%{y}: %{x:.0%} of datasheet (%{customdata[0]:.1f} of %{customdata[2]:.1f} "
+                                         "%{customdata[1]}, %{customdata[3]})<extra></extra>"))
+    fig.update_layout(xaxis_title="measured / datasheet peak", xaxis_tickformat=".0%", yaxis_autorange="reversed",
+                      height=max(300, 22 * len(shown)), margin=dict(t=10, b=10))
+    return fig
+
+
+def validation_figure(df: pd.DataFrame) -> go.Figure:
+    shown = df.dropna(subset=["predicted_minutes"])
+    fig = go.Figure()
+    for accelerator, part in shown.groupby("accelerator"):
+        fig.add_scatter(x=part["published_minutes"], y=part["predicted_minutes"], mode="markers", name=accelerator,
+                        customdata=part[["n_accelerators", "round", "submitter"]].values,
+                        hovertemplate="%{customdata[0]} accelerators, %{customdata[1]} %{customdata[2]}: published "
+                                      "%{x:.1f} min, predicted %{y:.1f} min<extra></extra>")
+    if len(shown):
+        lo = float(min(shown["published_minutes"].min(), shown["predicted_minutes"].min()))
+        hi = float(max(shown["published_minutes"].max(), shown["predicted_minutes"].max()))
+        fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="prediction = published",
+                        line=dict(dash="dash", color="#222"))
+    fig.update_xaxes(type="log", title="published MLPerf time to train (minutes)")
+    fig.update_yaxes(type="log", title="engine's prediction (minutes)")
+    fig.update_layout(height=430, margin=dict(t=10, b=10))
+    return fig
+
+
+st.title("Benchmarks")
+st.caption("Published results (MLPerf Training, MAMF matmul), and results uploaded by users of this planner. "
+           "Trustworthy measurements can replace the datasheet efficiencies on the Scenario page.")
+found = options_in_store()
+browse, compare_tab, datasheet_tab, validation_tab, upload_tab = st.tabs(
+    ["Browse", "Compare systems", "Measured vs datasheet", "Predicted vs MLPerf", "Upload results"])
+
+with browse:
+    cols = st.columns(4)
+    kind = cols[0].selectbox("Source", [ALL, *found["source_kinds"]], key="f_kind",
+                             help="published: from MLCommons or a published table; user_submitted: uploaded here "
+                                  "(unverified); illustrative: example values from the seed documents.")
+    accel = cols[1].selectbox("Accelerator", [ALL, *found["accelerators"]], key="f_accel")
+    bench = cols[2].selectbox("MLPerf benchmark", [ALL, *[b for b in found["benchmarks"]
+                                                        if b not in ("matmul", "membw", "h2d", "collectives",
+                                                                     "storage")]], key="f_bench")
+    rnd = cols[3].selectbox("MLPerf round", [ALL, *found["mlperf_rounds"]], key="f_round")
+    st.markdown("**MLPerf Training results** (time to train in minutes; accelerator-hours are derived)")
+    st.dataframe(mlperf_table(_none_if_all(bench), _none_if_all(accel), _none_if_all(rnd), _none_if_all(kind)),
+                 hide_index=True, key="mlperf_table", column_config={"url": st.column_config.LinkColumn()})
+    metric = st.selectbox("Microbenchmark metric", [ALL, *[m for m in found["metrics"] if m != "time_to_train"]],
+                          key="f_metric")
+    st.markdown("**Microbenchmark results**")
+    st.dataframe(microbench_table(_none_if_all(metric), _none_if_all(accel), _none_if_all(kind)), hide_index=True,
+                 key="microbench_table")
+
+with compare_tab:
+    mlperf_benchmarks = [b for b in found["benchmarks"] if b not in ("matmul", "membw", "h2d", "collectives",
+                                                                     "storage")]
+    if mlperf_benchmarks:
+        chosen = st.selectbox("Benchmark", mlperf_benchmarks, key="cmp_bench")
+        systems = systems_table(chosen)
+        st.plotly_chart(systems_figure(systems), key="systems_chart")
+        st.dataframe(systems, hide_index=True, key="systems_table")
+    else:
+        st.info("No MLPerf results in the store yet: run `python -m benchmarks_db seed`.")
+
+with datasheet_tab:
+    which = st.radio("Measurement", ["matmul_tflops", "mem_bw"], horizontal=True, key="ds_metric",
+                     format_func={"matmul_tflops": "Matrix multiply (TFLOP/s)", "mem_bw": "Memory bandwidth (GB/s)"}.get)
+    eff = datasheet_table(which)
+    if len(eff):
+        st.plotly_chart(efficiency_figure(eff), key="efficiency_chart")
+        st.caption("Blue: trusted (accepted); grey: flagged or illustrative. The engine's default matmul efficiency "
+                   "is the published MAMF measurement over the datasheet peak.")
+        st.dataframe(eff, hide_index=True, key="efficiency_table")
+    else:
+        st.info("No measurement of this kind with a datasheet peak yet.")
+
+with validation_tab:
+    st.caption("The engine's predicted time to train for each MLPerf result's model on the submission's system, "
+               "against the published minutes. Published minutes include in-run evaluation; the prediction is "
+               "training only.")
+    target = st.selectbox("Benchmark to predict", ["gpt3", "llama31_405b"], key="val_bench")
+    if st.toggle("Compute the predictions", key="val_on",
+                 help="Runs a layout search for every result (several seconds the first time, then cached)."):
+        val = validation_table(target)
+        st.plotly_chart(validation_figure(val), key="validation_chart")
+        st.dataframe(val, hide_index=True, key="validation_table",
+                     column_config={"ratio": st.column_config.NumberColumn("predicted / published",
+                                                                           format="%.2f")})
+
+with upload_tab:
+    st.markdown("Upload a result file from the bundled runners, nccl-tests output, an MLPerf result log or a .zip "
+                "of MLPerf results folders. The file is checked completely before anything is stored: a file "
+                "with any error is refused as a whole.")
+    # No type= filter: Streamlit rejects a filtered-out name with a traceback; the content decides, with a message.
+    st.file_uploader("Result file (.json, .txt, .log, .csv or .zip)", key=UPLOAD,
+                     max_upload_size=MAX_FILE_BYTES // 2**20)
+    cols = st.columns(2)
+    cols[0].text_input("Your name or team (stored with the upload)", key=SUBMITTER, max_chars=100)
+    cat = load_catalog()
+    cols[1].selectbox("Accelerator, if the file does not name it", [None, *cat.accelerators], key=UPLOAD_ACCEL,
+                      format_func=lambda a: "as named in the file" if a is None else cat.accelerators[a].name)
+    st.button("Check and add to the store", on_click=_ingest, type="primary")
+    outcome = st.session_state.get(LAST_INGEST)
+    if outcome:
+        if outcome.get("ingested"):
+            st.success(f"Added {common.md_escape(outcome['input'])} ({outcome['format']}): "
+                       + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
+                       + f". Run ids: {', '.join(outcome['run_ids'][:10])} (source 'user_submitted' in Browse).")
+        else:
+            st.error(f"Refused {common.md_escape(outcome.get('input', 'the upload'))}: nothing was written to the store.")
+        for error in outcome.get("errors", [])[:30]:
+            st.markdown(f"- :red[error] {common.md_escape(error)}")
+        for flag in outcome.get("flags", []):
+            st.markdown(f"- :orange[flagged] {common.md_escape(flag)} (kept, but never used for calibration)")
+        for warning in outcome.get("warnings", []):
+            st.markdown(f"- note: {common.md_escape(warning)}")
+        if "before" in outcome:
+            st.dataframe(pd.DataFrame({"before": outcome["before"], "after": outcome["after"]}), key="counts_table")
+    st.subheader("Run the bundled benchmarks")
+    st.code(RUNNERS, language="bash")

@@ -1,0 +1,284 @@
+"""Shared UI plumbing for every page: the one scenario in session state, widgets bound to its fields (a widget key
+per field, seeded from the scenario, written back through engine.edit on change), the URL that always carries the
+scenario, the process-wide store, and cached engine calls keyed on the scenario's JSON."""
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable
+
+import streamlit as st
+from pydantic import ValidationError
+
+from benchmarks_db.calibration import calibrated_cluster
+from benchmarks_db.scenarios import load_scenario, scenario_id
+from benchmarks_db.store import Store, open_store
+from engine.catalog import load_catalog
+from engine.edit import CALIBRATION_FIELDS, Edit, apply_edit, default_scenario, field_value, layout_choices, load, with_layout
+from engine.estimate import estimate
+from engine.report import key_figures
+from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError, parse_scenario
+from engine.share import PlannerOptions, decode, encode
+from engine.vendor import DEFAULT_WEIGHTS, compare
+
+SCENARIO = "scenario"            # the last valid Scenario: drives every page
+OPTIONS = "options"              # PlannerOptions (search objective, deadline, vendor weights)
+PROBLEMS = "problems"            # {field path: [messages]} for the inputs that were refused
+NOTES = "notes"                  # what the last change did besides the edited field
+LINK_PROBLEMS = "link_problems"  # why the link this session was opened with could not be used
+SAVED_IDS = "saved_ids"          # ids of scenarios saved or opened in this session (the URL then uses ?s=)
+URL_LOADED = "url_loaded"        # the URL is read once per session
+MARKDOWN_SPECIAL = set("\\`*_{}[]()<>#+-.!|~$&")
+OPTION = "opt:"                  # prefix of option widget keys
+WIDGET = "w:"                    # prefix of widget keys; the rest is the scenario field path
+
+
+@st.cache_resource(show_spinner=False)
+def store() -> Store:
+    """The process's one store handle (each use takes its own cursor)."""
+    return open_store()
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def estimate_of(scenario_json: str) -> dict:
+    return estimate(parse_scenario(scenario_json))
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def layout_choices_of(scenario_json: str) -> dict:
+    return layout_choices(parse_scenario(scenario_json))
+
+
+@st.cache_data(max_entries=32, show_spinner="Searching the best layout on every accelerator ...")
+def comparison_of(scenario_json: str, weights_json: str, deadline_days: float | None, calibrations_json: str) -> dict:
+    return compare(parse_scenario(scenario_json), weights=json.loads(weights_json), deadline_days=deadline_days,
+                   calibrations=json.loads(calibrations_json))
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def calibration_of(accelerator: str, dtype: str, n_gpus: int, gpus_per_node: int) -> dict:
+    """benchmarks_db.calibration.calibrated_cluster for this placement (trusted measurements in the store)."""
+    return calibrated_cluster(store(), accelerator, dtype, n_gpus, gpus_per_node)
+
+
+def scenario() -> Scenario:
+    return st.session_state[SCENARIO]
+
+
+def options() -> PlannerOptions:
+    return st.session_state[OPTIONS]
+
+
+def scenario_json(sc: Scenario | None = None) -> str:
+    return (sc or scenario()).model_dump_json()
+
+
+def current_estimate() -> dict:
+    return estimate_of(scenario_json())
+
+
+def vendor_weights() -> dict[str, float]:
+    return options().vendor_weights or DEFAULT_WEIGHTS
+
+
+def calibration_for(sc: Scenario, accelerator: str | None = None) -> dict:
+    """Trusted measurements of an accelerator (the scenario's by default) for the scenario's precision and size."""
+    return calibration_of(accelerator or sc.cluster.accelerator, PRECISION_DTYPE[sc.training.precision],
+                          sc.cluster.n_gpus, sc.gpus_per_node)
+
+
+def efficiency_source(sc: Scenario) -> str:
+    """'datasheet' (no measured overrides), 'calibrated' (exactly the store's calibration) or 'custom'."""
+    measured = {f: getattr(sc.cluster, f) for f in CALIBRATION_FIELDS if getattr(sc.cluster, f) is not None}
+    if not measured:
+        return "datasheet"
+    return "calibrated" if measured == calibration_for(sc)["overrides"] else "custom"
+
+
+def current_comparison() -> dict:
+    """engine.vendor.compare of the scenario with the page options' weights and deadline (cached). The scenario's
+    own measured efficiencies go with its accelerator; when they are the store's calibration, every other
+    accelerator is compared with its calibration too."""
+    sc = scenario()
+    calibrations = {}
+    if efficiency_source(sc) == "calibrated":
+        calibrations = {acc: cal for acc in load_catalog().accelerators
+                        if (cal := calibration_for(sc, acc)["overrides"])}
+    calibrations[sc.cluster.accelerator] = {f: getattr(sc.cluster, f) for f in CALIBRATION_FIELDS
+                                            if getattr(sc.cluster, f) is not None}
+    return comparison_of(scenario_json(), json.dumps(vendor_weights(), sort_keys=True), options().deadline_days,
+                         json.dumps(calibrations, sort_keys=True))
+
+
+def _open_link(params) -> tuple[Edit, PlannerOptions, list[str]]:
+    """The scenario a link carries (?s=<saved id> or ?sc=<token>), or None with the problems."""
+    if "s" in params:
+        sc, saved = load_scenario(store(), params["s"])
+        st.session_state[SAVED_IDS].add(saved.scenario_id)
+        opened = f"Opened the saved scenario '{saved.name}' (saved {saved.created_at:%Y-%m-%d %H:%M} UTC)."
+        return with_layout(sc), PlannerOptions(), [opened]
+    shared = decode(params["sc"])
+    return with_layout(shared.scenario), shared.options, []
+
+
+def init_session() -> None:
+    """Create the session's scenario, from the URL on the first run of a session, else from the defaults."""
+    ss = st.session_state
+    if ss.get(URL_LOADED):
+        return
+    ss[URL_LOADED] = True
+    ss[PROBLEMS], ss[NOTES], ss[SAVED_IDS] = {}, [], set()
+    ss[SCENARIO], ss[OPTIONS] = default_scenario(), PlannerOptions()
+    params = st.query_params
+    if "s" not in params and "sc" not in params:
+        return
+    try:
+        edit, opts, notes = _open_link(params)
+    except ScenarioError as err:
+        ss[LINK_PROBLEMS] = err.problems
+        return
+    if edit.scenario is None:
+        ss[LINK_PROBLEMS] = edit.problems
+        return
+    ss[SCENARIO], ss[OPTIONS], ss[NOTES] = edit.scenario, opts, notes + edit.notes
+
+
+def share_params() -> dict[str, str]:
+    """The query that reproduces this session's view: ?s=<id> while the scenario equals a saved one (and the page
+    options are the defaults), else ?sc=<token>."""
+    sc, opts = scenario(), options()
+    sid = scenario_id(sc)
+    return {"s": sid} if sid in st.session_state[SAVED_IDS] and opts == PlannerOptions() else {"sc": encode(sc, opts)}
+
+
+def sync_url() -> None:
+    """Write the scenario into the address bar (Streamlit clears query parameters on a page switch, so every run
+    writes them)."""
+    wanted = share_params()
+    if st.query_params.to_dict() != wanted:
+        st.query_params.from_dict(wanted)
+
+
+def show_messages() -> None:
+    """The link problem (until the first successful change) and, once, what the last change did."""
+    ss = st.session_state
+    if ss.get(LINK_PROBLEMS):
+        st.error("This link could not be opened, so the default scenario is shown instead:\n\n"
+                 + "\n".join(f"- **{md_escape(field)}**: {md_escape(msg)}" for field, msg in ss[LINK_PROBLEMS]))
+    for note in ss.get(NOTES, []):
+        st.info(md_escape(note))
+    ss[NOTES] = []
+
+
+def _drop_widget_state(keep: set[str]) -> None:
+    for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(WIDGET)]:
+        if key[len(WIDGET):] not in keep:
+            del st.session_state[key]
+
+
+def commit(edit: Edit, path: str | None = None) -> bool:
+    """Adopt an edit's scenario (True), or record its problems at the field `path` (False). A whole-scenario
+    change (path None) clears every pending problem; all widgets not holding a refused value are re-seeded."""
+    ss = st.session_state
+    if edit.scenario is None:
+        ss[PROBLEMS][path or "(scenario)"] = [msg for _, msg in edit.problems]
+        return False
+    ss[SCENARIO] = edit.scenario
+    if path is None:
+        ss[PROBLEMS] = {}
+    else:
+        ss[PROBLEMS].pop(path, None)
+    ss[NOTES] = edit.notes
+    ss.pop(LINK_PROBLEMS, None)
+    _drop_widget_state(set(ss[PROBLEMS]))
+    return True
+
+
+def _field_changed(path: str, to_scenario: Callable | None) -> None:
+    raw = st.session_state[WIDGET + path]
+    commit(apply_edit(scenario(), path, to_scenario(raw) if to_scenario else raw), path)
+
+
+def field_problems(path: str) -> None:
+    for msg in st.session_state[PROBLEMS].get(path, []):
+        st.error(md_escape(msg))
+
+
+@dataclass(frozen=True)
+class Field:
+    """How one scenario field is shown: label, help a manager understands, and a display unit scale."""
+
+    label: str
+    help: str
+    scale: float = 1.0
+    blank: str | None = None        # what a choice widget shows for an unset (None) field
+
+
+def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
+    """Draw `widget` for the scenario field `path`, seeded from the scenario; changes go through engine.edit and
+    refused values are flagged right under the field."""
+    key = WIDGET + path
+    if key not in st.session_state:
+        value = field_value(scenario(), path)
+        if value is None:
+            value = spec.blank
+        st.session_state[key] = value / spec.scale if spec.scale != 1 and value is not None else value
+    if spec.scale != 1:
+        to_scenario = lambda v: None if v is None else v * spec.scale
+    else:
+        to_scenario = (lambda v: None if v == spec.blank else v) if spec.blank is not None else None
+    with container if container is not None else nullcontext():
+        out = widget(spec.label, key=key, help=spec.help, on_change=_field_changed, args=(path, to_scenario),
+                     **kwargs)
+        field_problems(path)
+    return out
+
+
+def replace_scenario(data) -> bool:
+    """Adopt a whole new scenario (uploaded JSON, reset); problems are shown under '(scenario)'."""
+    return commit(load(data))
+
+
+def _option_changed(name: str) -> None:
+    set_options(**{name: st.session_state[OPTION + name]})
+
+
+def bind_option(name: str, widget: Callable, label: str, help: str, **kwargs):
+    """Draw `widget` for the page option `name` (part of the link, like the scenario)."""
+    key = OPTION + name
+    if key not in st.session_state:
+        st.session_state[key] = getattr(options(), name)
+    out = widget(label, key=key, help=help, on_change=_option_changed, args=(name,), **kwargs)
+    field_problems("options." + name)
+    return out
+
+
+def set_options(**changes) -> bool:
+    """Change page options (validated); a refused change is flagged under 'options.<name>'."""
+    try:
+        st.session_state[OPTIONS] = PlannerOptions.model_validate({**options().model_dump(), **changes})
+    except ValidationError as err:
+        name = "options." + next(iter(changes))
+        st.session_state[PROBLEMS][name] = [e["msg"] for e in err.errors(include_url=False, include_input=False)]
+        return False
+    for name in changes:
+        st.session_state[PROBLEMS].pop("options." + name, None)
+    return True
+
+
+def problems_text(problems: list[tuple[str, str]]) -> str:
+    """ScenarioError problems as one line of escaped markdown (they may quote what a link or a file held)."""
+    return "; ".join(f"{md_escape(field)}: {md_escape(msg)}" for field, msg in problems)
+
+
+def md_escape(text: str) -> str:
+    """User text safe inside markdown: every markdown and HTML special character escaped."""
+    return "".join("\\" + ch if ch in MARKDOWN_SPECIAL else ch for ch in text)
+
+
+def show_key_figures(est: dict, columns: int = 3) -> None:
+    figures = key_figures(est)
+    cols = st.columns(columns)
+    for i, (label, value, what) in enumerate(figures):
+        cols[i % columns].metric(label, value, help=what)

@@ -1,0 +1,120 @@
+"""Labels and help texts of every scenario field, written for someone who has never trained a model at scale."""
+from pages.common import Field
+
+F = {
+    # model
+    "model.preset": Field("Model", "A published model whose architecture and training setup are in the catalog. "
+                                   "Picking one also sets sequence length, batch and tokens to what its authors used."),
+    "model.n_layers": Field("Layers", "Number of transformer blocks stacked on top of each other."),
+    "model.hidden_size": Field("Hidden size", "Width of the model: the length of the vector that represents each "
+                                              "token inside the network."),
+    "model.n_heads": Field("Attention heads", "Attention is split into this many heads; tensor parallelism must "
+                                              "divide it."),
+    "model.n_kv_heads": Field("Key/value heads", "Grouped-query attention shares keys and values among query heads; "
+                                                 "leave empty for one per head (classic multi-head attention)."),
+    "model.ffn_hidden_size": Field("MLP width", "Width of the feed-forward block in each layer (per expert in a "
+                                                "mixture-of-experts model)."),
+    "model.vocab_size": Field("Vocabulary", "Number of distinct tokens the model reads and predicts."),
+    "model.ffn_type": Field("MLP type", "gelu: two matrices (GPT-3); swiglu: three matrices (Llama)."),
+    "model.n_experts": Field("Experts", "Mixture of experts: each layer has this many expert MLPs and each token "
+                                        "uses only a few. 1 means a dense model."),
+    "model.experts_per_token": Field("Experts per token", "How many experts each token is routed to."),
+    "model.n_shared_experts": Field("Shared experts", "Experts every token always uses (DeepSeek style)."),
+    "model.n_dense_layers": Field("Leading dense layers", "Layers at the start of an MoE model that keep a normal "
+                                                          "(dense) MLP."),
+    "model.tied_embeddings": Field("Tied embeddings", "The input and output token tables share their weights."),
+    # training
+    "training.seq_len": Field("Sequence length (tokens)", "How many tokens the model sees at once in one training "
+                                                          "example (its context window during training)."),
+    "training.global_batch_size": Field("Global batch (sequences)", "Sequences processed per optimizer step across "
+                                                                    "the whole cluster. Larger batches use the "
+                                                                    "cluster better but can hurt model quality."),
+    "training.total_tokens": Field("Training tokens (billions)", "Total tokens the model is trained on; time to "
+                                                                 "train scales with it. Llama 3 used 15,600 "
+                                                                 "billion.", scale=1e9),
+    "training.precision": Field("Precision", "Number format of the matrix arithmetic: bf16 is standard; fp8 is about "
+                                             "twice as fast on accelerators that support it."),
+    "training.optimizer": Field("Optimizer", "adam keeps two extra values per parameter (the usual choice); sgd "
+                                             "keeps one."),
+    "training.attention": Field("Attention kernel", "flash: fused attention that never stores the full attention "
+                                                    "matrix (standard today); standard: the older, memory-hungry "
+                                                    "way."),
+    # cluster
+    "cluster.accelerator": Field("Accelerator", "The GPU or AI accelerator model, with its published peak speed, "
+                                                "memory and interconnect."),
+    "cluster.n_gpus": Field("Number of accelerators", "Total accelerators in the training job (all nodes)."),
+    "cluster.gpus_per_node": Field("Accelerators per node", "How many accelerators share one server and its fast "
+                                                            "internal links; empty: the accelerator's usual server "
+                                                            "(8 for most GPUs)."),
+    "cluster.intra_node_bw_gbs": Field("Link inside a node (GB/s)", "Per accelerator, per direction (NVLink, "
+                                                                    "Infinity Fabric). Empty: the catalog's figure."),
+    "cluster.inter_node_bw_gbs": Field("Network between nodes (GB/s)", "Per accelerator, per direction "
+                                                                       "(InfiniBand, RoCE). Empty: the catalog's "
+                                                                       "figure (e.g. 50 for 400 Gb/s)."),
+    "cluster.matmul_efficiency": Field("Measured matmul efficiency", "Share of the datasheet peak that your "
+                                                                     "accelerators reach on large matrix "
+                                                                     "multiplications (0-1). Empty: the published "
+                                                                     "measurement."),
+    "cluster.intra_node_busbw_gbs": Field("Measured bus bandwidth inside a node (GB/s)", "What nccl-tests "
+                                                                                         "all-reduce reports as "
+                                                                                         "busbw on one node."),
+    "cluster.inter_node_busbw_gbs": Field("Measured bus bandwidth across nodes (GB/s)", "nccl-tests busbw per GPU "
+                                                                                        "across nodes."),
+    # layout
+    "layout.tp": Field("Tensor parallel (TP)", "Splits every layer's matrices across this many accelerators; needs "
+                                               "the fast links inside a node."),
+    "layout.pp": Field("Pipeline parallel (PP)", "Splits the layers into this many consecutive stages on different "
+                                                 "accelerators; costs some idle time (the pipeline bubble)."),
+    "layout.cp": Field("Context parallel (CP)", "Splits each long sequence across this many accelerators; for very "
+                                                "long sequences."),
+    "layout.ep": Field("Expert parallel (EP)", "Spreads a mixture-of-experts model's experts over this many "
+                                               "accelerators."),
+    "layout.micro_batch_size": Field("Micro-batch (sequences)", "Sequences each accelerator processes at once; the "
+                                                                "global batch is made of many micro-batches."),
+    "layout.virtual_stages": Field("Virtual stages", "Interleaved pipeline: each accelerator holds this many "
+                                                     "smaller chunks of layers, which shrinks the pipeline bubble."),
+    "layout.zero_stage": Field("ZeRO stage", "Splits training state across the data-parallel copies instead of "
+                                             "repeating it: 1 the optimizer states, 2 also gradients, 3 also the "
+                                             "weights (like PyTorch FSDP). Saves memory, adds communication."),
+    "layout.sequence_parallel": Field("Sequence parallel", "With TP: also split the layer-norm and dropout "
+                                                           "activations, saving memory at no extra "
+                                                           "communication."),
+    "layout.recompute": Field("Recompute (activation checkpointing)", "Throw away values from the forward pass and "
+                                                                      "recompute them when needed: selective "
+                                                                      "drops the cheap-to-redo ones, full keeps "
+                                                                      "only layer inputs (about 1/3 more "
+                                                                      "compute)."),
+    # site, cost, reliability
+    "site.region": Field("Site region", "Where the run happens, for the grid's carbon intensity: a country "
+                                        "(FRA), a US state (US-VA) or a cloud region (aws:us-east-1, "
+                                        "gcp:us-central1). Empty: world average."),
+    "site.pue": Field("PUE", "Power usage effectiveness of the data centre: total facility power over IT power "
+                             "(1.1 hyperscale, 1.5 typical enterprise). Empty: the default."),
+    "site.market_based_g_per_kwh": Field("Contracted supply (gCO2e/kWh)", "Carbon intensity of the electricity you "
+                                                                          "buy (e.g. 0 for matched renewables), for "
+                                                                          "market-based CO2. Empty: not reported."),
+    "site.accelerator_power_w": Field("Measured power per accelerator (W)", "Average draw during training if you "
+                                                                            "measured it. Empty: TDP x a "
+                                                                            "published utilisation factor."),
+    "cost.basis": Field("Cost basis", "cloud: rent at a price per GPU-hour; on_prem: own the hardware "
+                                      "(purchase spread over its life, power, operations)."),
+    "cost.price_usd_per_gpu_hour": Field("Price (USD per GPU-hour)", "Your negotiated cloud price. Empty: the "
+                                                                     "cheapest published price that matches the "
+                                                                     "provider and pricing below."),
+    "cost.provider": Field("Cloud provider", "Use this provider's published price, or the cheapest of all.",
+                           blank="cheapest of all"),
+    "cost.pricing": Field("Pricing model", "on_demand, reserved (1 or 3 years) or spot (cheaper, can be "
+                                           "interrupted)."),
+    "cost.on_prem.server_capex_usd": Field("Server price (USD)", "Purchase price of one accelerator server. Empty: "
+                                                                 "a published price where one exists."),
+    "cost.on_prem.depreciation_years": Field("Depreciation (years)", "Years the hardware cost is spread over."),
+    "cost.on_prem.utilisation": Field("Utilisation of owned GPUs", "Share of the year the owned accelerators do "
+                                                                   "useful work (0-1)."),
+    "cost.on_prem.power_usd_per_kwh": Field("Electricity price (USD/kWh)", "What the site pays for power."),
+    "reliability.mtbf_gpu_hours": Field("MTBF per GPU (hours)", "Mean time between job-stopping failures per "
+                                                                "accelerator; a cluster of N fails N times as "
+                                                                "often. Empty: Llama 3's published rate."),
+    "reliability.storage_write_gb_per_s": Field("Checkpoint write speed (GB/s)", "How fast the whole cluster writes "
+                                                                                 "a checkpoint to storage."),
+    "reliability.restart_s": Field("Restart time (s)", "From a failure to training running again."),
+}

@@ -1,0 +1,170 @@
+"""Layout search: every way to split the run over the cluster, the best ranked, the Pareto front over cluster sizes,
+the time breakdown of a chosen layout, and why the others were rejected."""
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from engine.edit import apply_edit, describe_layout
+from engine.report import (breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
+                           ranked_rows, rejected_rows)
+from engine.scenario import ScenarioError, parse_scenario
+from engine.search import DIMENSIONS, explain, search, search_cluster
+from pages import common
+
+RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": search(...) output}
+TOP = 20
+KIND_COLORS = {"compute": "#4C78A8", "communication": "#F58518", "pipeline idle": "#BAB0AC"}
+OBJECTIVES = {"time": "Fastest (wall-clock time)", "cost": "Cheapest", "energy": "Least energy"}
+sc = common.scenario()
+opts = common.options()
+run_key = (sc.model_copy(update={"layout": None}).model_dump_json(), opts.model_dump_json())   # the search ignores the layout
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def why_not(scenario_json: str, allow_span_nodes: bool, objective: str, dimension: str, value) -> dict:
+    sc_ = parse_scenario(scenario_json)
+    return explain(search_cluster(sc_, sc_.cluster.n_gpus, allow_span_nodes), objective, **{dimension: value})
+
+
+def _use_layout(layout: dict) -> None:
+    common.commit(apply_edit(common.scenario(), "layout", layout), "layout")
+
+
+def breakdown_figure(est: dict) -> go.Figure:
+    rows = [r for r in breakdown_rows(est) if r["seconds per step"] > 0]
+    fig = go.Figure(go.Bar(x=[r["seconds per step"] for r in rows], y=[r["component"] for r in rows],
+                           orientation="h", marker_color=[KIND_COLORS[r["kind"]] for r in rows],
+                           customdata=[[r["kind"], r["share of step"]] for r in rows],
+                           hovertemplate="%{y} (%{customdata[0]}): %{x:.3f} s, %{customdata[1]:.1%} of the step"
+                                         "<extra></extra>"))
+    fig.update_layout(xaxis_title="seconds per optimizer step", yaxis_autorange="reversed", height=380,
+                      margin=dict(t=10, b=10))
+    return fig
+
+
+def pareto_figure(result: dict, x_axis: str) -> go.Figure:
+    rows = pareto_rows(result)
+    x = [r["GPUs"] if x_axis == "GPUs" else r["cost USD"] for r in rows]
+    fig = go.Figure(go.Scatter(x=x, y=[r["days (wall)"] for r in rows], mode="lines+markers+text",
+                               text=[f"{r['GPUs']:,} GPUs" for r in rows], textposition="top right",
+                               customdata=[[r["layout"], fmt_num(r["GPU-hours"])] for r in rows],
+                               hovertemplate="%{text}: %{y:.1f} days<br>%{customdata[0]}<br>"
+                                             "%{customdata[1]} GPU-hours<extra></extra>"))
+    fig.update_layout(xaxis_title="accelerators" if x_axis == "GPUs" else "cost (USD)",
+                      yaxis_title="days to train (wall clock)", height=380, margin=dict(t=10, b=10))
+    if x_axis == "GPUs":
+        fig.update_xaxes(type="log")
+    return fig
+
+
+st.title("Layout search")
+st.caption("Tries every way to split the run over the cluster (tensor, pipeline, data, context and expert "
+           "parallelism, micro-batch, ZeRO stage, recompute), keeps those that fit in memory and ranks them.")
+
+cols = st.columns(4)
+with cols[0]:
+    common.bind_option("objective", st.radio, "Rank by", "What 'best' means for the ranking.", options=list(OBJECTIVES),
+           format_func=OBJECTIVES.get)
+with cols[1]:
+    common.bind_option("deadline_days", st.number_input, "Deadline (days, optional)",
+           "Also find the smallest cluster whose best layout trains within this many days.", step=1.0,
+           placeholder="none")
+with cols[2]:
+    common.bind_option("gpu_hour_budget", st.number_input, "GPU-hour budget (optional)",
+           "Also check the smallest cluster against this many GPU-hours.", step=10_000.0, placeholder="none")
+with cols[3]:
+    common.bind_option("allow_span_nodes", st.checkbox, "Let TP/CP/EP groups span nodes",
+           "Normally tensor-, context- and expert-parallel groups stay inside one node, on its fast links.")
+
+if st.button("Run layout search", type="primary"):
+    bar = st.progress(0.0, text="starting")
+    try:
+        result = search(sc, top=TOP, objective=opts.objective, deadline_days=opts.deadline_days,
+                        gpu_hour_budget=opts.gpu_hour_budget, allow_span_nodes=opts.allow_span_nodes,
+                        progress=lambda fraction, message: bar.progress(min(fraction, 1.0), text=message))
+    except ScenarioError as err:
+        bar.empty()
+        st.error("The search cannot run: " + common.problems_text(err.problems))
+    else:
+        bar.empty()
+        st.session_state[RESULT] = {"key": run_key, "result": result}
+
+stored = st.session_state.get(RESULT)
+if stored is None:
+    st.info("Press **Run layout search** to search the layouts of the current scenario.")
+elif stored["key"] != run_key:
+    st.info("The scenario or the search options changed since the last search: press **Run layout search** "
+            "again.")
+else:
+    result = stored["result"]
+    cols = st.columns(3)
+    cols[0].metric("Layouts considered", f"{result['candidates_evaluated']:,}")
+    cols[1].metric("Passed the rules", f"{result['model_evaluated']:,}",
+                   help="Divisibility and node-placement rules; these went through the memory and time model.")
+    cols[2].metric("Fit in memory", f"{result['feasible']:,}")
+    if not result["best"]:
+        st.error("No layout fits in memory on this cluster. See why below, or try more accelerators, an "
+                 "accelerator with more memory, or a shorter sequence.")
+    else:
+        st.subheader(f"Best layouts ({OBJECTIVES[result['objective']].lower()})")
+        table = pd.DataFrame(ranked_rows(result))
+        picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
+                              key="ranked_table",
+                              column_config={"MFU": st.column_config.NumberColumn(format="percent"),
+                                             "days (wall)": st.column_config.NumberColumn(format="%.1f"),
+                                             "days (compute)": st.column_config.NumberColumn(format="%.1f"),
+                                             "memory GiB": st.column_config.NumberColumn(format="%.1f"),
+                                             "GPU-hours": st.column_config.NumberColumn(format="compact"),
+                                             "cost USD": st.column_config.NumberColumn(format="dollar"),
+                                             "energy MWh": st.column_config.NumberColumn(format="%.0f"),
+                                             "step s": st.column_config.NumberColumn(format="%.2f")})
+        st.download_button("Download ranked layouts (CSV)", table.to_csv(index=False), "ranked_layouts.csv",
+                           "text/csv", on_click="ignore")
+        rows = picked.selection.rows
+        chosen = rows[0] if rows else 0
+        best = result["best"][chosen]
+        st.subheader(f"Layout #{chosen + 1}: where the time goes")
+        st.caption(f"{describe_layout(best['layout'])}: {best['step_time_s']:.2f} s per step, MFU "
+                   f"{best['mfu']:.1%}, {fmt_days(best.get('wall_days') or best['train_days'])}. Select another "
+                   "row above to see its breakdown.")
+        st.plotly_chart(breakdown_figure(best), key="breakdown_chart")
+        st.caption("Blue: computation; orange: communication by kind; grey: pipeline idle time (bubble and "
+                   "imbalance).")
+        if best["layout"] == sc.layout.model_dump():
+            st.success("This is the scenario's current layout.")
+        else:
+            st.button(f"Use layout #{chosen + 1} in the scenario", on_click=_use_layout, args=(best["layout"],))
+
+    if result["pareto"]:
+        st.subheader("Cluster size: time against accelerators or cost")
+        x_axis = st.radio("Horizontal axis", ["GPUs", "cost"], horizontal=True, key="pareto_axis",
+                          help="Each point is the best layout for that many accelerators; only sizes that are "
+                               "faster than every smaller one are kept (the Pareto front).")
+        st.plotly_chart(pareto_figure(result, x_axis), key="pareto_chart")
+    cluster = result.get("cluster_search")
+    if cluster:
+        if cluster["met"]:
+            st.success(f"Smallest cluster that meets the target: **{cluster['n_gpus']:,} accelerators**, "
+                       f"{fmt_days(cluster['best'].get('wall_days') or cluster['best']['train_days'])} with "
+                       f"{describe_layout(cluster['best']['layout'])}.")
+        else:
+            st.warning(f"Target not met: {cluster['reason']}.")
+
+    st.subheader("Why not ...?")
+    st.dataframe(rejected_rows(result), hide_index=True, key="rejected_table",
+                 column_config={"share": st.column_config.NumberColumn(format="percent")})
+    dimension = st.selectbox("Look at one setting", list(DIMENSIONS), key="why_dimension",
+                             help="For every value of this setting: how many layouts had it, how many fit, the "
+                                  "best result among them, and why the others were rejected.")
+    st.dataframe(dimension_rows(result, dimension), hide_index=True, key="dimension_table")
+    values = list(result["by_dimension"][dimension])
+    value = st.selectbox(f"Why not {dimension} =", values, key="why_value")
+    answer = why_not(common.scenario_json(), opts.allow_span_nodes, result["objective"], dimension,
+                     dimension_value(dimension, value))
+    if "best" in answer:
+        st.markdown(f"The best layout with {dimension}={value}: {describe_layout(answer['best']['layout'])}, "
+                    f"{fmt_days(answer['best'].get('wall_days') or answer['best']['train_days'])}, "
+                    f"{answer['best']['memory_gib']['total']:.1f} GiB per accelerator.")
+    else:
+        reasons = "; ".join(f"{r} ({n:,})" for r, n in answer["rejected"].items())
+        st.markdown(f"No layout with {dimension}={value} is possible here: {reasons or answer.get('note', '')}.")

@@ -1,0 +1,34 @@
+"""Summary report: one page for a manager (download or print), and the scenario as a JSON file."""
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from benchmarks_db.scenarios import scenario_id
+from benchmarks_db.store import utc_now
+from engine.report import scenario_title, summary_html
+from engine.scenario import ScenarioError
+from pages import common
+from pages.sidebar import app_url
+
+sc = common.scenario()
+est = common.current_estimate()
+
+st.title("Summary report")
+st.caption("One page with the scenario, the recommendation, the key figures and charts, and where the numbers come "
+           "from. It is a self-contained HTML file: open it in any browser and print it, or attach it to an email.")
+try:
+    vendor = common.current_comparison()
+except ScenarioError as err:
+    vendor = None
+    st.warning("The vendor recommendation is left out: " + common.problems_text(err.problems))
+link = f"{app_url()}?{urlencode(common.share_params())}"
+report = summary_html(sc, est, utc_now(), link=link, vendor=vendor)
+sid = scenario_id(sc)
+cols = st.columns(2)
+cols[0].download_button("Download the summary report (HTML)", report, f"training-plan-{sid}.html", "text/html",
+                        type="primary", on_click="ignore")
+cols[1].download_button("Download the scenario (JSON)", sc.model_dump_json(indent=2, exclude_none=True),
+                        f"scenario-{sid}.json", "application/json", on_click="ignore",
+                        help="Load it again on the Scenario page, or run `python -m engine estimate` on it.")
+st.markdown(f"**Preview:** {scenario_title(sc)}")
+st.iframe(report, height=1900)

@@ -1,0 +1,187 @@
+"""Scenario: the model, the training setup, the cluster, the site and the price; the headline results alongside."""
+import streamlit as st
+
+from engine.catalog import load_catalog
+from engine.cost import PRICING, price_table
+from engine.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
+from engine.report import model_size_text
+from engine.scenario import PresetRef
+from pages import common
+from pages.fields import F
+
+MAX_SCENARIO_FILE_MB = 1
+UPLOAD = "scenario_upload"
+EFFICIENCY = common.WIDGET + "efficiency_source"
+SOURCES = {"datasheet": "Published (datasheet and published measurements)",
+           "calibrated": "Calibrated (measured, from the benchmark store)", "custom": "My own values (below)"}
+cat = load_catalog()
+sc = common.scenario()
+
+
+def _model_kind_changed() -> None:
+    kind = st.session_state[common.WIDGET + "model"]
+    current = common.scenario()
+    if kind == "custom":
+        edit = apply_edit(current, "model", current.arch.model_dump(exclude_none=True))
+    else:
+        edit = apply_edit(current, "model.preset", next(iter(cat.models)))
+    common.commit(edit, "model")
+
+
+def _uploaded() -> None:
+    file = st.session_state.get(UPLOAD)
+    if file is None:
+        return
+    if file.size > MAX_SCENARIO_FILE_MB * 1_000_000:
+        st.session_state[common.PROBLEMS]["(scenario)"] = [
+            f"{file.name} is {file.size / 1e6:.1f} MB; a scenario file is a small JSON object (under "
+            f"{MAX_SCENARIO_FILE_MB} MB). Nothing was changed."]
+        return
+    if common.replace_scenario(file.getvalue()):
+        st.session_state[common.NOTES].insert(0, f"Loaded the scenario from {file.name}.")
+    else:
+        problems = st.session_state[common.PROBLEMS]["(scenario)"]
+        problems.insert(0, f"{file.name} is not a usable scenario, so nothing was changed:")
+
+
+def _efficiency_source_changed(overrides: dict) -> None:
+    current = common.scenario()
+    cluster = {k: v for k, v in current.cluster.model_dump(exclude_none=True).items() if k not in CALIBRATION_FIELDS}
+    if st.session_state[EFFICIENCY] == "calibrated":
+        cluster.update(overrides)
+    common.commit(apply_edit(current, "cluster", cluster), EFFICIENCY)
+
+
+def _reset() -> None:
+    common.commit(with_layout(default_scenario()))
+
+
+st.title("Scenario")
+st.caption("Describe the training run. Every page uses this scenario, and the address bar always carries it.")
+inputs, results = st.columns([3, 2], gap="large")
+
+with inputs:
+    st.subheader("Model")
+    kind_key = common.WIDGET + "model"
+    if kind_key not in st.session_state:
+        st.session_state[kind_key] = "preset" if isinstance(sc.model, PresetRef) else "custom"
+    st.radio("Model source", ["preset", "custom"], key=kind_key, horizontal=True, on_change=_model_kind_changed,
+             format_func={"preset": "A published model", "custom": "My own architecture"}.get,
+             help="Start from a published model, or describe your own architecture (it starts as a copy of the "
+                  "current model).")
+    common.field_problems("model")
+    if isinstance(sc.model, PresetRef):
+        common.bind("model.preset", st.selectbox, F["model.preset"], options=list(cat.models),
+                    format_func=lambda m: cat.models[m].name)
+    else:
+        cols = st.columns(3)
+        for i, name in enumerate(("n_layers", "hidden_size", "n_heads", "n_kv_heads", "ffn_hidden_size",
+                                  "vocab_size", "n_experts", "experts_per_token", "n_shared_experts",
+                                  "n_dense_layers")):
+            common.bind(f"model.{name}", st.number_input, F[f"model.{name}"], container=cols[i % 3], step=1)
+        common.bind("model.ffn_type", st.selectbox, F["model.ffn_type"], container=cols[1],
+                    options=["gelu", "swiglu"])
+        common.bind("model.tied_embeddings", st.checkbox, F["model.tied_embeddings"], container=cols[2])
+        if sc.arch.mla is not None:
+            st.caption("This model uses multi-head latent attention (MLA); its ranks are kept as they are (edit them "
+                       "in a scenario file).")
+    st.caption(model_size_text(sc))
+
+    st.subheader("Training")
+    cols = st.columns(3)
+    common.bind("training.seq_len", st.number_input, F["training.seq_len"], container=cols[0], step=1)
+    common.bind("training.global_batch_size", st.number_input, F["training.global_batch_size"], container=cols[1],
+                step=1)
+    common.bind("training.total_tokens", st.number_input, F["training.total_tokens"], container=cols[2],
+                step=100.0, format="%.0f")
+    common.bind("training.precision", st.selectbox, F["training.precision"], container=cols[0],
+                options=["bf16", "fp16", "fp8", "fp32"])
+    common.bind("training.optimizer", st.selectbox, F["training.optimizer"], container=cols[1],
+                options=["adam", "sgd"])
+    common.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],
+                options=["flash", "standard"])
+
+    st.subheader("Cluster")
+    cols = st.columns(3)
+    common.bind("cluster.accelerator", st.selectbox, F["cluster.accelerator"], container=cols[0],
+                options=list(cat.accelerators), format_func=lambda a: cat.accelerators[a].name)
+    common.bind("cluster.n_gpus", st.number_input, F["cluster.n_gpus"], container=cols[1], step=8)
+    common.bind("cluster.gpus_per_node", st.number_input, F["cluster.gpus_per_node"], container=cols[2], step=1,
+                placeholder=f"{cat.accelerators[sc.cluster.accelerator].gpus_per_node} (usual)")
+    with st.expander("Network and measured efficiencies"):
+        calibration = common.calibration_for(sc)
+        source = common.efficiency_source(sc)
+        st.session_state.setdefault(EFFICIENCY, source)
+        st.radio("Efficiencies", list(SOURCES) if source == "custom" else ["datasheet", "calibrated"],
+                 key=EFFICIENCY, format_func=SOURCES.get, on_change=_efficiency_source_changed,
+                 args=(calibration["overrides"],), disabled=not calibration["overrides"] and source == "datasheet",
+                 help="Calibrated replaces the published matmul efficiency and the modelled bus bandwidths with "
+                      "trusted measurements of this accelerator from the Benchmarks page (uploads that passed every "
+                      "check, and published tables).")
+        common.field_problems(EFFICIENCY)
+        for name, evidence in calibration["evidence"].items():
+            st.caption(f"Measured {name.replace('_', ' ')} {evidence['value']:g}: {evidence['how']}; runs "
+                       f"{', '.join(evidence['runs'][:5])} ({'; '.join(evidence['sources'][:3])}).")
+        for name, why in calibration["missing"].items():
+            st.caption(f"No calibration for {name.replace('_', ' ')}: {why}.")
+        cols = st.columns(2)
+        common.bind("cluster.intra_node_bw_gbs", st.number_input, F["cluster.intra_node_bw_gbs"], container=cols[0],
+                    step=10.0, placeholder="catalog")
+        common.bind("cluster.inter_node_bw_gbs", st.number_input, F["cluster.inter_node_bw_gbs"], container=cols[1],
+                    step=5.0, placeholder="catalog")
+        cols = st.columns(3)
+        common.bind("cluster.matmul_efficiency", st.number_input, F["cluster.matmul_efficiency"], container=cols[0],
+                    step=0.01, placeholder="published")
+        common.bind("cluster.intra_node_busbw_gbs", st.number_input, F["cluster.intra_node_busbw_gbs"],
+                    container=cols[1], step=10.0, placeholder="modelled")
+        common.bind("cluster.inter_node_busbw_gbs", st.number_input, F["cluster.inter_node_busbw_gbs"],
+                    container=cols[2], step=5.0, placeholder="modelled")
+    st.markdown(f"**Layout:** {describe_layout(sc.layout.model_dump())}. Change it on the **Memory** page, or let "
+                "**Layout search** find the best one.")
+
+    st.subheader("Site and cost")
+    cols = st.columns(3)
+    common.bind("site.region", st.text_input, F["site.region"], container=cols[0], placeholder="world average")
+    common.bind("site.pue", st.number_input, F["site.pue"], container=cols[1], step=0.05, placeholder="default")
+    common.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[2],
+                step=10.0, placeholder="not reported")
+    cols = st.columns(3)
+    common.bind("cost.basis", st.selectbox, F["cost.basis"], container=cols[0], options=["cloud", "on_prem"])
+    common.bind("cost.price_usd_per_gpu_hour", st.number_input, F["cost.price_usd_per_gpu_hour"], container=cols[1],
+                step=0.1, placeholder="cheapest published")
+    common.bind("site.accelerator_power_w", st.number_input, F["site.accelerator_power_w"], container=cols[2],
+                step=10.0, placeholder="TDP-based")
+    cols = st.columns(3)
+    providers = sorted({r.provider for r in price_table()})
+    common.bind("cost.provider", st.selectbox, F["cost.provider"], container=cols[0],
+                options=[F["cost.provider"].blank, *providers])
+    common.bind("cost.pricing", st.selectbox, F["cost.pricing"], container=cols[1], options=list(PRICING))
+    with st.expander("Owning the hardware (on-premises) and reliability"):
+        cols = st.columns(2)
+        for i, name in enumerate(("server_capex_usd", "depreciation_years", "utilisation", "power_usd_per_kwh")):
+            common.bind(f"cost.on_prem.{name}", st.number_input, F[f"cost.on_prem.{name}"], container=cols[i % 2],
+                        step=0.05 if name in ("utilisation", "power_usd_per_kwh") else 1.0, placeholder="default")
+        cols = st.columns(3)
+        for i, name in enumerate(("mtbf_gpu_hours", "storage_write_gb_per_s", "restart_s")):
+            common.bind(f"reliability.{name}", st.number_input, F[f"reliability.{name}"], container=cols[i],
+                        step=1.0, placeholder="default")
+
+    st.subheader("Scenario file")
+    # No type= filter: Streamlit rejects a filtered-out name with a traceback; the content decides, with a message.
+    st.file_uploader("Load a scenario file (JSON)", key=UPLOAD, on_change=_uploaded,
+                     max_upload_size=MAX_SCENARIO_FILE_MB,
+                     help="A scenario JSON as downloaded from the Summary report page or used by "
+                          "`python -m engine estimate`.")
+    common.field_problems("(scenario)")
+    st.button("Reset to the default scenario", on_click=_reset)
+
+with results:
+    st.subheader("Results")
+    est = common.current_estimate()
+    if est["fits"]:
+        st.success(f"Fits: {est['memory_gib']['total']:.1f} of {est['memory_capacity_gib']:.0f} GiB per "
+                   "accelerator on the fullest one.")
+    else:
+        st.error(f"Does not fit: {est['memory_gib']['total']:.1f} GiB needed per accelerator, "
+                 f"{est['memory_capacity_gib']:.0f} GiB available. See the Memory page, or run Layout search.")
+    common.show_key_figures(est, columns=2)

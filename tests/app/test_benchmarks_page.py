@@ -1,0 +1,79 @@
+"""Benchmarks page: browse and compare the store's results, measured vs datasheet, and uploads that are checked
+completely before anything is written."""
+import json
+
+from benchmarks_db import queries
+from tests.app.conftest import button, on_page, plotted, run_app, texts
+
+
+def benchmarks_page():
+    return on_page(run_app(), "benchmarks")
+
+
+def upload(at, name: str, data: bytes):
+    at.file_uploader(key="bench_upload").set_value((name, data, "application/octet-stream"))
+    button(at, "Check and add to the store").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_browse_filters_the_stores_mlperf_results(app_store):
+    at = benchmarks_page()
+    assert len(at.dataframe[0].value) == len(queries.mlperf_results(app_store))
+    at.selectbox(key="f_bench").set_value("gpt3").run()
+    at.selectbox(key="f_round").set_value("v4.1").run()
+    table = at.dataframe[0].value
+    expected = queries.mlperf_results(app_store, benchmark="gpt3", mlperf_round="v4.1")
+    assert len(table) == len(expected) > 0
+    assert set(table["benchmark"]) == {"gpt3"} and set(table["round"]) == {"v4.1"}
+
+
+def test_compare_systems_and_measured_vs_datasheet_come_from_the_store(app_store):
+    at = benchmarks_page()
+    at.selectbox(key="cmp_bench").set_value("gpt3").run()
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    systems = queries.compare_systems(app_store, "gpt3")
+    shown = sorted(x for trace in charts[0]["data"] for x in plotted(trace["y"]))
+    assert shown == sorted(systems["best_minutes"])
+    efficiency = queries.datasheet_efficiency(app_store, "matmul_tflops").dropna(subset=["efficiency"])
+    assert sorted(plotted(charts[1]["data"][0]["x"])) == sorted(efficiency["efficiency"])
+
+
+def test_a_runner_result_file_is_ingested_and_shows_up_in_the_table(runner_file, app_store):
+    at = benchmarks_page()
+    at.text_input(key="bench_submitter").input("apptest")
+    upload(at, "results.json", runner_file.read_bytes())
+    assert any("Added results.json" in s for s in texts(at.success)), (texts(at.success), texts(at.error))
+    n_results = len(json.loads(runner_file.read_text())["results"])
+    added = at.dataframe[-1].value["after"] - at.dataframe[-1].value["before"]
+    assert (added.loc["run"], added.loc["measurement"]) == (1, n_results)      # one run, a measurement per result
+    at.selectbox(key="f_kind").set_value("user_submitted").run()
+    uploaded = at.dataframe[1].value
+    assert len(uploaded) == n_results
+    assert set(uploaded["submitter"]) == {"apptest"}
+
+
+def test_a_malformed_file_is_refused_whole_and_changes_nothing(app_store):
+    at = benchmarks_page()
+    before = app_store.counts()
+    for name, data in (("results.json", b'{"schema_version": 1, "results": [}'),
+                       ("notes.txt", b"hello, this is not a benchmark"),
+                       ("evil.csv", b"accelerator,metric,value,unit\n'); DROP TABLE run; --,matmul_tflops,-5,TFLOP/s\n"),
+                       ("../../etc/passwd", b"root:x:0:0"),
+                       ("blob.bin", b"\x00\x01\x02" * 100)):
+        upload(at, name, data)
+        assert any("nothing was written" in e for e in texts(at.error)), (name, texts(at.error))
+        assert app_store.counts() == before
+        counts = at.dataframe[-1].value
+        assert (counts["after"] == counts["before"]).all()
+
+
+def test_the_same_file_twice_is_refused_as_a_duplicate(runner_file):
+    at = benchmarks_page()
+    upload(at, "again.json", runner_file.read_bytes())
+    assert any("duplicate" in m.value for m in at.markdown), [m.value for m in at.markdown]
+
+
+def test_how_to_run_the_runners_is_on_the_page():
+    at = benchmarks_page()
+    assert any("python -m benchmarks_db.run all --out results.json" in c.value for c in at.code)

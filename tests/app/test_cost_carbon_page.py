@@ -1,0 +1,58 @@
+"""Cost & carbon page: the engine's time, cost, energy and CO2 figures, the buy-or-rent break-even, and the budget
+planner with its guardrails."""
+import json
+
+from engine.cost import plan_budget
+from engine.edit import default_scenario
+from engine.estimate import estimate
+from tests.app.conftest import metric, on_page, run_app, texts
+
+
+def cost_page():
+    return on_page(run_app(), "cost_carbon")
+
+
+def test_the_figures_are_the_engines():
+    at = cost_page()
+    est = estimate(default_scenario())
+    assert metric(at, "Goodput") == f"{est['goodput'] * 100:.1f}%"
+    assert metric(at, "Cost (cloud)") == f"${est['cost_usd'] / 1e6:.3g}M"
+    assert metric(at, "Energy") == f"{est['energy_mwh'] / 1e3:.3g}k MWh"
+    assert metric(at, "CO2, location-based") == f"{est['energy']['co2_location_t'] / 1e3:.3g}k t"
+    assert metric(at, "Expected interruptions") == f"{est['reliability']['expected_failures']:,.0f}"
+
+
+def test_the_break_even_chart_crosses_at_the_engines_break_even_years():
+    at = cost_page()
+    est = estimate(default_scenario())
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    buy, rent = fig["data"][0], fig["data"][1]
+    years = est["cost"]["on_prem"]["break_even"]["years_at_utilisation"]
+    crossing = next(i for i, (b, r) in enumerate(zip(buy["y"], rent["y"])) if r >= b)
+    assert buy["x"][crossing - 1] <= years <= buy["x"][crossing]
+    assert any(abs(s.get("x0", -1) - years) < 1e-9 for s in fig["layout"]["shapes"])
+
+
+def test_the_budget_planner_counts_runs_and_warns_about_big_jobs():
+    at = cost_page()
+    assert any("Enter a budget" in i for i in texts(at.info))
+    billed = estimate(default_scenario())["cost"]["billed_gpu_hours"]
+    at.number_input(key="opt:gpu_hour_budget").set_value(10_000_000.0).run()
+    plan = plan_budget(billed, budget_gpu_hours=10_000_000.0)
+    assert metric(at, "Runs the budget pays for") == f"{plan['max_runs']:,}"
+    assert any("above the 512 GPU-hour per-job threshold" in w for w in texts(at.warning))
+    at.number_input(key="opt:budget_usd").set_value(5e6).run()
+    assert any("not both" in e for e in texts(at.error))
+    at = cost_page()
+    at.number_input(key="opt:budget_usd").set_value(5e6).run()
+    plan = plan_budget(billed, budget_usd=5e6, usd_per_gpu_hour=estimate(default_scenario())["cost"]["usd_per_gpu_hour"])
+    assert plan["max_runs"] == 0
+    assert metric(at, "Runs the budget pays for") == "0"
+    assert any("does not cover one run" in w for w in texts(at.warning))
+
+
+def test_a_market_based_intensity_adds_the_market_based_figure():
+    at = run_app()
+    at.number_input(key="w:site.market_based_g_per_kwh").set_value(0.0).run()
+    on_page(at, "cost_carbon")
+    assert metric(at, "CO2, market-based") == "0 t"

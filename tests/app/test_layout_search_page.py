@@ -1,0 +1,85 @@
+"""Layout search page: the search behind a button with progress, the ranked table (the engine's own ranking), the
+time breakdown of the selected layout, the Pareto chart, the cluster-size answer and 'why not ...?'."""
+import json
+
+from engine.edit import default_scenario
+from engine.search import explain, search, search_cluster
+from tests.app.conftest import button, on_page, run_app, texts
+
+
+def search_page(**options):
+    at = on_page(run_app(), "layout_search")
+    for name, value in options.items():
+        widget = {"objective": at.radio, "deadline_days": at.number_input}[name](key="opt:" + name)
+        widget.set_value(value).run()
+    return at
+
+
+def run_search(at):
+    button(at, "Run layout search").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_nothing_runs_until_asked():
+    at = search_page()
+    assert any("Run layout search" in i for i in texts(at.info))
+    assert not at.dataframe
+
+
+def test_the_ranked_table_is_the_engines_ranking_and_the_best_can_be_adopted():
+    at = run_search(search_page())
+    expected = search(default_scenario(), top=20)
+    table = at.dataframe[0].value
+    assert len(table) == len(expected["best"])
+    for i, row in enumerate(expected["best"][:5]):
+        for key in ("tp", "pp", "dp", "cp", "micro_batch_size", "zero_stage", "recompute"):
+            assert table.iloc[i][key] == row["layout"][key]
+        assert abs(table.iloc[i]["days (compute)"] - row["train_days"]) < 1e-9
+    assert [m.value for m in at.metric][:3] == [f"{expected['candidates_evaluated']:,}",
+                                                f"{expected['model_evaluated']:,}", f"{expected['feasible']:,}"]
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    breakdown = charts[0]["data"][0]
+    best = expected["best"][0]
+    assert abs(sum(breakdown["x"]) - best["step_time_s"]) < 1e-6          # the bars add up to the step time
+    pareto = charts[1]["data"][0]
+    assert pareto["x"] == [p["n_gpus"] for p in expected["pareto"]]
+    button(at, "Use layout #1 in the scenario").click().run()
+    assert at.session_state["scenario"].layout.model_dump() == best["layout"]
+    assert any("current layout" in s for s in texts(at.success))
+
+
+def test_the_rejection_summary_and_why_not_answers_match_the_engine():
+    at = run_search(search_page())
+    expected = search(default_scenario(), top=20)
+    rejected = at.dataframe[1].value
+    assert dict(zip(rejected["reason"], rejected["layouts"])) == expected["rejected"]
+    at.selectbox(key="why_dimension").set_value("tp").run()
+    at.selectbox(key="why_value").set_value("16").run()
+    answer = explain(search_cluster(default_scenario(), 1024), "time", tp=16)
+    assert "best" not in answer                                      # Llama 3.1 70B has 8 KV heads
+    text = " ".join(m.value for m in at.markdown)
+    assert "No layout with tp=16 is possible here" in text
+    assert "heads, KV heads or MLP width not divisible by tp" in text
+
+
+def test_a_deadline_finds_the_smallest_cluster():
+    at = run_search(search_page(deadline_days=60.0))
+    expected = search(default_scenario(), top=20, deadline_days=60.0)["cluster_search"]
+    assert expected["met"]
+    assert any(f"**{expected['n_gpus']:,} accelerators**" in s for s in texts(at.success)), texts(at.success)
+
+
+def test_results_are_marked_stale_when_the_scenario_changes():
+    at = run_search(search_page())
+    at.radio(key="opt:objective").set_value("cost").run()
+    assert any("changed since the last search" in i for i in texts(at.info))
+    run_search(at)
+    assert at.dataframe[0].value.iloc[0]["cost USD"] == search(default_scenario(), top=1, objective="cost")["best"][0]["cost_usd"]
+
+
+def test_a_bad_deadline_is_flagged_at_the_field():
+    at = search_page()
+    at.number_input(key="opt:deadline_days").set_value(-3.0).run()
+    assert any("greater than 0" in e for e in texts(at.error))
+    assert at.session_state["options"].deadline_days is None

@@ -1,0 +1,77 @@
+"""Memory page: the per-GPU memory by component against capacity, and what-if controls that change the scenario's
+layout at once."""
+import json
+
+from engine.edit import apply_edit, default_scenario
+from engine.estimate import estimate
+from engine.report import MEMORY_PARTS, WORST_STAGE
+from engine.share import decode
+from tests.app.conftest import metric, on_page, run_app, texts
+
+
+def memory_page():
+    return on_page(run_app(), "memory")
+
+
+def chart(at) -> dict:
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+def test_the_chart_stacks_the_engines_components_against_the_capacity_line():
+    at = memory_page()
+    est = estimate(default_scenario())
+    fig = chart(at)
+    bars = {t["name"]: t for t in fig["data"] if t["type"] == "bar"}
+    assert list(bars) == [label for label, _ in MEMORY_PARTS.values()]
+    for key, (label, _) in MEMORY_PARTS.items():
+        assert bars[label]["x"][0] == "this layout"
+        assert abs(bars[label]["y"][0] - est["memory_gib"][key]) < 1e-9
+    capacity = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
+    assert capacity and capacity[0]["y0"] == est["memory_capacity_gib"]
+    assert any(WORST_STAGE[est["worst_stage"]] in m.value for m in at.markdown)
+    assert "ZeRO-3" in bars["Weights"]["x"] and "recompute full" in bars["Weights"]["x"]
+
+
+def test_the_comparison_bars_are_the_same_layout_with_another_zero_stage():
+    at = memory_page()
+    zero3 = estimate(apply_edit(default_scenario(), "layout.zero_stage", 3).scenario)
+    bars = {t["name"]: t for t in chart(at)["data"] if t["type"] == "bar"}
+    i = bars["Optimizer states"]["x"].index("ZeRO-3")
+    assert abs(bars["Optimizer states"]["y"][i] - zero3["memory_gib"]["optimizer_states"]) < 1e-9
+
+
+def test_a_what_if_changes_the_layout_the_figures_and_the_link():
+    at = memory_page()
+    at.selectbox(key="w:layout.tp").set_value(4).run()
+    sc = at.session_state["scenario"]
+    assert (sc.layout.tp, sc.layout.pp, sc.layout.dp) == (4, 4, 64)
+    assert metric(at, "Data parallel (DP)") == "64"
+    assert metric(at, "Step time") == f"{estimate(sc)['step_time_s']:.2f} s"
+    assert decode(at.query_params["sc"]).scenario.layout.tp == 4
+    at.select_slider(key="w:layout.zero_stage").set_value(3).run()
+    at.selectbox(key="w:layout.recompute").set_value("full").run()
+    sc = at.session_state["scenario"]
+    assert (sc.layout.zero_stage, sc.layout.recompute) == (3, "full")
+    bars = {t["name"]: t for t in chart(at)["data"] if t["type"] == "bar"}
+    assert abs(bars["Activations"]["y"][0] - estimate(sc)["memory_gib"]["activations"]) < 1e-9
+
+
+def test_a_layout_that_breaks_a_rule_is_flagged_and_the_chart_keeps_the_last_valid_one():
+    at = memory_page()
+    at.selectbox(key="w:layout.micro_batch_size").set_value(32).run()      # dp 32 x 32 = 1024 divides the batch
+    assert at.session_state["scenario"].layout.micro_batch_size == 32
+    at.selectbox(key="w:layout.tp").set_value(2).run()                      # dp 128 x mbs 32 > global batch 1024
+    assert not at.exception
+    assert any("global_batch_size=1024 is not divisible" in e for e in texts(at.error)), texts(at.error)
+    assert at.session_state["scenario"].layout.tp == 8
+    assert at.get("plotly_chart")
+
+
+def test_a_layout_that_does_not_fit_says_so():
+    at = memory_page()
+    for key, value in (("w:layout.tp", 1), ("w:layout.pp", 1), ("w:layout.recompute", "none")):
+        at.selectbox(key=key).set_value(value).run()
+    at.select_slider(key="w:layout.zero_stage").set_value(0).run()
+    sc = at.session_state["scenario"]
+    assert not estimate(sc)["fits"]
+    assert any("Does not fit" in e for e in texts(at.error))

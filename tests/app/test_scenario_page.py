@@ -1,0 +1,154 @@
+"""Scenario page: every input bound to the one scenario, the results next to it, and bad input flagged at the field
+while the rest keeps working with the last valid scenario."""
+import json
+
+from benchmarks_db.calibration import calibrated_cluster
+from engine.catalog import load_catalog
+from engine.edit import DEFAULT_SCENARIO, default_scenario
+from engine.estimate import estimate
+from engine.scenario import parse_scenario
+from engine.share import decode
+from tests.app.conftest import button, metric, run_app, texts
+
+
+def scenario_of(at):
+    return at.session_state["scenario"]
+
+
+def test_defaults_show_the_engine_estimate_and_the_url_carries_the_scenario():
+    at = run_app()
+    assert at.title[0].value == "Scenario"
+    est = estimate(default_scenario())
+    assert metric(at, "Step time") == f"{est['step_time_s']:.2f} s"
+    assert metric(at, "MFU") == f"{est['mfu'] * 100:.1f}%"
+    assert metric(at, f"Memory per GPU (of {est['memory_capacity_gib']:.0f} GiB)") == \
+        f"{est['memory_gib']['total']:.1f} GiB"
+    assert decode(at.query_params["sc"]).scenario == default_scenario()
+    assert not at.error
+
+
+def test_every_input_has_help_text():
+    at = run_app()
+    widgets = [*at.number_input, *at.selectbox, *at.text_input, *at.radio, *at.checkbox]
+    assert len(widgets) > 20
+    assert all(w.help for w in widgets), [w.label for w in widgets if not w.help]
+
+
+def test_changing_the_cluster_size_updates_scenario_results_and_link():
+    at = run_app()
+    at.number_input(key="w:cluster.n_gpus").set_value(512).run()
+    sc = scenario_of(at)
+    assert (sc.cluster.n_gpus, sc.layout.dp) == (512, 16)          # tp 8 x pp 4 x dp 16
+    expected = estimate(parse_scenario({**DEFAULT_SCENARIO, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 512},
+                                        "layout": {**DEFAULT_SCENARIO["layout"], "dp": 16}}))
+    assert metric(at, "Step time") == f"{expected['step_time_s']:.2f} s"
+    assert decode(at.query_params["sc"]).scenario == sc
+
+
+def test_an_impossible_cluster_size_is_flagged_at_the_field_and_the_last_valid_scenario_stays():
+    at = run_app()
+    before = metric(at, "Step time")
+    at.number_input(key="w:cluster.n_gpus").set_value(1000).run()
+    assert not at.exception
+    errors = texts(at.error)
+    assert any("cluster.n_gpus = 1000" in e for e in errors), errors
+    assert scenario_of(at).cluster.n_gpus == 1024
+    assert metric(at, "Step time") == before
+    assert decode(at.query_params["sc"]).scenario.cluster.n_gpus == 1024
+    at.number_input(key="w:cluster.n_gpus").set_value(2048).run()      # fixing it clears the message
+    assert not at.error
+    assert scenario_of(at).layout.dp == 64
+
+
+def test_out_of_range_and_unknown_values_get_the_validators_message():
+    at = run_app()
+    at.number_input(key="w:training.seq_len").set_value(0).run()
+    assert "Input should be greater than or equal to 1" in texts(at.error)
+    at.text_input(key="w:site.region").input("Atlantis").run()
+    assert any("unknown region 'Atlantis'" in e for e in texts(at.error))
+    assert scenario_of(at).training.seq_len == 8192 and scenario_of(at).site is None
+
+
+def test_picking_a_preset_takes_its_published_training_setup_and_finds_a_layout_that_works():
+    at = run_app()
+    at.selectbox(key="w:model.preset").set_value("llama3.1-8b").run()
+    sc = scenario_of(at)
+    defaults = load_catalog().models["llama3.1-8b"].training_defaults
+    assert (sc.training.seq_len, sc.training.global_batch_size, sc.training.total_tokens) == \
+        (defaults.seq_len, defaults.global_batch_size, defaults.total_tokens)
+    assert at.number_input(key="w:training.global_batch_size").value == defaults.global_batch_size
+    notes = texts(at.info)
+    assert any("published one" in n for n in notes) and any("no longer works" in n for n in notes), notes
+    assert estimate(sc)["fits"]                                     # the repaired layout is a real, fitting one
+
+
+def test_a_custom_architecture_is_edited_field_by_field_and_validated():
+    at = run_app()
+    at.radio(key="w:model").set_value("custom").run()
+    assert at.number_input(key="w:model.n_layers").value == 80      # a copy of Llama 3.1 70B
+    at.number_input(key="w:model.n_heads").set_value(60).run()
+    assert any("not divisible by n_heads" in e for e in texts(at.error)), texts(at.error)
+    at.number_input(key="w:model.n_layers").set_value(40).run()     # 40 layers: pp 4 x 5 virtual stages no longer fit
+    sc = scenario_of(at)
+    assert sc.arch.n_layers == 40 and sc.arch.n_heads == 64
+    assert sc.layout is not None and 40 % (sc.layout.pp * sc.layout.virtual_stages) == 0
+
+
+def test_switching_accelerator_without_bf16_falls_back_to_fp16():
+    at = run_app()
+    at.selectbox(key="w:cluster.accelerator").set_value("V100-SXM2-32GB").run()
+    assert scenario_of(at).training.precision == "fp16"
+    assert at.selectbox(key="w:training.precision").value == "fp16"
+    assert any("precision set to fp16" in n for n in texts(at.info))
+
+
+def test_cost_inputs_reach_the_estimate():
+    at = run_app()
+    at.number_input(key="w:cost.price_usd_per_gpu_hour").set_value(2.0).run()
+    sc = scenario_of(at)
+    assert sc.cost.price_usd_per_gpu_hour == 2.0
+    assert metric(at, "Cost") == "$" + f"{estimate(sc)['cost_usd'] / 1e6:.3g}M"
+    at.selectbox(key="w:cost.provider").set_value("aws").run()
+    assert scenario_of(at).cost.provider == "aws"
+    at.selectbox(key="w:cost.provider").set_value("cheapest of all").run()
+    assert scenario_of(at).cost.provider is None
+
+
+def test_calibrated_efficiencies_come_from_the_store_and_name_their_runs(app_store):
+    sc = default_scenario()
+    expected = calibrated_cluster(app_store, sc.cluster.accelerator, "bf16", sc.cluster.n_gpus, 8)
+    assert expected["overrides"], "the seeded store has a published H100 matmul measurement"
+    at = run_app()
+    at.radio(key="w:efficiency_source").set_value("calibrated").run()
+    cluster = scenario_of(at).cluster
+    assert {f: getattr(cluster, f) for f in expected["overrides"]} == expected["overrides"]
+    captions = texts(at.caption)
+    assert any(run in c for c in captions for run in expected["evidence"]["matmul_efficiency"]["runs"])
+    at.radio(key="w:efficiency_source").set_value("datasheet").run()
+    assert scenario_of(at).cluster.matmul_efficiency is None
+
+
+def test_a_scenario_file_replaces_the_scenario_and_a_bad_one_changes_nothing():
+    at = run_app()
+    good = {"model": {"preset": "llama2-7b"},
+            "training": {"seq_len": 4096, "global_batch_size": 256, "total_tokens": 2e12},
+            "cluster": {"accelerator": "A100-SXM4-80GB", "n_gpus": 64}}
+    at.file_uploader(key="scenario_upload").set_value(("plan.json", json.dumps(good).encode(), "application/json"))
+    at.run()
+    sc = scenario_of(at)
+    assert (sc.model.preset, sc.cluster.n_gpus) == ("llama2-7b", 64) and sc.layout is not None
+    assert any("Loaded the scenario from plan.json" in n for n in texts(at.info))
+    for name, data in (("broken.json", b"{not json"), ("wrong.json", b'{"model": {"preset": "gpt-9"}}'),
+                       ("huge.json", b" " * 1_100_000), ("binary.json", b"\xff\xfe\x00\x01")):
+        at.file_uploader(key="scenario_upload").set_value((name, data, "application/json"))
+        at.run()
+        assert not at.exception
+        assert any(name in e for e in texts(at.error)), (name, texts(at.error))
+        assert scenario_of(at) == sc
+
+
+def test_reset_returns_to_the_defaults():
+    at = run_app()
+    at.number_input(key="w:cluster.n_gpus").set_value(512).run()
+    button(at, "Reset to the default scenario").click().run()
+    assert scenario_of(at) == default_scenario()

@@ -1,0 +1,129 @@
+"""End-to-end harness: `streamlit run app.py` on a free loopback port with a fresh, seeded DuckDB store, and real
+headless Chromium driven by Playwright. Screenshots go to test-artifacts/ (git-ignored)."""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run"]
+VIEWPORT = {"width": 1400, "height": 2600}     # Streamlit scrolls inside stMain: a tall viewport shows whole pages
+START_TIMEOUT_S = 90
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory):
+    """The app on a free loopback port, serving a store seeded with the published data."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb")}
+    subprocess.run([sys.executable, "-m", "benchmarks_db", "seed"], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=120)
+    port = _free_port()
+    log = open(tmp / "streamlit.log", "w+")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+                             "--server.port", str(port), "--server.headless", "true",
+                             "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                if resp.read() == b"ok":
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"streamlit did not answer /_stcore/health within {START_TIMEOUT_S} s")
+        time.sleep(0.3)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"end-to-end tests need Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def context(browser):
+    """A fresh browser profile per test (a new Streamlit session, no shared cookies or storage)."""
+    ctx = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def page(context):
+    return context.new_page()
+
+
+def wait_for_app(page, timeout_ms: int = 60_000) -> None:
+    """Wait until the script run is over and the app is idle (the signals Streamlit's own e2e suite uses)."""
+    page.wait_for_timeout(250)
+    page.wait_for_selector("[data-testid='stAppViewContainer']", state="attached", timeout=timeout_ms)
+    page.locator("[data-testid='stApp'][data-test-connection-state='CONNECTED']").wait_for(
+        state="attached", timeout=timeout_ms)
+    page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(
+        state="attached", timeout=timeout_ms)
+    page.wait_for_function("() => document.querySelectorAll(\"[data-testid='stSkeleton']\").length === 0",
+                           timeout=timeout_ms)
+    page.wait_for_timeout(150)
+
+
+def open_page(page, url: str) -> None:
+    page.goto(url)
+    wait_for_app(page)
+
+
+def go_to(page, title: str) -> None:
+    """Click a page in the sidebar navigation."""
+    page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+    wait_for_app(page)
+
+
+def metrics(page) -> dict[str, str]:
+    """Every st.metric on the page: label -> value text."""
+    out = {}
+    for m in page.get_by_test_id("stMetric").all():
+        label = m.get_by_test_id("stMetricLabel").inner_text().strip()
+        out[label] = m.get_by_test_id("stMetricValue").inner_text().strip()
+    return out
+
+
+def no_exception(page) -> None:
+    assert page.get_by_test_id("stException").count() == 0, page.get_by_test_id("stException").first.inner_text()
+
+
+def screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

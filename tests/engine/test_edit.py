@@ -1,0 +1,104 @@
+"""Editing a scenario one field at a time (engine/edit.py), as the app's widgets do."""
+import pytest
+
+from engine.catalog import load_catalog
+from engine.edit import (DEFAULT_SCENARIO, apply_edit, default_scenario, describe_layout, field_value,
+                         layout_choices, load)
+from engine.estimate import estimate
+from engine.scenario import layout_problems, parse_scenario
+from engine.search import search
+
+
+def test_the_default_scenario_is_the_readme_example_and_fits():
+    sc = default_scenario()
+    assert sc == parse_scenario(DEFAULT_SCENARIO)
+    assert estimate(sc)["fits"]
+
+
+@pytest.mark.parametrize("path, value, dp", [("cluster.n_gpus", 512, 16), ("layout.tp", 4, 64), ("layout.pp", 2, 64),
+                                             ("layout.cp", 2, 16)])
+def test_dp_follows_the_cluster_and_the_other_dimensions(path, value, dp):
+    edit = apply_edit(default_scenario(), path, value)
+    assert not edit.problems
+    lay = edit.scenario.layout
+    assert lay.dp == dp and lay.tp * lay.pp * lay.dp * lay.cp == edit.scenario.cluster.n_gpus
+
+
+def test_a_preset_brings_its_published_training_setup():
+    edit = apply_edit(default_scenario(), "model.preset", "gpt3-175b")
+    d = load_catalog().models["gpt3-175b"].training_defaults
+    tr = edit.scenario.training
+    assert (tr.seq_len, tr.global_batch_size, tr.total_tokens) == (d.seq_len, d.global_batch_size, d.total_tokens)
+    assert "published" in edit.notes[0]
+
+
+def test_when_only_the_layout_breaks_the_fastest_fitting_layout_is_chosen_and_said_so():
+    edit = apply_edit(default_scenario(), "model.preset", "llama3.1-8b")     # 32 layers: pp 4 x v 5 no longer works
+    best = search(edit.scenario.model_copy(update={"layout": None}), top=1, pareto_sizes=[])["best"][0]
+    assert edit.scenario.layout.model_dump() == best["layout"]
+    assert any("no longer works" in n and describe_layout(best["layout"]) in n for n in edit.notes)
+
+
+def test_when_nothing_fits_the_layout_with_the_least_memory_is_chosen():
+    edit = apply_edit(default_scenario(), "cluster.n_gpus", 8)                 # 70B on one node
+    assert not estimate(edit.scenario)["fits"]
+    assert any("nothing fits in memory" in n for n in edit.notes)
+    assert not layout_problems(edit.scenario, edit.scenario.layout)
+
+
+def test_an_edit_of_the_layout_itself_is_never_repaired_but_flagged_at_its_field():
+    edit = apply_edit(default_scenario(), "layout.tp", 3)
+    assert edit.scenario is None
+    assert {f for f, _ in edit.problems} == {"layout.tp"}
+    assert any("tp=3 does not divide n_heads=64" in m for _, m in edit.problems)
+
+
+def test_problems_elsewhere_are_shown_at_the_edited_field_naming_their_own():
+    edit = apply_edit(default_scenario(), "training.global_batch_size", 1023)
+    assert edit.scenario is None
+    assert all(f == "training.global_batch_size" for f, _ in edit.problems)
+    assert any(m.startswith("layout.micro_batch_size:") for _, m in edit.problems)
+
+
+def test_a_new_accelerator_clears_measurements_and_falls_back_to_a_supported_precision():
+    sc = apply_edit(default_scenario(), "cluster.matmul_efficiency", 0.7).scenario
+    edit = apply_edit(sc, "cluster.accelerator", "V100-SXM2-32GB")
+    assert edit.scenario.cluster.matmul_efficiency is None
+    assert edit.scenario.training.precision == "fp16"
+    assert len(edit.notes) == 2
+
+
+def test_pipeline_of_one_resets_interleaving():
+    edit = apply_edit(default_scenario(), "layout.pp", 1)
+    assert edit.scenario.layout.virtual_stages == 1 and edit.scenario.layout.dp == 128
+
+
+def test_emptying_an_optional_block_removes_it():
+    sc = apply_edit(default_scenario(), "site.pue", 1.2).scenario
+    assert sc.site.pue == 1.2
+    assert apply_edit(sc, "site.pue", None).scenario.site is None
+
+
+def test_form_values_fall_back_to_schema_defaults():
+    sc = default_scenario()
+    assert field_value(sc, "cost.basis") == "cloud" and field_value(sc, "cost.pricing") == "on_demand"
+    assert field_value(sc, "site.pue") is None and field_value(sc, "cluster.n_gpus") == 1024
+
+
+def test_loading_a_scenario_without_a_layout_gives_it_one():
+    data = {k: v for k, v in DEFAULT_SCENARIO.items() if k != "layout"}
+    edit = load(data)
+    assert edit.scenario.layout is not None and edit.notes
+    assert load('{"model": 1}').problems
+
+
+def test_every_offered_layout_value_passes_its_own_rule():
+    sc = default_scenario()
+    arch = sc.arch
+    choices = layout_choices(sc)
+    assert all(arch.n_heads % t == 0 and arch.kv_heads % t == 0 and 1024 % t == 0 for t in choices["tp"])
+    assert all(arch.n_layers % p == 0 for p in choices["pp"])
+    assert all(sc.training.seq_len % c == 0 for c in choices["cp"])
+    assert choices["ep"] == [1]
+    assert all(1024 // 32 % m == 0 for m in choices["micro_batch_size"])
+    assert sc.layout.virtual_stages in choices["virtual_stages"]

@@ -1,0 +1,90 @@
+"""What the app shows (engine/report.py): tables built from engine results and the self-contained summary report."""
+import re
+import xml.etree.ElementTree as ET
+from datetime import datetime
+from html.parser import HTMLParser
+
+from engine.edit import default_scenario
+from engine.estimate import estimate
+from engine.report import (break_even_curves, breakdown_rows, fmt_days, fmt_num, fmt_seconds, fmt_usd, key_figures,
+                           memory_rows, ranked_rows, rejected_rows, summary_html, svg_stacked_bar)
+from engine.search import search
+from engine.vendor import compare
+
+
+def test_formatting():
+    assert fmt_num(4_428_887) == "4.43M" and fmt_num(15.6e12) == "15.6T" and fmt_num(None) == "n/a"
+    assert fmt_usd(14_341_257) == "$14.3M"
+    assert fmt_days(0.5) == "12.0 hours" and fmt_days(3.25) == "3.2 days" and fmt_days(182.4) == "182 days"
+    assert fmt_seconds(45) == "45 s" and fmt_seconds(1591) == "27 minutes"
+
+
+def test_tables_add_up_to_the_estimate():
+    est = estimate(default_scenario())
+    assert abs(sum(r["GiB"] for r in memory_rows(est)) - est["memory_gib"]["total"]) < 0.01
+    assert abs(sum(r["seconds per step"] for r in breakdown_rows(est)) - est["step_time_s"]) < 1e-9
+    assert {label for label, _, _ in key_figures(est)} >= {"Time to train", "GPU-hours", "MFU", "Cost", "Energy"}
+
+
+def test_search_tables():
+    result = search(default_scenario(), top=5)
+    rows = ranked_rows(result)
+    assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
+    assert rows[0]["days (compute)"] == result["best"][0]["train_days"]
+    assert sum(r["layouts"] for r in rejected_rows(result)) == result["candidates_evaluated"] - result["feasible"]
+
+
+def test_break_even_curves_cross_at_the_engines_break_even_years():
+    est = estimate(default_scenario())
+    curves = break_even_curves(est, 1024)
+    years = est["cost"]["on_prem"]["break_even"]["years_at_utilisation"]
+    diff = [b - r for b, r in zip(curves["buy_usd"], curves["rent_usd"])]
+    i = next(k for k, d in enumerate(diff) if d <= 0)
+    assert curves["years"][i - 1] <= years <= curves["years"][i]
+    # interpolated crossing agrees with cost.break_even_years to 0.1%
+    x0, x1, d0, d1 = curves["years"][i - 1], curves["years"][i], diff[i - 1], diff[i]
+    assert abs((x0 - d0 * (x1 - x0) / (d1 - d0)) / years - 1) < 1e-3
+
+
+class _Collector(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.attrs = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs += attrs
+
+
+def test_the_summary_is_self_contained_and_carries_the_figures():
+    sc = default_scenario()
+    est = estimate(sc)
+    vendor = compare(sc)
+    page = summary_html(sc, est, datetime(2026, 11, 21, 9, 30), link="http://planner.local/?s=abc", vendor=vendor)
+    parsed = _Collector()
+    parsed.feed(page)
+    assert not {"script", "link", "iframe", "img", "object", "embed"} & set(parsed.tags)
+    assert not [v for k, v in parsed.attrs if k in ("src", "href", "srcset", "action")]
+    assert "url(" not in page and "@import" not in page
+    # addresses appear only as text (sources, the planner link) and as the SVG namespace, never as something to load
+    text_only = re.sub(r'<li>.*?</li>|<p class="src">.*?</p>|xmlns="http://www.w3.org/2000/svg"', "", page, flags=re.S)
+    assert not re.search(r"https?://", text_only)
+    for _, value, _ in key_figures(est):
+        assert value.replace("&", "&amp;") in page
+    top = next(r for r in vendor["rows"] if r["accelerator"] == vendor["recommendation"])
+    assert top["name"] in page
+    assert "@page" in page and "Generated 2026-11-21 09:30 UTC" in page
+
+
+def test_user_text_is_escaped():
+    sc = default_scenario()
+    page = summary_html(sc, estimate(sc), datetime(2026, 1, 1), link='"><script>alert(1)</script>')
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_the_memory_svg_is_well_formed_and_proportional():
+    svg = svg_stacked_bar([("a", 10.0), ("b", 30.0)], 80.0, "GiB", "t")
+    root = ET.fromstring(svg)
+    bars = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.find("{http://www.w3.org/2000/svg}title") is not None]
+    heights = [float(r.get("height")) for r in bars]
+    assert abs(heights[1] / heights[0] - 3.0) < 0.02
