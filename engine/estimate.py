@@ -46,7 +46,7 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     """All estimate figures for every layout in `lay` (arrays of len(lay))."""
     tr = ctx.scenario.training
     staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
-    mem = memory_breakdown(ctx.shape, tr, ctx.hw, lay, staged)
+    mem = memory_breakdown(ctx.shape, tr, lay, staged)
     totals = np.stack([mem[s]["total"] for s in STAGES])
     worst = np.argmax(totals, axis=0)
     pick = lambda key: np.choose(worst, [mem[s][key] for s in STAGES])

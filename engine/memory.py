@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.hardware import GIB, Hardware
+from engine.hardware import GIB
 from engine.layouts import Layouts, Stage, pipeline_stages
 from engine.model import Shape
 from engine.scenario import Training
@@ -88,7 +88,7 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
     return np.select([lay.rc == 0, lay.rc == 1], [none, selective], full)
 
 
-def memory_breakdown(shape: Shape, training: Training, hw: Hardware, lay: Layouts,
+def memory_breakdown(shape: Shape, training: Training, lay: Layouts,
                      staged: dict[str, StageParams]) -> dict[str, dict[str, np.ndarray]]:
     """Bytes per GPU by component for the first, middle and last pipeline stage."""
     b = bytes_per_element(training)

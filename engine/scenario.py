@@ -245,7 +245,6 @@ def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
             break
     chunks = lay.pp * lay.virtual_stages
     if arch.n_layers % chunks:
-        valid = [d for d in _divisors(arch.n_layers) if d % lay.virtual_stages == 0] if lay.virtual_stages > 1 else _divisors(arch.n_layers)
         field = "layout.virtual_stages" if lay.virtual_stages > 1 else "layout.pp"
         p.append((field, f"n_layers={arch.n_layers} is not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
                          f"pp*virtual_stages must be one of {_choices(_divisors(arch.n_layers))}"))
