@@ -171,7 +171,30 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         r["ecosystem_score"] = eco[acc.software_stack]["score"]
         r["ecosystem_levels"] = eco[acc.software_stack]["levels"]
         rows.append(r)
+    if progress:
+        progress(1.0, "done")
+    return {
+        "mode": "deadline" if deadline_days is not None else "fixed cluster",
+        "n_gpus": None if deadline_days is not None else sc.cluster.n_gpus,
+        "deadline_days": deadline_days,
+        "ecosystem_sources": {s: e["source"] for s, e in eco.items()},
+        **_rank(rows, w),
+    }
+
+
+RANKING_KEYS = ("scores", "decision_score", "rank", "why")
+
+
+def rescore(result: dict, weights: dict | None) -> dict:
+    """The same comparison under other weights: no search is rerun, only the scores, ranks and reasons change."""
+    rows = [{k: v for k, v in r.items() if k not in RANKING_KEYS} for r in result["rows"]]
+    return {**result, **_rank(rows, normalise_weights(weights))}
+
+
+def _rank(rows: list[dict], w: dict[str, float]) -> dict:
     _score(rows, w)
+    order = {a: i for i, a in enumerate(load_catalog().accelerators)}      # ties keep catalog order
+    rows = sorted(rows, key=lambda r: order[r["accelerator"]])
     ranked = sorted((r for r in rows if "decision_score" in r), key=lambda r: -r["decision_score"])
     others = [r for r in rows if "decision_score" not in r]
     for i, r in enumerate(ranked):
@@ -180,15 +203,9 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
     for r in others:
         r["rank"] = None
         r["why"] = f"{r['name']} is not ranked: {r.get('reason', 'it does not meet the target')}."
-    if progress:
-        progress(1.0, "done")
     return {
-        "mode": "deadline" if deadline_days is not None else "fixed cluster",
-        "n_gpus": None if deadline_days is not None else sc.cluster.n_gpus,
-        "deadline_days": deadline_days,
         "weights": w,
         "recommendation": ranked[0]["accelerator"] if ranked else None,
         "why": ranked[0]["why"] if ranked else "No accelerator in the catalog can run this scenario as given.",
         "rows": ranked + others,
-        "ecosystem_sources": {s: e["source"] for s, e in eco.items()},
     }

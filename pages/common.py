@@ -20,7 +20,7 @@ from engine.estimate import estimate
 from engine.report import key_figures
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError, parse_scenario
 from engine.share import PlannerOptions, decode, encode
-from engine.vendor import DEFAULT_WEIGHTS, compare
+from engine.vendor import DEFAULT_WEIGHTS, compare, rescore
 
 SCENARIO = "scenario"            # the last valid Scenario: drives every page
 OPTIONS = "options"              # PlannerOptions (search objective, deadline, vendor weights)
@@ -51,9 +51,8 @@ def layout_choices_of(scenario_json: str) -> dict:
 
 
 @st.cache_data(max_entries=32, show_spinner="Searching the best layout on every accelerator ...")
-def comparison_of(scenario_json: str, weights_json: str, deadline_days: float | None, calibrations_json: str) -> dict:
-    return compare(parse_scenario(scenario_json), weights=json.loads(weights_json), deadline_days=deadline_days,
-                   calibrations=json.loads(calibrations_json))
+def comparison_of(scenario_json: str, deadline_days: float | None, calibrations_json: str) -> dict:
+    return compare(parse_scenario(scenario_json), deadline_days=deadline_days, calibrations=json.loads(calibrations_json))
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -97,7 +96,7 @@ def efficiency_source(sc: Scenario) -> str:
 
 
 def current_comparison() -> dict:
-    """engine.vendor.compare of the scenario with the page options' weights and deadline (cached). The scenario's
+    """engine.vendor.compare of the scenario and deadline (cached), re-scored with the page options' weights. The scenario's
     own measured efficiencies go with its accelerator; when they are the store's calibration, every other
     accelerator is compared with its calibration too."""
     sc = scenario()
@@ -107,8 +106,8 @@ def current_comparison() -> dict:
                         if (cal := calibration_for(sc, acc)["overrides"])}
     calibrations[sc.cluster.accelerator] = {f: getattr(sc.cluster, f) for f in CALIBRATION_FIELDS
                                             if getattr(sc.cluster, f) is not None}
-    return comparison_of(scenario_json(), json.dumps(vendor_weights(), sort_keys=True), options().deadline_days,
-                         json.dumps(calibrations, sort_keys=True))
+    searched = comparison_of(scenario_json(), options().deadline_days, json.dumps(calibrations, sort_keys=True))
+    return rescore(searched, vendor_weights())       # weights only re-rank: no search reruns
 
 
 def _open_link(params) -> tuple[Edit, PlannerOptions, list[str]]:

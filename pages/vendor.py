@@ -58,14 +58,14 @@ mode = (f"the smallest cluster of each that trains within {opts.deadline_days:g}
 st.caption(f"Every accelerator in the catalog on this scenario, each with its own best layout, on {mode}. Set a "
            "deadline on the Layout search page to compare cluster sizes instead.")
 
-with st.form("weights"):
-    st.markdown("**What matters to you** (relative weights; they are normalised to sum to 1)")
+with st.container(border=True):
+    st.markdown("**What matters to you** (relative weights; they are normalised to sum to 1; the ranking follows "
+                "each change at once)")
     cols = st.columns(len(CRITERIA))
     for col, criterion in zip(cols, CRITERIA):
         st.session_state.setdefault("weight:" + criterion, float(common.vendor_weights().get(criterion, 0.0)))
         col.slider(WEIGHT_LABELS[criterion], 0.0, 1.0, step=0.05, key="weight:" + criterion,
-                   help=WEIGHT_HELP[criterion])
-    st.form_submit_button("Apply weights", on_click=_apply_weights)
+                   help=WEIGHT_HELP[criterion], on_change=_apply_weights)
 common.field_problems("options.vendor_weights")
 
 try:

@@ -23,8 +23,7 @@ def test_weights_change_the_decision_and_travel_in_the_link():
     at = on_page(run_app(), "vendor")
     weights = {c: 0.0 for c in DEFAULT_WEIGHTS} | {"memory_headroom": 1.0}
     for criterion, value in weights.items():
-        at.slider(key="weight:" + criterion).set_value(value)
-    at.button(key="FormSubmitter:weights-Apply weights").click().run()
+        at.slider(key="weight:" + criterion).set_value(value).run()
     expected = compare(default_scenario(), weights=weights, calibrations={"H100-SXM5-80GB": {}})
     assert at.session_state["options"].vendor_weights == weights
     assert at.dataframe[0].value.iloc[0]["accelerator"] == expected["recommendation"]
@@ -36,7 +35,6 @@ def test_weights_change_the_decision_and_travel_in_the_link():
 def test_all_zero_weights_are_refused_with_a_message():
     at = on_page(run_app(), "vendor")
     for criterion in DEFAULT_WEIGHTS:
-        at.slider(key="weight:" + criterion).set_value(0.0)
-    at.button(key="FormSubmitter:weights-Apply weights").click().run()
+        at.slider(key="weight:" + criterion).set_value(0.0).run()
     assert not at.exception
     assert any("positive sum" in e for e in texts(at.error)), texts(at.error)

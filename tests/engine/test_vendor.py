@@ -8,7 +8,7 @@ import pytest
 from engine.catalog import load_catalog
 from engine.scenario import ScenarioError, parse_scenario
 from engine.search import search
-from engine.vendor import CRITERIA, compare, ecosystem_table
+from engine.vendor import CRITERIA, compare, ecosystem_table, rescore
 from tests.conftest import ROOT
 from tests.engine.helpers import scenario
 
@@ -103,3 +103,14 @@ def test_cli_compare(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "engine", "compare", str(f), "--weights", "time"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--weights" in bad.stderr
+
+
+def test_rescore_equals_a_fresh_comparison_under_new_weights(result):
+    weights = {"memory_headroom": 1.0, "ecosystem": 0.5}
+    fresh = compare(parse_scenario(SC), weights=weights)
+    again = rescore(result, weights)
+    assert again["recommendation"] == fresh["recommendation"] and again["why"] == fresh["why"]
+    assert [(r["accelerator"], r["rank"], r.get("decision_score")) for r in again["rows"]] == \
+           [(r["accelerator"], r["rank"], r.get("decision_score")) for r in fresh["rows"]]
+    back = rescore(again, None)
+    assert [r["accelerator"] for r in back["rows"]] == [r["accelerator"] for r in result["rows"]]
