@@ -3,9 +3,8 @@
 import streamlit as st
 
 from pages import common
+from pages.settings import SettingsError, load_settings
 from pages.sidebar import draw_sidebar
-
-st.set_page_config(page_title="LLM Training Capacity Planner", page_icon="assets/favicon.png", layout="wide")
 
 PAGES = [
     st.Page("pages/scenario.py", title="Scenario", url_path="scenario", default=True),
@@ -18,6 +17,13 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
+try:
+    settings = load_settings()
+except SettingsError as err:
+    st.error("This planner is misconfigured; its administrator must correct these settings and restart it:\n\n"
+             + "\n".join(f"- {common.md_escape(problem)}" for problem in err.problems))
+    st.stop()
+st.set_page_config(page_title=settings.title, page_icon="assets/favicon.png", layout="wide")
 common.init_session()
 draw_sidebar()
 common.show_messages()

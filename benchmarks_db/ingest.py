@@ -32,7 +32,7 @@ from benchmarks_db.records import Run, Source
 from benchmarks_db.store import Store, open_store
 from benchmarks_db.writer import write
 
-MAX_FILE_BYTES = int(os.environ.get("BENCHMARKS_MAX_FILE_BYTES", 64 * 2**20))   # per file, and per unpacked .zip
+MAX_FILE_BYTES = 64 * 2**20           # per file, and per unpacked .zip (the app passes APP_MAX_UPLOAD_MB's instead)
 MAX_ZIP_ENTRIES = 20_000
 MAX_NAME_CHARS = 255
 MLPERF_SCORE_TOL_MIN = 5e-4            # the CSV's scores agree with the summarizer to 5e-4 min

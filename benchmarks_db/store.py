@@ -31,11 +31,15 @@ def utc_now() -> datetime:
 
 
 class Store:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, read_only: bool = False):
         self.path = path
-        self._con = duckdb.connect(str(path), config=CONFIG)
+        self._con = duckdb.connect(str(path), read_only=read_only, config=CONFIG)
         self._write_lock = threading.Lock()
-        self._migrate()
+        if not read_only:
+            self._migrate()
+        elif (current := self.schema_version()) != len(MIGRATIONS):
+            raise RuntimeError(f"{path}: schema version {current}, this code needs {len(MIGRATIONS)}; the store is "
+                               "opened read-only, so run `python -m benchmarks_db seed` on it first")
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self._con.cursor()
@@ -104,13 +108,13 @@ def db_path(path: str | os.PathLike | None = None) -> Path:
     return Path(path or os.environ.get("APP_DB_PATH") or DEFAULT_DB_PATH).expanduser().resolve()
 
 
-def open_store(path: str | os.PathLike | None = None) -> Store:
+def open_store(path: str | os.PathLike | None = None, read_only: bool = False) -> Store:
     """The process's Store for `path` (default: $APP_DB_PATH, else var/planner.duckdb), created and migrated on
-    first use; later calls return the same object."""
+    first use (read_only: opened as it is, nothing can be written); later calls return the same object."""
     p = db_path(path)
     with _STORES_LOCK:
         store = _STORES.get(p)
         if store is None:
             p.parent.mkdir(parents=True, exist_ok=True)
-            store = _STORES[p] = Store(p)
+            store = _STORES[p] = Store(p, read_only)
         return store

@@ -5,10 +5,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from benchmarks_db import queries
-from benchmarks_db.ingest import MAX_FILE_BYTES, ingest_bytes
+from benchmarks_db.ingest import ingest_bytes
 from benchmarks_db.validation import predicted_vs_measured
 from engine.catalog import load_catalog
 from pages import common
+from pages.settings import load_settings
 
 STORE_TTL_S = 60             # other sessions' uploads show up within a minute; this session's at once
 UPLOAD, SUBMITTER, UPLOAD_ACCEL, LAST_INGEST = "bench_upload", "bench_submitter", "bench_accelerator", "bench_ingest"
@@ -66,7 +67,7 @@ def _ingest() -> None:
     store = common.store()
     before = store.counts()
     report = ingest_bytes(store, file.name, file.getvalue(), submitter=ss.get(SUBMITTER) or None,
-                          accelerator=ss.get(UPLOAD_ACCEL))
+                          accelerator=ss.get(UPLOAD_ACCEL), max_bytes=load_settings().max_upload_bytes)
     ss[LAST_INGEST] = {**report.model_dump(), "before": before, "after": store.counts()}
     if report.ingested:
         for cached in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table):
@@ -181,18 +182,22 @@ with validation_tab:
                                                                            format="%.2f")})
 
 with upload_tab:
-    st.markdown("Upload a result file from the bundled runners, nccl-tests output, an MLPerf result log or a .zip "
-                "of MLPerf results folders. The file is checked completely before anything is stored: a file "
-                "with any error is refused as a whole.")
-    # No type= filter: Streamlit rejects a filtered-out name with a traceback; the content decides, with a message.
-    st.file_uploader("Result file (.json, .txt, .log, .csv or .zip)", key=UPLOAD,
-                     max_upload_size=MAX_FILE_BYTES // 2**20)
-    cols = st.columns(2)
-    cols[0].text_input("Your name or team (stored with the upload)", key=SUBMITTER, max_chars=100)
-    cat = load_catalog()
-    cols[1].selectbox("Accelerator, if the file does not name it", [None, *cat.accelerators], key=UPLOAD_ACCEL,
-                      format_func=lambda a: "as named in the file" if a is None else cat.accelerators[a].name)
-    st.button("Check and add to the store", on_click=_ingest, type="primary")
+    settings = load_settings()
+    if settings.read_only:
+        st.info("This deployment is read-only: uploads are off. Ask its administrator to add results to the store.")
+    else:
+        st.markdown("Upload a result file from the bundled runners, nccl-tests output, an MLPerf result log or a "
+                    ".zip of MLPerf results folders. The file is checked completely before anything is stored: a "
+                    "file with any error is refused as a whole.")
+        # No type= filter: Streamlit rejects a filtered-out name with a traceback; the content decides, with a message.
+        st.file_uploader("Result file (.json, .txt, .log, .csv or .zip)", key=UPLOAD,
+                         max_upload_size=settings.max_upload_mb)
+        cols = st.columns(2)
+        cols[0].text_input("Your name or team (stored with the upload)", key=SUBMITTER, max_chars=100)
+        cat = load_catalog()
+        cols[1].selectbox("Accelerator, if the file does not name it", [None, *cat.accelerators], key=UPLOAD_ACCEL,
+                          format_func=lambda a: "as named in the file" if a is None else cat.accelerators[a].name)
+        st.button("Check and add to the store", on_click=_ingest, type="primary")
     outcome = st.session_state.get(LAST_INGEST)
     if outcome:
         if outcome.get("ingested"):

@@ -21,6 +21,7 @@ from engine.report import key_figures
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError, parse_scenario
 from engine.share import PlannerOptions, decode, encode
 from engine.vendor import DEFAULT_WEIGHTS, compare, rescore
+from pages.settings import load_settings
 
 SCENARIO = "scenario"            # the last valid Scenario: drives every page
 OPTIONS = "options"              # PlannerOptions (search objective, deadline, vendor weights)
@@ -36,8 +37,9 @@ WIDGET = "w:"                    # prefix of widget keys; the rest is the scenar
 
 @st.cache_resource(show_spinner=False)
 def store() -> Store:
-    """The process's one store handle (each use takes its own cursor)."""
-    return open_store()
+    """The process's one store handle (each use takes its own cursor), read-only in a read-only deployment."""
+    settings = load_settings()
+    return open_store(settings.db_path, read_only=settings.read_only)
 
 
 @st.cache_data(max_entries=512, show_spinner=False)

@@ -10,6 +10,7 @@ from engine.edit import describe_layout
 from engine.report import scenario_title
 from engine.scenario import ScenarioError
 from pages import common
+from pages.settings import load_settings
 
 SAVE_NAME = "save_name"
 LAST_SAVED = "last_saved"
@@ -35,16 +36,21 @@ def app_url() -> str:
 
 def draw_sidebar() -> None:
     sc = common.scenario()
+    settings = load_settings()
     with st.sidebar:
+        st.header(common.md_escape(settings.title))
         st.markdown(f"**{scenario_title(sc)}**")
         st.caption(f"Layout: {describe_layout(sc.layout.model_dump())}")
         st.caption("The address bar always holds this scenario: copy it to share exactly what you see.")
-        with st.form("save_scenario", border=False):
-            st.text_input("Scenario name", key=SAVE_NAME, max_chars=MAX_NAME_CHARS,
-                          placeholder="e.g. 70B on 1,024 H100, Q3 plan",
-                          help="Saving stores the scenario in this planner's database and gives it a short link "
-                               "(?s=...) that stays valid for everyone who can reach this planner.")
-            st.form_submit_button("Save scenario", on_click=_save)
+        if settings.read_only:
+            st.info("This deployment is read-only: scenarios cannot be saved here (share the address bar instead).")
+        else:
+            with st.form("save_scenario", border=False):
+                st.text_input("Scenario name", key=SAVE_NAME, max_chars=MAX_NAME_CHARS,
+                              placeholder="e.g. 70B on 1,024 H100, Q3 plan",
+                              help="Saving stores the scenario in this planner's database and gives it a short "
+                                   "link (?s=...) that stays valid for everyone who can reach this planner.")
+                st.form_submit_button("Save scenario", on_click=_save)
         common.field_problems("save name")
         saved = st.session_state.get(LAST_SAVED)
         if saved is not None:

@@ -5,6 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
-if [ -f benchmarks_db/__main__.py ]; then .venv/bin/python -m benchmarks_db seed; fi
-exec .venv/bin/python -m streamlit run app.py --server.port "${PORT:-8501}" --server.headless true \
-  --browser.gatherUsageStats false "$@"
+exec .venv/bin/python serve.py --server.port "${PORT:-8501}" --server.headless true --browser.gatherUsageStats false "$@"

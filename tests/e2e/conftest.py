@@ -12,9 +12,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
-CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--disable-sync", "--no-first-run"]
 VIEWPORT = {"width": 1400, "height": 2600}     # Streamlit scrolls inside stMain: a tall viewport shows whole pages
 START_TIMEOUT_S = 90
 
@@ -24,25 +21,22 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def app_url(tmp_path_factory):
-    """The app on a free loopback port, serving a store seeded with the published data."""
-    tmp = tmp_path_factory.mktemp("e2e")
+def start_app(tmp: Path):
+    """serve.py, the way the app is deployed (settings check, store seeded, Streamlit), on a free loopback port with
+    a fresh store in tmp; yields the URL and stops the server by its pid."""
     env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb")}
-    subprocess.run([sys.executable, "-m", "benchmarks_db", "seed"], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=120)
     port = _free_port()
     log = open(tmp / "streamlit.log", "w+")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
-                             "--server.port", str(port), "--server.headless", "true",
-                             "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
+    proc = subprocess.Popen([sys.executable, "serve.py", "--server.address", "127.0.0.1", "--server.port", str(port),
+                             "--server.headless", "true", "--server.fileWatcherType", "none",
+                             "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if proc.poll() is not None:
             log.seek(0)
-            pytest.fail(f"streamlit exited with {proc.returncode}:\n{log.read()[-3000:]}")
+            pytest.fail(f"serve.py exited with {proc.returncode}:\n{log.read()[-3000:]}")
         try:
             with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
                 if resp.read() == b"ok":
@@ -51,27 +45,30 @@ def app_url(tmp_path_factory):
             pass
         if time.monotonic() > deadline:
             proc.kill()
-            pytest.fail(f"streamlit did not answer /_stcore/health within {START_TIMEOUT_S} s")
+            pytest.fail(f"the app did not answer /_stcore/health within {START_TIMEOUT_S} s")
         time.sleep(0.3)
-    yield url
-    proc.terminate()
     try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
 
 
 @pytest.fixture(scope="session")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"end-to-end tests need Chromium at {CHROMIUM} (apt-get install chromium, or set CHROMIUM_PATH)")
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
-        yield b
-        b.close()
+def app_url(tmp_path_factory):
+    """The app on a free loopback port, serving a store seeded with the published data."""
+    yield from start_app(tmp_path_factory.mktemp("e2e"))
+
+
+@pytest.fixture
+def fresh_app_url(tmp_path):
+    """A server no browser has visited yet (for what only a process's first session sees)."""
+    yield from start_app(tmp_path)
 
 
 @pytest.fixture
@@ -108,6 +105,28 @@ def open_page(page, url: str) -> None:
 def go_to(page, title: str) -> None:
     """Click a page in the sidebar navigation."""
     page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+    wait_for_app(page)
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick an option of the st.selectbox labelled `label`."""
+    page.get_by_role("combobox", name=label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_for_app(page)
+
+
+def table_cells(page, index: int = 0) -> list[str]:
+    return page.get_by_test_id("stDataFrame").nth(index).locator("td").all_inner_texts()
+
+
+def upload(page, name: str, data: bytes) -> None:
+    """Upload a file on the Benchmarks page's "Upload results" tab and add it to the store."""
+    page.get_by_role("tab", name="Upload results").click()
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
+    page.get_by_role("button", name=f"Remove {name}").wait_for()          # the file has reached the server
+    wait_for_app(page)
+    page.get_by_role("button", name="Check and add to the store").click()
     wait_for_app(page)
 
 

@@ -1,4 +1,4 @@
-"""What a planner does, in real headless Chromium against `streamlit run`: every page offline, a preset, the layout
+"""What a planner does, in real headless Chromium against the app started as deployed (serve.py): every page offline, a preset, the layout
 search, a what-if shared by copying the address bar, a saved short link, uploads good and bad, and the report."""
 import re
 import subprocess
@@ -7,22 +7,13 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from engine.share import decode
-from tests.e2e.conftest import ROOT, go_to, metrics, no_exception, open_page, screenshot, wait_for_app
+from engine.scenario import parse_scenario
+from engine.share import decode, encode
+from tests.e2e.conftest import (ROOT, choose, go_to, metrics, no_exception, open_page, screenshot, table_cells, upload,
+                                wait_for_app)
 
 pytestmark = pytest.mark.e2e
 PAGES = ["Scenario", "Memory", "Layout search", "Cost & carbon", "Vendor choice", "Benchmarks", "Summary report"]
-
-
-def choose(page, label: str, option: str) -> None:
-    """Pick an option of the st.selectbox labelled `label`."""
-    page.get_by_role("combobox", name=label, exact=True).click()
-    page.get_by_role("option", name=option, exact=True).click()
-    wait_for_app(page)
-
-
-def table_cells(page, index: int = 0) -> list[str]:
-    return page.get_by_test_id("stDataFrame").nth(index).locator("td").all_inner_texts()
 
 
 def scenario_in_url(page):
@@ -40,6 +31,20 @@ def test_every_page_renders_without_a_request_leaving_the_machine(app_url, page)
         screenshot(page, "page-" + re.sub(r"\W+", "-", title.lower()))
     outside = [u for u in requests if not u.startswith((app_url, "data:", "blob:"))]
     assert requests and not outside, outside
+
+
+def test_a_shared_link_works_as_the_first_request_to_a_fresh_server(fresh_app_url, page):
+    # Streamlit only leaves its legacy pages/ discovery once app.py has run in the process; serve.py turns it off
+    # before the first session, so a deep link opened first (e.g. right after a restart) gets app.py's navigation
+    shared = parse_scenario({"model": {"preset": "llama3.1-8b"},
+                             "training": {"seq_len": 4096, "global_batch_size": 256, "total_tokens": 1e12},
+                             "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 64},
+                             "layout": {"tp": 2, "pp": 1, "dp": 32, "micro_batch_size": 1, "zero_stage": 1}})
+    open_page(page, f"{fresh_app_url}/memory?sc={encode(shared)}")
+    no_exception(page)
+    assert page.get_by_role("heading", name="Memory per accelerator").count() == 1
+    assert page.get_by_test_id("stSidebarNav").get_by_role("link").all_inner_texts() == PAGES
+    assert scenario_in_url(page) == shared
 
 
 def test_preset_search_what_if_and_a_copied_address_reproduce_the_numbers(app_url, page, browser):
@@ -111,15 +116,6 @@ def runner_file(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "benchmarks_db.run", "matmul", "--quick", "--out", str(out)], cwd=ROOT,
                    check=True, capture_output=True, timeout=120)
     return out
-
-
-def upload(page, name: str, data: bytes) -> None:
-    page.get_by_role("tab", name="Upload results").click()
-    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
-        files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}])
-    wait_for_app(page)
-    page.get_by_role("button", name="Check and add to the store").click()
-    wait_for_app(page)
 
 
 def counts(page) -> dict[str, tuple[int, int]]:

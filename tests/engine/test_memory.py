@@ -1,5 +1,4 @@
 """Memory per GPU against independently computed values: the ZeRO paper and Korthikanti et al. 2022."""
-import numpy as np
 import pytest
 
 from engine.estimate import estimate

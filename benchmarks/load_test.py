@@ -1,0 +1,219 @@
+"""Load test: SESSIONS app sessions at once in headless Chromium (one browser, a context per session, all driven
+concurrently with Playwright's async API). Each session opens the app, goes to Layout search, runs the search, uploads
+its own runner result (the same real `membw --quick` measurement under distinct start times, so none is refused as a
+duplicate) on the Benchmarks page. Against a running server (--url, with --pid for its memory) or, by default, one
+started here: serve.py on a free loopback port with a fresh store (loopback only). Prints the sessions completed, the
+errors, p50/p95 response times of each step, the server's CPU time and its peak RSS; exits 1 on any error.
+
+    python benchmarks/load_test.py [--sessions 20] [--url http://127.0.0.1:8501/ --pid 1234] [--step-timeout 240]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", "--no-first-run"]
+STEPS = ("open", "search", "upload")
+LOCK_ERRORS = ("Could not set lock", "Conflicting lock", "connection is busy", "write-write conflict",
+               "TransactionContext Error")     # DuckDB's lock and concurrency errors as the server would log them
+START_TIMEOUT_S = 120
+
+
+@dataclass
+class Figures:
+    sessions: int
+    completed: int = 0
+    errors: list[str] = field(default_factory=list)
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STEPS})
+    wall_s: float = 0.0
+    server_cpu_s: float | None = None
+    peak_rss_mib: float | None = None
+
+    def report(self) -> str:
+        lines = [f"sessions {self.sessions}, completed {self.completed}, errors {len(self.errors)}, "
+                 f"wall {self.wall_s:.1f} s"
+                 + (f", server CPU {self.server_cpu_s:.0f} s, server peak RSS {self.peak_rss_mib:.0f} MiB"
+                    if self.peak_rss_mib is not None else "")]
+        for step, values in self.seconds.items():
+            if values:
+                p50, p95 = np.percentile(values, [50, 95])
+                lines.append(f"  {step:<7} p50 {p50:5.1f} s  p95 {p95:5.1f} s  max {max(values):5.1f} s  "
+                             f"(n={len(values)})")
+        lines += [f"  error: {e}" for e in self.errors]
+        return "\n".join(lines)
+
+
+def runner_files(n: int, tmp: Path) -> list[tuple[str, bytes]]:
+    """n distinct valid runner results: one real `membw --quick` run, its start time moved by i seconds."""
+    base = tmp / "membw.json"
+    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "membw", "--quick", "--out", str(base)], cwd=ROOT,
+                   check=True, capture_output=True, timeout=300)
+    doc = json.loads(base.read_text())
+    start = datetime.fromisoformat(doc["runner"]["started_at"].replace("Z", "+00:00"))
+    files = []
+    for i in range(n):
+        doc["runner"]["started_at"] = (start + timedelta(seconds=i)).isoformat().replace("+00:00", "Z")
+        files.append((f"load-{i:03d}.json", json.dumps(doc, indent=1).encode()))
+    return files
+
+
+async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float) -> dict[str, float]:
+    """What a planner does: open the app and its layout search, run it, upload a result; seconds per step."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 1600})
+    context.set_default_timeout(timeout_ms)
+    page = await context.new_page()
+    seconds = {}
+    try:
+        t = time.perf_counter()
+        await page.goto(url)
+        await page.get_by_test_id("stSidebarNav").get_by_text("Layout search", exact=True).click()
+        search = page.get_by_role("button", name="Run layout search")
+        await search.wait_for()
+        seconds["open"] = time.perf_counter() - t
+        t = time.perf_counter()
+        await search.click()
+        await page.get_by_text("Best layouts").wait_for()
+        seconds["search"] = time.perf_counter() - t
+        await page.get_by_test_id("stSidebarNav").get_by_text("Benchmarks", exact=True).click()
+        await page.get_by_role("tab", name="Upload results").click()
+        t = time.perf_counter()
+        await page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+            files=[{"name": name, "mimeType": "application/json", "buffer": data}])
+        await page.get_by_role("button", name=f"Remove {name}").wait_for()        # the upload has finished
+        await page.get_by_role("button", name="Check and add to the store").click()
+        await page.get_by_text(f"Added {name}").wait_for()
+        seconds["upload"] = time.perf_counter() - t
+        if await page.get_by_test_id("stException").count():
+            raise AssertionError(await page.get_by_test_id("stException").first.inner_text())
+    finally:
+        await context.close()
+    return seconds
+
+
+async def _all_sessions(url: str, files: list[tuple[str, bytes]], step_timeout_s: float, figures: Figures) -> None:
+    from playwright.async_api import async_playwright
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        try:
+            results = await asyncio.gather(*(_session(browser, url, name, data, step_timeout_s * 1000)
+                                             for name, data in files), return_exceptions=True)
+        finally:
+            await browser.close()
+    for (name, _), result in zip(files, results):
+        if isinstance(result, BaseException):
+            figures.errors.append(f"{name}: {type(result).__name__}: {str(result).splitlines()[0][:300]}")
+            continue
+        figures.completed += 1
+        for step, s in result.items():
+            figures.seconds[step].append(s)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident set size so far (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise ValueError(f"no VmHWM for process {pid}")
+
+
+def run(url: str, pid: int | None, sessions: int = 20, step_timeout_s: float = 240) -> Figures:
+    """All sessions at once against the server at `url` (ending in '/'); `pid`: the server's process, if known."""
+    figures = Figures(sessions)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = runner_files(sessions, Path(tmp))
+    cpu_before = cpu_seconds(pid) if pid is not None else None
+    t = time.perf_counter()
+    with ThreadPoolExecutor(1) as pool:        # an event loop of its own: the caller may be running one (pytest)
+        pool.submit(asyncio.run, _all_sessions(url, files, step_timeout_s, figures)).result()
+    figures.wall_s = time.perf_counter() - t
+    if pid is not None:
+        figures.server_cpu_s = cpu_seconds(pid) - cpu_before
+        figures.peak_rss_mib = peak_rss_mib(pid)
+    return figures
+
+
+def lock_errors(log: str) -> list[str]:
+    return [line for line in log.splitlines() if any(e in line for e in LOCK_ERRORS)]
+
+
+@contextmanager
+def local_server(tmp: Path):
+    """serve.py (seed, then `streamlit run`) on a free loopback port with a fresh store in `tmp`:
+    yields (url, pid, log file); stopped with SIGTERM at the end."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log_path = tmp / "server.log"
+    env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb")}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "serve.py", "--server.address", "127.0.0.1", "--server.port",
+                                 str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url + "_stcore/health", timeout=2) as resp:
+                    if resp.read() == b"ok":
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server was not healthy within {START_TIMEOUT_S} s") from None
+                time.sleep(0.3)
+        yield url, proc.pid, log_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sessions", type=int, default=20)
+    ap.add_argument("--url", help="a running planner (loopback), e.g. http://127.0.0.1:8501/ (default: start one)")
+    ap.add_argument("--pid", type=int, help="the running planner's server process, for its CPU time and memory")
+    ap.add_argument("--step-timeout", type=float, default=240, help="seconds one step of a session may take")
+    args = ap.parse_args(argv)
+    if args.url:
+        figures = run(args.url.rstrip("/") + "/", args.pid, args.sessions, args.step_timeout)
+        print(figures.report())
+        return 1 if figures.errors else 0
+    with tempfile.TemporaryDirectory() as tmp, local_server(Path(tmp)) as (url, pid, log_path):
+        figures = run(url, pid, args.sessions, args.step_timeout)
+        locks = lock_errors(log_path.read_text())
+    figures.errors += [f"server log: {line}" for line in locks]
+    print(figures.report())
+    return 1 if figures.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

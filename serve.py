@@ -1,0 +1,70 @@
+"""Start the planner as it is deployed (scripts/start.sh and the container image run this): check the settings
+(pages/settings.py), take the store's serving lock (one planner per store), create, upgrade and seed the store
+(`python -m benchmarks_db seed`), then run `streamlit run app.py` in this process, so that signals such as the
+container's SIGTERM reach Streamlit itself. Streamlit's upload limit is set from APP_MAX_UPLOAD_MB; extra arguments
+go to `streamlit run`.
+
+    python serve.py [--server.port 8501 ...]
+"""
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pages.settings import SettingsError, load_settings
+
+ROOT = Path(__file__).resolve().parent
+
+
+def serving_lock(store: Path) -> int | None:
+    """An exclusive lock on <store>.lock for as long as this process (then Streamlit) lives, or None when another
+    planner holds it. DuckDB's own lock is taken only when the first session opens the store, so without this a
+    second replica would start and its users would meet lock errors."""
+    store.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store.with_name(store.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def main(args: list[str]) -> int:
+    try:
+        settings = load_settings()
+    except SettingsError as err:
+        print("The planner's settings are wrong, so it was not started:", *err.problems, sep="\n  ", file=sys.stderr)
+        return 2
+    print(f"store {settings.db_path}{' (read-only)' if settings.read_only else ''}; uploads up to "
+          f"{settings.max_upload_mb} MB; served under '/{settings.base_url_path}'", flush=True)
+    lock = serving_lock(settings.db_path)
+    if lock is None:
+        print(f"Another planner is already serving {settings.db_path}: DuckDB lets one process write a store, so run "
+              "one planner (one replica) per store.", file=sys.stderr)
+        return 2
+    os.chdir(ROOT)
+    if subprocess.run([sys.executable, "-m", "benchmarks_db", "seed", "--db", str(settings.db_path)]).returncode:
+        return 2
+    return run_streamlit([f"--server.maxUploadSize={settings.max_upload_mb}", *args])
+
+
+def run_streamlit(args: list[str]) -> int:
+    """`streamlit run app.py` in this process (which keeps holding the serving lock).
+
+    Streamlit decides once per process, when the first session starts, whether the app uses its legacy pages/
+    folder discovery (PagesManager.uses_pages_directory, from whether pages/ exists); app.py's st.navigation turns
+    it off, but only after app.py has run once. Until then a fresh server routes every session through the legacy
+    discovery: a shared link such as /memory?sc=... fails and the sidebar lists every module in pages/. Turning it
+    off before the server starts keeps every session on app.py's st.navigation from the first request on."""
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.web import cli
+
+    PagesManager.uses_pages_directory = False
+    sys.argv = ["streamlit", "run", "app.py", *args]
+    return cli.main()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
