@@ -8,7 +8,7 @@ import sys
 import duckdb
 
 from benchmarks_db.seed import seed
-from benchmarks_db.store import open_store
+from benchmarks_db.store import SchemaVersionError, open_store
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
         store = open_store(args.db)
     except duckdb.IOException as err:
         print(f"cannot open the store: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except SchemaVersionError as err:
+        print(f"cannot use the store: {err}", file=sys.stderr)
         return 2
     if args.command == "seed":
         for dataset, what in seed(store).items():

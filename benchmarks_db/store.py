@@ -30,6 +30,10 @@ def utc_now() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
+class SchemaVersionError(RuntimeError):
+    """The store's schema is not the one this code writes (newer code wrote it, or a read-only store is behind)."""
+
+
 class Store:
     def __init__(self, path: Path, read_only: bool = False):
         self.path = path
@@ -38,7 +42,7 @@ class Store:
         if not read_only:
             self._migrate()
         elif (current := self.schema_version()) != len(MIGRATIONS):
-            raise RuntimeError(f"{path}: schema version {current}, this code needs {len(MIGRATIONS)}; the store is "
+            raise SchemaVersionError(f"{path}: schema version {current}, this code needs {len(MIGRATIONS)}; the store is "
                                "opened read-only, so run `python -m benchmarks_db seed` on it first")
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -87,7 +91,7 @@ class Store:
                         "description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)")
         current = self.schema_version()
         if current > len(MIGRATIONS):
-            raise RuntimeError(f"{self.path}: schema version {current} is newer than this code knows "
+            raise SchemaVersionError(f"{self.path}: schema version {current} is newer than this code knows "
                                f"({len(MIGRATIONS)}); upgrade the app or use another APP_DB_PATH")
         for version, (description, sql) in enumerate(MIGRATIONS[current:], start=current + 1):
             with self.transaction() as cur:

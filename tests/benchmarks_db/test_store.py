@@ -1,8 +1,12 @@
+import subprocess
+import sys
+
 import duckdb
 import pytest
 
 from benchmarks_db.migrations import MIGRATIONS
-from benchmarks_db.store import DEFAULT_DB_PATH, db_path, open_store
+from benchmarks_db.store import DEFAULT_DB_PATH, SchemaVersionError, db_path, open_store
+from tests.conftest import ROOT
 
 
 def test_migrations_are_recorded_and_not_rerun(tmp_path):
@@ -37,8 +41,11 @@ def test_newer_schema_is_refused(tmp_path):
     with s.transaction() as cur:
         cur.execute("INSERT INTO schema_version VALUES (999, 'from a newer app', now())")
     s.close()
-    with pytest.raises(RuntimeError, match="newer than this code"):
+    with pytest.raises(SchemaVersionError, match="newer than this code"):
         open_store(path)
+    cli = subprocess.run([sys.executable, "-m", "benchmarks_db", "seed", "--db", str(path)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 2 and "newer than this code" in cli.stderr and "Traceback" not in cli.stderr
 
 
 def test_failed_transaction_leaves_nothing(store):
