@@ -46,6 +46,7 @@ class IngestReport(BaseModel):
     input: str
     format: str | None = None
     ingested: bool = False
+    dry_run: bool = False                 # checked only: rows_added are the rows it would add
     rows_added: dict[str, int] = {}
     run_ids: list[str] = []
     errors: list[str] = []
@@ -242,7 +243,11 @@ def _check_units(store: Store, units: list[Parsed], report: IngestReport) -> lis
     return runs
 
 
-def _commit(store: Store, units: list[Parsed], source: Source, report: IngestReport) -> IngestReport:
+class _RollBack(Exception):
+    """Raised inside a dry run's transaction: everything was written and checked, then it is undone."""
+
+
+def _commit(store: Store, units: list[Parsed], source: Source, report: IngestReport, dry_run: bool) -> IngestReport:
     runs = _check_units(store, units, report)
     if not runs and not report.errors:
         report.errors.append(f"no results found; expected {FORMATS}")
@@ -251,11 +256,15 @@ def _commit(store: Store, units: list[Parsed], source: Source, report: IngestRep
     try:
         with store.transaction() as cur:
             report.rows_added = write(cur, source, runs)
+            if dry_run:                              # the database's own constraints checked too, then rolled back
+                raise _RollBack
+    except _RollBack:
+        report.dry_run = True
     except duckdb.ConstraintException as err:        # a concurrent upload of the same content won the race
         report.errors.append(f"duplicate: {str(err).splitlines()[0]}")
         report.rows_added = {}
         return report
-    report.ingested = True
+    report.ingested = not dry_run
     report.run_ids = [r.run_id for r in runs]
     report.flags = [f"{r.benchmark}: {f}" for r in runs for f in r.flags]
     return report
@@ -313,9 +322,10 @@ def _zip_members(data: bytes, name: str, max_bytes: int) -> dict[PurePosixPath, 
 
 
 def ingest_bytes(store: Store, filename: str, data: bytes, submitter: str | None = None,
-                 accelerator: str | None = None, max_bytes: int = MAX_FILE_BYTES) -> IngestReport:
+                 accelerator: str | None = None, max_bytes: int = MAX_FILE_BYTES, dry_run: bool = False) -> IngestReport:
     """Check and store one uploaded file (the upload page's entry point). Nothing is written unless all of it is
-    valid. `accelerator` names the catalog id where the file's device name is missing or ambiguous."""
+    valid. `accelerator` names the catalog id where the file's device name is missing or ambiguous. dry_run: check
+    everything, the store's constraints included, and report what would be added, but keep nothing."""
     report = IngestReport(input=str(filename)[:MAX_NAME_CHARS])
     if problem := name_problem(filename):
         report.errors.append(problem)
@@ -343,7 +353,7 @@ def ingest_bytes(store: Store, filename: str, data: bytes, submitter: str | None
     except Refused as err:
         report.errors.append(str(err))
         return report
-    return _commit(store, units, _upload_source(filename, sha, len(data), submitter), report)
+    return _commit(store, units, _upload_source(filename, sha, len(data), submitter), report, dry_run)
 
 
 def _walk(root: Path, max_bytes: int) -> tuple[dict[PurePosixPath, Callable[[], bytes]], list[str]]:
@@ -396,7 +406,7 @@ def ingest_path(store: Store, path: str | os.PathLike, submitter: str | None = N
         if report.errors:
             reports.append(report)
             continue
-        reports.append(_commit(store, [unit], _upload_source(unit.input, sha, None, submitter), report))
+        reports.append(_commit(store, [unit], _upload_source(unit.input, sha, None, submitter), report, dry_run=False))
     skipped += not_results
     if skipped or not units:
         reports.append(IngestReport(input=str(path), format="folder", ingested=bool(units),

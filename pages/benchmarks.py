@@ -58,7 +58,9 @@ def _none_if_all(value):
     return None if value == ALL else value
 
 
-def _ingest() -> None:
+def _ingest(dry_run: bool) -> None:
+    """Check the chosen file (dry_run: nothing is kept) or check and add it; the report and the store's row counts
+    before and after go to the page."""
     ss = st.session_state
     file = ss.get(UPLOAD)
     if file is None:
@@ -67,7 +69,7 @@ def _ingest() -> None:
     store = common.store()
     before = store.counts()
     report = ingest_bytes(store, file.name, file.getvalue(), submitter=ss.get(SUBMITTER) or None,
-                          accelerator=ss.get(UPLOAD_ACCEL), max_bytes=load_settings().max_upload_bytes)
+                          accelerator=ss.get(UPLOAD_ACCEL), max_bytes=load_settings().max_upload_bytes, dry_run=dry_run)
     ss[LAST_INGEST] = {**report.model_dump(), "before": before, "after": store.counts()}
     if report.ingested:
         for cached in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table):
@@ -197,10 +199,17 @@ with upload_tab:
         cat = load_catalog()
         cols[1].selectbox("Accelerator, if the file does not name it", [None, *cat.accelerators], key=UPLOAD_ACCEL,
                           format_func=lambda a: "as named in the file" if a is None else cat.accelerators[a].name)
-        st.button("Check and add to the store", on_click=_ingest, type="primary")
+        buttons = st.columns([1, 2])
+        buttons[0].button("Check only", on_click=_ingest, args=(True,),
+                          help="Validate the whole file against the store and report what it would add; keep nothing.")
+        buttons[1].button("Check and add to the store", on_click=_ingest, args=(False,), type="primary")
     outcome = st.session_state.get(LAST_INGEST)
     if outcome:
-        if outcome.get("ingested"):
+        if outcome.get("dry_run"):
+            st.info(f"{common.md_escape(outcome['input'])} ({outcome['format']}) passes every check and would add "
+                    + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
+                    + ". Nothing was written: use 'Check and add to the store' to keep it.")
+        elif outcome.get("ingested"):
             st.success(f"Added {common.md_escape(outcome['input'])} ({outcome['format']}): "
                        + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
                        + f". Run ids: {', '.join(outcome['run_ids'][:10])} (source 'user_submitted' in Browse).")

@@ -1,9 +1,12 @@
 """Benchmarks page: browse and compare the store's results, measured vs datasheet, and uploads that are checked
 completely before anything is written."""
 import json
+import re
+import subprocess
+import sys
 
 from benchmarks_db import queries
-from tests.app.conftest import button, on_page, plotted, run_app, texts
+from tests.app.conftest import ROOT, button, on_page, plotted, run_app, texts
 
 
 def benchmarks_page():
@@ -77,3 +80,22 @@ def test_the_same_file_twice_is_refused_as_a_duplicate(runner_file):
 def test_how_to_run_the_runners_is_on_the_page():
     at = benchmarks_page()
     assert any("python -m benchmarks_db.run all --out results.json" in c.value for c in at.code)
+
+
+def test_check_only_reports_what_it_would_add_and_keeps_nothing(tmp_path, app_store):
+    # a second real runner result (the session's runner_file is uploaded by another test)
+    out = tmp_path / "membw.json"
+    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "membw", "--quick", "--out", str(out)], cwd=ROOT,
+                   check=True, capture_output=True, timeout=120)
+    at = benchmarks_page()
+    at.file_uploader(key="bench_upload").set_value(("membw.json", out.read_bytes(), "application/json"))
+    before = app_store.counts()
+    button(at, "Check only").click().run()
+    assert not at.exception
+    report = next(s for s in texts(at.info) if "passes every check" in s)
+    promised = {table: int(n) for n, table in re.findall(r"(\d+) (\w+) rows", report)}
+    assert promised["run"] == 1 and promised["measurement"] > 0
+    assert app_store.counts() == before                               # nothing kept
+    button(at, "Check and add to the store").click().run()
+    added = at.dataframe[-1].value["after"] - at.dataframe[-1].value["before"]
+    assert {t: int(added.loc[t]) for t in promised} == promised       # the real add does what the check said
