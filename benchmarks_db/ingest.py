@@ -48,6 +48,7 @@ class IngestReport(BaseModel):
     ingested: bool = False
     dry_run: bool = False                 # checked only: rows_added are the rows it would add
     rows_added: dict[str, int] = {}
+    source_id: str | None = None          # the stored upload (delete_upload removes it again)
     run_ids: list[str] = []
     errors: list[str] = []
     warnings: list[str] = []
@@ -265,6 +266,7 @@ def _commit(store: Store, units: list[Parsed], source: Source, report: IngestRep
         report.rows_added = {}
         return report
     report.ingested = not dry_run
+    report.source_id = source.source_id if report.ingested else None
     report.run_ids = [r.run_id for r in runs]
     report.flags = [f"{r.benchmark}: {f}" for r in runs for f in r.flags]
     return report

@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from benchmarks_db import queries
-from benchmarks_db.ingest import ingest_bytes
+from benchmarks_db.ingest import delete_upload, ingest_bytes
 from benchmarks_db.validation import predicted_vs_measured
 from engine.catalog import load_catalog
 from pages import common
@@ -72,8 +72,22 @@ def _ingest(dry_run: bool) -> None:
                           accelerator=ss.get(UPLOAD_ACCEL), max_bytes=load_settings().max_upload_bytes, dry_run=dry_run)
     ss[LAST_INGEST] = {**report.model_dump(), "before": before, "after": store.counts()}
     if report.ingested:
-        for cached in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table):
-            cached.clear()
+        _clear_store_caches()
+
+
+def _remove_upload(source_id: str) -> None:
+    """Undo an upload of this session (only user uploads can be removed; published data cannot)."""
+    store = common.store()
+    before = store.counts()
+    n_runs = delete_upload(store, source_id)
+    st.session_state[LAST_INGEST] = {"removed": source_id, "removed_runs": n_runs, "before": before,
+                                     "after": store.counts()}
+    _clear_store_caches()
+
+
+def _clear_store_caches() -> None:
+    for cached in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table):
+        cached.clear()
 
 
 def systems_figure(df: pd.DataFrame) -> go.Figure:
@@ -209,10 +223,15 @@ with upload_tab:
             st.info(f"{common.md_escape(outcome['input'])} ({outcome['format']}) passes every check and would add "
                     + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
                     + ". Nothing was written: use 'Check and add to the store' to keep it.")
+        elif outcome.get("removed"):
+            st.success(f"Removed upload {outcome['removed']} and its {outcome['removed_runs']} run(s) from the store.")
         elif outcome.get("ingested"):
             st.success(f"Added {common.md_escape(outcome['input'])} ({outcome['format']}): "
                        + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
                        + f". Run ids: {', '.join(outcome['run_ids'][:10])} (source 'user_submitted' in Browse).")
+            if outcome.get("source_id") and not settings.read_only:
+                st.button("Remove this upload", on_click=_remove_upload, args=(outcome["source_id"],),
+                          help="Take it out of the store again, e.g. to upload it with the right accelerator.")
         else:
             st.error(f"Refused {common.md_escape(outcome.get('input', 'the upload'))}: nothing was written to the store.")
         for error in outcome.get("errors", [])[:30]:

@@ -99,3 +99,16 @@ def test_check_only_reports_what_it_would_add_and_keeps_nothing(tmp_path, app_st
     button(at, "Check and add to the store").click().run()
     added = at.dataframe[-1].value["after"] - at.dataframe[-1].value["before"]
     assert {t: int(added.loc[t]) for t in promised} == promised       # the real add does what the check said
+
+
+def test_an_upload_can_be_removed_again(tmp_path, app_store):
+    out = tmp_path / "storage.json"
+    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "storage", "--quick", "--out", str(out),
+                    "--storage-dir", str(tmp_path)], cwd=ROOT, check=True, capture_output=True, timeout=120)
+    before = app_store.counts()
+    at = upload(benchmarks_page(), "storage.json", out.read_bytes())
+    assert app_store.counts()["run"] == before["run"] + 1
+    button(at, "Remove this upload").click().run()
+    assert not at.exception
+    assert any("Removed upload upload:" in s for s in texts(at.success)), texts(at.success)
+    assert app_store.counts() == before
