@@ -8,13 +8,18 @@ go to `streamlit run`.
 """
 import fcntl
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 from pages.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent
+START_TIMEOUT_S = 120
 
 
 def serving_lock(store: Path) -> int | None:
@@ -64,6 +69,43 @@ def run_streamlit(args: list[str]) -> int:
     PagesManager.uses_pages_directory = False
     sys.argv = ["streamlit", "run", "app.py", *args]
     return cli.main()
+
+
+@contextmanager
+def local_server(tmp: Path):
+    """This planner on a free loopback port with a fresh store in `tmp`, as deployed (for the end-to-end tests and the
+    load test): yields (url ending in '/', server pid, log file); stopped with SIGTERM at the end."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log_path = tmp / "server.log"
+    env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb")}
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "serve.py", "--server.address", "127.0.0.1", "--server.port",
+                                 str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(url + "_stcore/health", timeout=2) as resp:
+                    if resp.read() == b"ok":
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server was not healthy within {START_TIMEOUT_S} s") from None
+                time.sleep(0.3)
+        yield url, proc.pid, log_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 if __name__ == "__main__":

@@ -13,14 +13,11 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,13 +25,14 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from serve import local_server  # noqa: E402  (the planner's own start, on loopback)
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run"]
 STEPS = ("open", "search", "upload")
 LOCK_ERRORS = ("Could not set lock", "Conflicting lock", "connection is busy", "write-write conflict",
                "TransactionContext Error")     # DuckDB's lock and concurrency errors as the server would log them
-START_TIMEOUT_S = 120
 
 
 @dataclass
@@ -158,42 +156,6 @@ def run(url: str, pid: int | None, sessions: int = 20, step_timeout_s: float = 2
 
 def lock_errors(log: str) -> list[str]:
     return [line for line in log.splitlines() if any(e in line for e in LOCK_ERRORS)]
-
-
-@contextmanager
-def local_server(tmp: Path):
-    """serve.py (seed, then `streamlit run`) on a free loopback port with a fresh store in `tmp`:
-    yields (url, pid, log file); stopped with SIGTERM at the end."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log_path = tmp / "server.log"
-    env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb")}
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "serve.py", "--server.address", "127.0.0.1", "--server.port",
-                                 str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url + "_stcore/health", timeout=2) as resp:
-                    if resp.read() == b"ok":
-                        break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the server was not healthy within {START_TIMEOUT_S} s") from None
-                time.sleep(0.3)
-        yield url, proc.pid, log_path
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import load_test
+from serve import local_server
 from tests.conftest import CHROMIUM
 
 SESSIONS = 20
@@ -36,7 +37,7 @@ def server(request, tmp_path_factory):
     if container is not None:
         yield Server("the container", container.url, int(container.inspect("{{.State.Pid}}")), container.logs)
         return
-    with load_test.local_server(tmp_path_factory.mktemp("load")) as (url, pid, log_path):
+    with local_server(tmp_path_factory.mktemp("load")) as (url, pid, log_path):
         yield Server("serve.py", url, pid, log_path.read_text)
 
 

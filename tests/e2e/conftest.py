@@ -1,74 +1,28 @@
-"""End-to-end harness: `streamlit run app.py` on a free loopback port with a fresh, seeded DuckDB store, and real
-headless Chromium driven by Playwright. Screenshots go to test-artifacts/ (git-ignored)."""
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
+"""End-to-end harness: the app started as deployed (serve.py) on a free loopback port with a fresh, seeded DuckDB
+store, and real headless Chromium driven by Playwright. Screenshots go to test-artifacts/ (git-ignored)."""
 from pathlib import Path
 
 import pytest
 
+from serve import local_server
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 VIEWPORT = {"width": 1400, "height": 2600}     # Streamlit scrolls inside stMain: a tall viewport shows whole pages
-START_TIMEOUT_S = 90
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_app(tmp: Path):
-    """serve.py, the way the app is deployed (settings check, store seeded, Streamlit), on a free loopback port with
-    a fresh store in tmp; yields the URL and stops the server by its pid."""
-    env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb")}
-    port = _free_port()
-    log = open(tmp / "streamlit.log", "w+")
-    proc = subprocess.Popen([sys.executable, "serve.py", "--server.address", "127.0.0.1", "--server.port", str(port),
-                             "--server.headless", "true", "--server.fileWatcherType", "none",
-                             "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            pytest.fail(f"serve.py exited with {proc.returncode}:\n{log.read()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                if resp.read() == b"ok":
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the app did not answer /_stcore/health within {START_TIMEOUT_S} s")
-        time.sleep(0.3)
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="session")
 def app_url(tmp_path_factory):
-    """The app on a free loopback port, serving a store seeded with the published data."""
-    yield from start_app(tmp_path_factory.mktemp("e2e"))
+    """The app started as deployed (serve.py) on a free loopback port, with a store seeded with the published data."""
+    with local_server(tmp_path_factory.mktemp("e2e")) as (url, _pid, _log):
+        yield url.rstrip("/")
 
 
 @pytest.fixture
 def fresh_app_url(tmp_path):
     """A server no browser has visited yet (for what only a process's first session sees)."""
-    yield from start_app(tmp_path)
+    with local_server(tmp_path) as (url, _pid, _log):
+        yield url.rstrip("/")
 
 
 @pytest.fixture
