@@ -11,9 +11,9 @@ import numpy as np
 
 from engine.catalog import load_catalog
 from engine.estimate import row
-from engine.scenario import (PRECISION_DTYPE, Cost, ReliabilityInputs, Scenario, ScenarioError, Site,
+from engine.scenario import (PRECISION_DTYPE, Cost, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
                              parse_scenario)
-from engine.search import MIN_TOKENS_PER_CP_RANK, _divisors, search, search_cluster
+from engine.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
 
 DEFAULT_SCENARIO = {
     "model": {"preset": "llama3.1-70b"},
@@ -193,7 +193,7 @@ def layout_choices(sc: Scenario) -> dict[str, list]:
     """The values worth offering for each layout field of this scenario (the search's own candidate space)."""
     arch, tr, n = sc.arch, sc.training, sc.cluster.n_gpus
     lay = sc.layout
-    divs = _divisors(n)
+    divs = divisors(n)
     pp = lay.pp if lay else 1
     dp = lay.dp if lay else n
     per_replica = tr.global_batch_size // dp if tr.global_batch_size % dp == 0 else tr.global_batch_size
@@ -202,8 +202,8 @@ def layout_choices(sc: Scenario) -> dict[str, list]:
         "pp": [d for d in divs if arch.n_layers % d == 0],
         "cp": [d for d in divs if d == 1 or (tr.seq_len % d == 0 and tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK)],
         "ep": [d for d in divs if arch.n_experts % d == 0] if arch.is_moe else [1],
-        "micro_batch_size": _divisors(per_replica)[:64],
-        "virtual_stages": [v for v in _divisors(arch.n_layers) if pp * v <= arch.n_layers] if pp > 1 else [1],
+        "micro_batch_size": divisors(per_replica)[:64],
+        "virtual_stages": [v for v in divisors(arch.n_layers) if pp * v <= arch.n_layers] if pp > 1 else [1],
         "zero_stage": [0, 1, 2, 3],
         "recompute": ["none", "selective", "full"],
     }

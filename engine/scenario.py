@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from typing import Annotated, Literal, Union
 
@@ -224,8 +225,10 @@ def economics_problems(sc: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def divisors(n: int) -> list[int]:
+    """All divisors of n, ascending (pairs up to sqrt(n), so a batch of 10^8 costs 10^4 steps)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
 
 
 def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
@@ -240,19 +243,19 @@ def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
     for field, value, what in (("n_heads", arch.n_heads, "attention heads"), ("n_kv_heads", arch.kv_heads, "key/value heads"),
                                ("ffn_hidden_size", arch.ffn_hidden_size, "MLP width")):
         if value % lay.tp:
-            valid = [d for d in _divisors(arch.n_heads) if arch.kv_heads % d == 0 and arch.ffn_hidden_size % d == 0]
+            valid = [d for d in divisors(arch.n_heads) if arch.kv_heads % d == 0 and arch.ffn_hidden_size % d == 0]
             p.append(("layout.tp", f"tp={lay.tp} does not divide {field}={value} ({what}); valid tp: {_choices(valid)}"))
             break
     chunks = lay.pp * lay.virtual_stages
     if arch.n_layers % chunks:
         field = "layout.virtual_stages" if lay.virtual_stages > 1 else "layout.pp"
         p.append((field, f"n_layers={arch.n_layers} is not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
-                         f"pp*virtual_stages must be one of {_choices(_divisors(arch.n_layers))}"))
+                         f"pp*virtual_stages must be one of {_choices(divisors(arch.n_layers))}"))
     if lay.virtual_stages > 1 and lay.pp == 1:
         p.append(("layout.virtual_stages", "virtual_stages > 1 (interleaved schedule) needs pp > 1"))
     per_step = lay.dp * lay.micro_batch_size
     if tr.global_batch_size % per_step:
-        valid = [b for b in _divisors(max(1, tr.global_batch_size // lay.dp)) ] if tr.global_batch_size % lay.dp == 0 else []
+        valid = [b for b in divisors(max(1, tr.global_batch_size // lay.dp)) ] if tr.global_batch_size % lay.dp == 0 else []
         hint = f"; with dp={lay.dp} valid micro_batch_size: {_choices(valid)}" if valid else \
             f"; dp={lay.dp} does not divide the global batch at all"
         p.append(("layout.micro_batch_size", f"global_batch_size={tr.global_batch_size} is not divisible by "
@@ -261,9 +264,9 @@ def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
         if arch.n_experts == 1:
             p.append(("layout.ep", "expert parallelism (ep > 1) needs an MoE model (n_experts > 1)"))
         elif arch.n_experts % lay.ep:
-            p.append(("layout.ep", f"ep={lay.ep} does not divide n_experts={arch.n_experts}; valid ep: {_choices(_divisors(arch.n_experts))}"))
+            p.append(("layout.ep", f"ep={lay.ep} does not divide n_experts={arch.n_experts}; valid ep: {_choices(divisors(arch.n_experts))}"))
         if (lay.dp * lay.cp) % lay.ep:
             p.append(("layout.ep", f"ep={lay.ep} must divide dp*cp = {lay.dp * lay.cp} (experts are spread over the data-parallel ranks)"))
     if lay.cp > 1 and tr.seq_len % lay.cp:
-        p.append(("layout.cp", f"cp={lay.cp} does not divide seq_len={tr.seq_len}; valid cp: {_choices(_divisors(tr.seq_len)[:20])}"))
+        p.append(("layout.cp", f"cp={lay.cp} does not divide seq_len={tr.seq_len}; valid cp: {_choices(divisors(tr.seq_len)[:20])}"))
     return p

@@ -5,41 +5,43 @@ cluster sizes, and the smallest cluster that meets a deadline or a GPU-hour budg
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from engine.estimate import Context, context, evaluate, row
 from engine.layouts import RECOMPUTE, Layouts, violations
-from engine.scenario import Scenario, ScenarioError
+from engine.scenario import Scenario, ScenarioError, divisors
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
 SPAN_REASON = "tp, cp or ep group would span nodes (allow_span_nodes to permit)"
 MEMORY_REASON = "does not fit in accelerator memory"
 MIN_TOKENS_PER_CP_RANK = 512     # context parallelism finer than this is not enumerated
-
-
-def _divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
+MAX_CANDIDATES = 5_000_000       # ~20x the 405B-on-16,384-GPU search; bounds memory (~0.4 GB of layout arrays)
 
 
 def enumerate_layouts(sc: Scenario, n_gpus: int) -> Layouts:
     """The full candidate space for n_gpus: each (tp, cp, pp) whose product divides n_gpus, dp the rest, crossed with
     every interleaving, expert-parallel size, micro-batch, ZeRO stage, sequence parallelism and recompute choice."""
     arch, tr = sc.arch, sc.training
-    divs = _divisors(n_gpus)
+    divs = divisors(n_gpus)
     tps = [d for d in divs if d <= arch.n_heads]
     cps = [d for d in divs if d == 1 or tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK]
     pps = [d for d in divs if d <= arch.n_layers]
-    mbss = _divisors(tr.global_batch_size)
+    mbss = divisors(tr.global_batch_size)
     eps = [d for d in divs if arch.n_experts % d == 0] if arch.is_moe else [1]
     rcs = [0, 1, 2] if tr.attention == "standard" else [0, 2]   # flash attention already recomputes its scores
     triples = [(t, c, p) for t in tps for c in cps for p in pps if n_gpus % (t * c * p) == 0]
+    per_triple = lambda t, p: (len([v for v in divisors(arch.n_layers) if p * v <= arch.n_layers]) if p > 1 else 1) \
+        * len(mbss) * len(eps) * 4 * (2 if t > 1 else 1) * len(rcs)
+    total = sum(per_triple(t, p) for t, _, p in triples)
+    if total > MAX_CANDIDATES:
+        raise ScenarioError([("cluster.n_gpus", f"{n_gpus:,} GPUs with a global batch of {tr.global_batch_size:,} give "
+                                                f"{total:,} layouts to try, over the search's limit of {MAX_CANDIDATES:,}; "
+                                                "choose a cluster size and batch with fewer divisors (powers of two)")])
     blocks = []
     for t, c, p in triples:
-        vs = [v for v in _divisors(arch.n_layers) if p * v <= arch.n_layers] if p > 1 else [1]
+        vs = [v for v in divisors(arch.n_layers) if p * v <= arch.n_layers] if p > 1 else [1]
         sps = [False, True] if t > 1 else [False]
         grid = np.array(np.meshgrid(vs, mbss, eps, [0, 1, 2, 3], sps, rcs, indexing="ij")).reshape(6, -1)
         blocks.append(np.vstack([np.full((3, grid.shape[1]), [[t], [c], [p]]), grid]))
@@ -231,7 +233,10 @@ def cluster_size_search(sc: Scenario, objective: str, deadline_days: float | Non
 
     def best(size):
         if size not in cache:
-            cache[size] = _best_row(search_cluster(sc, size, allow_span_nodes), objective)
+            try:
+                cache[size] = _best_row(search_cluster(sc, size, allow_span_nodes), objective)
+            except ScenarioError:            # a size whose candidate space is over the limit: not a candidate size
+                cache[size] = None
         return cache[size]
 
     def days(r):

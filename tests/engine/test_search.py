@@ -184,3 +184,13 @@ def test_cost_objective_without_a_price_says_why():
     priced = parse_scenario(scenario(**{"cluster.n_gpus": 64, "layout": None}))
     by_cost = search(priced, objective="cost", top=3, pareto_sizes=[])["best"]
     assert [r["cost_usd"] for r in by_cost] == sorted(r["cost_usd"] for r in by_cost)
+
+
+def test_an_absurdly_divisible_cluster_is_refused_with_a_reason():
+    from engine.scenario import ScenarioError
+    # 7,207,200 = 2^5 3^2 5^2 7 11 13 has 240 divisors: tens of millions of layouts
+    sc = parse_scenario(scenario(**{"model.preset": "llama3.1-405b", "cluster.n_gpus": 7_207_200, "layout": None,
+                                    "training.global_batch_size": 720_720}))
+    with pytest.raises(ScenarioError) as info:
+        search(sc, pareto_sizes=[])
+    assert "over the search's limit" in str(info.value)
