@@ -71,13 +71,18 @@ def run_streamlit(args: list[str]) -> int:
     return cli.main()
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @contextmanager
 def local_server(tmp: Path):
     """This planner on a free loopback port with a fresh store in `tmp`, as deployed (for the end-to-end tests and the
     load test): yields (url ending in '/', server pid, log file); stopped with SIGTERM at the end."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log_path = tmp / "server.log"
     env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb")}
     with open(log_path, "w") as log:

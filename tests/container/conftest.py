@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT, _free_port, context  # noqa: F401 (context: the e2e fixture)
+from serve import free_port
+from tests.e2e.conftest import ROOT, context  # noqa: F401 (context: the e2e fixture)
 
 BASE_IMAGE = "docker.io/library/debian:bookworm-slim"
 TOOLS = {"podman": "podman", "runc": "runc", "debootstrap": "debootstrap"}     # command -> Debian package
@@ -128,7 +129,7 @@ class Container:
 def container(image) -> Container:
     """The image running as a user runs it: a named volume on /data, a base URL path and a title; listening on a
     free loopback port (host network)."""
-    port = _free_port()
+    port = free_port()
     volume = podman("volume", "create").stdout.strip()
     cid = None
     try:

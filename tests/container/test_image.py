@@ -9,8 +9,9 @@ import urllib.request
 
 import pytest
 
+from serve import free_port
 from tests.container.conftest import BASE_PATH, TITLE, podman
-from tests.e2e.conftest import ROOT, _free_port, choose, go_to, no_exception, open_page, upload
+from tests.e2e.conftest import ROOT, choose, go_to, no_exception, open_page, upload
 
 pytestmark = pytest.mark.container
 STOP_LIMIT_S = 10
@@ -33,7 +34,7 @@ def test_runs_healthy_under_its_base_path_as_a_non_root_user_without_test_tools(
 
 def test_a_second_planner_on_the_same_volume_is_refused_at_start(container, image):
     second = podman("run", "--detach", "--network", "host", "--volume", f"{container.volume}:/data",
-                    "--env", "STREAMLIT_SERVER_ADDRESS=127.0.0.1", "--env", f"STREAMLIT_SERVER_PORT={_free_port()}",
+                    "--env", "STREAMLIT_SERVER_ADDRESS=127.0.0.1", "--env", f"STREAMLIT_SERVER_PORT={free_port()}",
                     image).stdout.strip()
     try:
         exit_code = podman("wait", second, timeout=60).stdout.strip()
