@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,3 +24,10 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
         yield b
         b.close()
+
+
+def runner_result(runner: str, out: Path, *args: str) -> Path:
+    """A real result file from a bundled runner in --quick mode (what users upload)."""
+    subprocess.run([sys.executable, "-m", "benchmarks_db.run", runner, "--quick", "--out", str(out), *args], cwd=ROOT,
+                   check=True, capture_output=True, timeout=120)
+    return out

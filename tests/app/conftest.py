@@ -3,8 +3,6 @@ data. One store per test session (the app holds one store handle per process, as
 import base64
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +10,10 @@ import pytest
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from pages import common
 from benchmarks_db.seed import seed
 from benchmarks_db.store import open_store
+from pages import common
+from tests.conftest import runner_result
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = str(ROOT / "app.py")
@@ -99,6 +98,5 @@ def texts(elements) -> list[str]:
 def runner_file(tmp_path_factory) -> Path:
     """A real result file from the bundled matmul runner (--quick)."""
     out = tmp_path_factory.mktemp("runner") / "results.json"
-    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "matmul", "--quick", "--out", str(out)], cwd=ROOT,
-                   check=True, capture_output=True, timeout=120)
+    runner_result("matmul", out)
     return out

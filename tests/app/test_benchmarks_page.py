@@ -2,11 +2,10 @@
 completely before anything is written."""
 import json
 import re
-import subprocess
-import sys
 
 from benchmarks_db import queries
-from tests.app.conftest import ROOT, button, on_page, plotted, run_app, texts
+from tests.app.conftest import button, on_page, plotted, run_app, texts
+from tests.conftest import runner_result
 
 
 def benchmarks_page():
@@ -85,8 +84,7 @@ def test_how_to_run_the_runners_is_on_the_page():
 def test_check_only_reports_what_it_would_add_and_keeps_nothing(tmp_path, app_store):
     # a second real runner result (the session's runner_file is uploaded by another test)
     out = tmp_path / "membw.json"
-    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "membw", "--quick", "--out", str(out)], cwd=ROOT,
-                   check=True, capture_output=True, timeout=120)
+    runner_result("membw", out)
     at = benchmarks_page()
     at.file_uploader(key="bench_upload").set_value(("membw.json", out.read_bytes(), "application/json"))
     before = app_store.counts()
@@ -103,8 +101,7 @@ def test_check_only_reports_what_it_would_add_and_keeps_nothing(tmp_path, app_st
 
 def test_an_upload_can_be_removed_again(tmp_path, app_store):
     out = tmp_path / "storage.json"
-    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "storage", "--quick", "--out", str(out),
-                    "--storage-dir", str(tmp_path)], cwd=ROOT, check=True, capture_output=True, timeout=120)
+    runner_result("storage", out, "--storage-dir", str(tmp_path))
     before = app_store.counts()
     at = upload(benchmarks_page(), "storage.json", out.read_bytes())
     assert app_store.counts()["run"] == before["run"] + 1

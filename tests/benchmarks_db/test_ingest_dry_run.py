@@ -1,16 +1,13 @@
 """ingest_bytes(dry_run=True): the whole check, the store's own constraints included, and nothing kept."""
 import json
-import subprocess
-import sys
 
 from benchmarks_db.ingest import ingest_bytes
-from tests.conftest import ROOT
+from tests.conftest import runner_result
 
 
 def test_dry_run_reports_the_rows_and_keeps_nothing(tmp_path, store):
     out = tmp_path / "r.json"
-    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "membw", "--quick", "--out", str(out)], cwd=ROOT,
-                   check=True, capture_output=True, timeout=120)
+    runner_result("membw", out)
     data = out.read_bytes()
     before = store.counts()
     checked = ingest_bytes(store, "r.json", data, dry_run=True)

@@ -1,8 +1,6 @@
 """The image built and run as a user runs it: healthy under its base URL path, non-root, without test tools, an upload
 made in the browser still there after a restart, and a clean stop on SIGTERM."""
 import re
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -10,8 +8,9 @@ import urllib.request
 import pytest
 
 from serve import free_port
+from tests.conftest import runner_result
 from tests.container.conftest import BASE_PATH, TITLE, podman
-from tests.e2e.conftest import ROOT, choose, go_to, no_exception, open_page, upload
+from tests.e2e.conftest import choose, go_to, no_exception, open_page, upload
 
 pytestmark = pytest.mark.container
 STOP_LIMIT_S = 10
@@ -48,8 +47,7 @@ def test_a_second_planner_on_the_same_volume_is_refused_at_start(container, imag
 @pytest.fixture(scope="module")
 def runner_file(tmp_path_factory):
     out = tmp_path_factory.mktemp("runner") / "results.json"
-    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "membw", "--quick", "--out", str(out)], cwd=ROOT,
-                   check=True, capture_output=True, timeout=120)
+    runner_result("membw", out)
     return out
 
 

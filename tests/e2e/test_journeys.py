@@ -1,15 +1,14 @@
 """What a planner does, in real headless Chromium against the app started as deployed (serve.py): every page offline, a preset, the layout
 search, a what-if shared by copying the address bar, a saved short link, uploads good and bad, and the report."""
 import re
-import subprocess
-import sys
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 from engine.scenario import parse_scenario
 from engine.share import decode, encode
-from tests.e2e.conftest import (ROOT, choose, go_to, metrics, no_exception, open_page, screenshot, table_cells, upload,
+from tests.conftest import runner_result
+from tests.e2e.conftest import (choose, go_to, metrics, no_exception, open_page, screenshot, table_cells, upload,
                                 wait_for_app)
 
 pytestmark = pytest.mark.e2e
@@ -113,8 +112,7 @@ def test_a_bad_link_explains_itself_and_shows_the_defaults(app_url, page):
 @pytest.fixture(scope="module")
 def runner_file(tmp_path_factory):
     out = tmp_path_factory.mktemp("runner") / "results.json"
-    subprocess.run([sys.executable, "-m", "benchmarks_db.run", "matmul", "--quick", "--out", str(out)], cwd=ROOT,
-                   check=True, capture_output=True, timeout=120)
+    runner_result("matmul", out)
     return out
 
 
