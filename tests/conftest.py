@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+DATA = ROOT / "tests" / "data"     # test inputs with their sources (tests/data/README.md)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")

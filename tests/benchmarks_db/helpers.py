@@ -4,8 +4,8 @@ import json
 import statistics
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-SAMPLES = SHARED / "data" / "mlperf-samples"
+DATA = Path(__file__).resolve().parents[1] / "data"
+SAMPLES = DATA / "mlperf-samples"
 GPT3 = SAMPLES / "v4.1_NVIDIA_eos_n64_ngc24.09_nemo_gpt3"
 AMD_LORA = SAMPLES / "v5.0_AMD_MI300X_EPYC_9575F_pytorch_llama2_70b_lora"
 DELL_LORA = SAMPLES / "v5.0_Dell_9xXE9712x4GB200_llama2_70b_lora"
@@ -17,10 +17,7 @@ COMPLETE_SOFTWARE = {"os": "Linux 5.15", "python": "3.11.9", "numpy": "2.1.3", "
 
 def seed003_nccl_sample() -> str:
     """The nccl-tests all_reduce output quoted in seed document 003 (8 ranks, 2 nodes, H100)."""
-    text = (SHARED / "seeds" / "003_3c12714629749d50.txt").read_text()
-    start = text.index("# nccl-tests version 2.18.3")
-    end = text.index("\n", text.index("# Collective test concluded", start))
-    return text[start:end + 1]
+    return (DATA / "nccl_tests_allreduce_seed003.txt").read_text()
 
 
 def stats(work, times):

@@ -9,7 +9,7 @@ import statistics
 
 from engine.estimate import estimate
 from engine.scenario import parse_scenario
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from tests.engine.helpers import gpt
 
 
@@ -32,7 +32,7 @@ def _predict(row):
 
 
 def test_megatron_table1_hardware_tflops(capsys):
-    cases = json.loads((SHARED / "reference/public-validation-cases.json").read_text())["throughput_cases"]["rows"]
+    cases = json.loads((DATA / "public-validation-cases.json").read_text())["throughput_cases"]["rows"]
     errors, lines = [], ["params  tp  pp  gpus  mbs  predicted  published   error"]
     for row in cases:
         mbs, est = _predict(row)

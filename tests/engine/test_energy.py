@@ -8,14 +8,14 @@ import pytest
 from engine.energy import co2_kg, embodied_kg, energy_kwh, grid_intensity, region_problem
 from engine.estimate import estimate
 from engine.scenario import ScenarioError
-from tests.conftest import ROOT, SHARED
+from tests.conftest import DATA, ROOT
 from tests.engine.helpers import parse
 
 CARBON = ROOT / "data" / "carbon"
 
 
 def _llama2_rows():
-    cases = json.loads((SHARED / "reference" / "public-validation-cases.json").read_text())["energy_cases"]
+    cases = json.loads((DATA / "public-validation-cases.json").read_text())["energy_cases"]
     return [dict(zip(cases["columns"], r)) for r in cases["rows"]]
 
 

@@ -9,7 +9,7 @@ import pytest
 from engine.estimate import estimate
 from engine.scenario import parse_scenario
 from engine.search import enumerate_layouts, explain, search, search_cluster, size_ladder
-from tests.conftest import ROOT, SHARED
+from tests.conftest import DATA, ROOT
 from tests.engine.helpers import gpt, scenario
 from tests.engine.test_accuracy import _predict
 
@@ -32,7 +32,7 @@ def assert_same_estimate(sc, row):
     assert single["fits"] == row["fits"]
 
 
-MEGATRON = json.loads((SHARED / "reference/public-validation-cases.json").read_text())["throughput_cases"]["rows"]
+MEGATRON = json.loads((DATA / "public-validation-cases.json").read_text())["throughput_cases"]["rows"]
 
 
 @pytest.mark.parametrize("case", MEGATRON, ids=[f"{r[0]}B" for r in MEGATRON])
