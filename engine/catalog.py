@@ -31,6 +31,13 @@ class PeakTflops(BaseModel):
     fp8: float | None = Field(default=None, gt=0)
 
 
+class AttentionRate(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fwd: float = Field(gt=0, description="fused attention forward, TFLOP/s, 16-bit")
+    bwd: float = Field(gt=0, description="fused attention backward, TFLOP/s, 16-bit")
+    note: str = Field(min_length=10, description="the measurement and its source")
+
+
 class Link(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     network: str
@@ -62,7 +69,9 @@ class Accelerator(BaseModel):
     gpus_per_node: int = Field(ge=1)
     network: Link
     matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8"], float | None]
+    attention_measured_tflops: AttentionRate | None = None
     matmul_efficiency_fallback: Fallback | None = None
+    sustained_fraction: Fallback | None = None
     matmul_measurement_note: str = ""
     device_note: str = ""
     sources: list[Source] = Field(min_length=1)
@@ -98,6 +107,7 @@ class Network(BaseModel):
     collective_efficiency: float = Field(gt=0, le=1)
     source: Source
     efficiency_note: str = ""
+    latency_note: str = ""
 
 
 class TrainingDefaults(BaseModel):
@@ -154,4 +164,6 @@ def load_catalog() -> Catalog:
             if link.network not in nets:
                 raise ValueError(f"data/accelerators.json: {acc.id} names unknown network {link.network!r}")
         acc.matmul_efficiency("bf16" if acc.peak("bf16") else "fp16")
+    if not any(a.sustained_fraction for a in accels.values()):
+        raise ValueError("data/accelerators.json: no accelerator carries a calibrated sustained_fraction")
     return Catalog(accelerators=accels, networks=nets, models=models)

@@ -1,12 +1,17 @@
-"""Collective communication times: alpha-beta model over a two-level topology (inside a node, across nodes).
+"""Collective communication times, dependent on message size and on how many ranks and nodes take part.
 
-A collective over n ranks moving S bytes costs steps*alpha + factor(n)*S/busbw with the ring factors of
-nccl-tests (doc/PERFORMANCE.md): 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and
-all-to-all. A group inside one node runs at the node link's achievable bus bandwidth; a group spanning
-nodes with k members per node is limited by min(node link, k x per-GPU network), since NCCL spreads
-rings over the k NICs (a node's NICs together carry the ring: 4x HDR per 8 A100 gives ~100 GB/s busbw,
-nccl-tests #119). All-reduce takes the faster of ring and (double binary) tree, whose latency grows with
-log2 n instead of n.
+time = latency(ranks, nodes) + factor(n) * bytes / bus bandwidth, with the ring factors of nccl-tests
+(doc/PERFORMANCE.md): 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter. The latency follows
+NCCL's own tuning model (src/graph/tuning.cc, NCCL 2.19, commit b647562): a ring collective pays a base latency plus
+one step latency per ring step, n-1 steps for all-gather/reduce-scatter and 2(n-1) for all-reduce, the steps that
+cross nodes at the network's step latency and the others at the scale-up link's; all-reduce can instead take the
+(double binary) tree, 2((n/nodes - 1) intra + log2(nodes) inter) steps at half the bus bandwidth. Small messages
+and large groups are therefore latency-bound: a 384-rank ring over 48 nodes costs ~1.8 ms before any byte moves.
+
+Bus bandwidth: a group inside one scale-up domain runs at that link's achievable bus bandwidth; a group spanning
+nodes with k members per node at min(scale-up link, k x per-GPU network), since NCCL spreads its rings over the k
+NICs (4x HDR per 8 A100 gives ~100 GB/s busbw, nccl-tests #119). All-to-all is different: every rank's data goes to
+every other rank, so the bytes for other nodes leave through the rank's own NIC, not the node's k NICs together.
 """
 from __future__ import annotations
 
@@ -17,36 +22,48 @@ from engine.hardware import Hardware
 
 def members_per_node(inner: np.ndarray, size: np.ndarray, gpus_per_node: int) -> np.ndarray:
     """Members of a group per node, for a group of `size` ranks at stride `inner` (ranks are packed tp-innermost)."""
-    return np.maximum(1, np.gcd(inner * size, gpus_per_node) // inner)
+    return np.maximum(1, np.minimum(size, np.gcd(inner * size, gpus_per_node) // inner))
 
 
-def _link(n, k, hw: Hardware):
+def _ring_bw(k, n, hw: Hardware):
     inside = n <= k
-    busbw = np.where(inside, hw.intra_busbw, np.minimum(hw.intra_busbw, k * hw.inter_busbw))
-    alpha = np.where(inside, hw.intra_latency_s, hw.inter_latency_s)
-    return busbw, alpha
+    return np.where(inside, hw.intra_busbw, np.minimum(hw.intra_busbw, k * hw.inter_busbw))
+
+
+def _ring_latency(steps_per_rank: int, n, k, hw: Hardware):
+    """NCCL tuning.cc ring latency: base + (steps - inter-node steps) x intra + inter-node steps x inter."""
+    nodes = np.maximum(1, np.ceil(n / k))
+    steps = steps_per_rank * (n - 1)
+    inter = steps_per_rank * (nodes - 1)
+    return hw.collective_base_latency_s + (steps - inter) * hw.intra_latency_s + inter * hw.inter_latency_s
 
 
 def all_reduce_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
-    busbw, alpha = _link(n, k, hw)
-    ring = 2 * (n - 1) * alpha + 2 * (n - 1) / n * nbytes / busbw
-    tree = 2 * np.ceil(np.log2(np.maximum(n, 2))) * alpha + 2 * nbytes / busbw
+    bw = _ring_bw(k, n, hw)
+    ring = _ring_latency(2, n, k, hw) + 2 * (n - 1) / n * nbytes / bw
+    nodes = np.maximum(1, np.ceil(n / k))
+    tree_latency = 2 * ((np.minimum(n, k) - 1) * hw.intra_latency_s + np.log2(nodes) * hw.inter_latency_s)
+    tree = hw.collective_base_latency_s + tree_latency + 2 * nbytes / bw
     return np.where(n > 1, np.minimum(ring, tree), 0.0)
 
 
 def all_gather_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
     """Also the time of a reduce-scatter of the same (total) size; nbytes is the gathered size."""
-    busbw, alpha = _link(n, k, hw)
-    return np.where(n > 1, (n - 1) * alpha + (n - 1) / n * nbytes / busbw, 0.0)
+    bw = _ring_bw(k, n, hw)
+    return np.where(n > 1, _ring_latency(1, n, k, hw) + (n - 1) / n * nbytes / bw, 0.0)
 
 
 reduce_scatter_s = all_gather_s
 
 
 def all_to_all_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
-    """nbytes is what one rank holds before the exchange; (n-1)/n of it leaves the rank."""
-    busbw, alpha = _link(n, k, hw)
-    return np.where(n > 1, (n - 1) * alpha + (n - 1) / n * nbytes / busbw, 0.0)
+    """nbytes is what one rank holds before the exchange; it keeps 1/n, sends (k-1)/n to ranks in its node over
+    the scale-up link and (n-k)/n to other nodes through its own network interface."""
+    k = np.minimum(k, n)
+    inside = nbytes * (k - 1) / n / hw.intra_busbw
+    outside = nbytes * (n - k) / n / hw.inter_busbw
+    latency = hw.collective_base_latency_s + np.where(n > k, hw.inter_latency_s, hw.intra_latency_s)
+    return np.where(n > 1, latency + np.maximum(inside, outside), 0.0)
 
 
 def send_recv_s(nbytes, crosses_node, hw: Hardware) -> np.ndarray:
@@ -54,3 +71,11 @@ def send_recv_s(nbytes, crosses_node, hw: Hardware) -> np.ndarray:
     bw = np.where(crosses_node, np.minimum(hw.intra_busbw, hw.inter_busbw), hw.intra_busbw)
     alpha = np.where(crosses_node, hw.inter_latency_s, hw.intra_latency_s)
     return alpha + nbytes / bw
+
+
+def overlapped_s(compute, comm, slowdown: float) -> tuple[np.ndarray, np.ndarray]:
+    """(window, exposed) seconds when `comm` runs concurrently with `compute`: the compute slows down by `slowdown`
+    while the collective runs beside it (its kernels take SMs and memory bandwidth), and whatever part of the
+    collective outlasts the compute is exposed. exposed = window - compute, the price of the communication."""
+    window = np.maximum(compute + slowdown * np.minimum(compute, comm), comm)
+    return window, window - compute

@@ -1,10 +1,12 @@
-"""Compute time of one micro-batch on one GPU, layer by layer, from the architecture (not from an assumed MFU).
+"""Compute time of one transformer layer for one micro-batch on one GPU, kernel by kernel, from the architecture and
+the layout (not from an assumed MFU).
 
-Each layer is a short list of kernels, timed by a roofline: weight matmuls at the accelerator's achievable
-matmul rate (peak x measured max-achievable-matmul efficiency), element-wise kernels (norms, residual and
-dropout, activation functions, softmax) at achievable memory bandwidth. Backward is 2x forward for matmuls
-(input and weight gradients) and for element-wise traffic; FlashAttention's backward is 2.5x its forward
-(Dao 2023, FlashAttention-2 sec. 3.2: it recomputes the scores).
+A layer is its weight matmuls (each timed by its own shape, engine.kernels.gemm_s: the projections, the MLP or the
+routed experts with the tokens each expert actually receives, the router), the attention core (fused
+FlashAttention at its forward and backward rates, or the materialised softmax of older stacks), element-wise
+kernels at achievable memory bandwidth (norms, residual adds and dropout, the activation function, MoE token
+permutation, FP8 casts), and a fixed cost per layer for the ~30 kernel launches and the gaps between them.
+Backward: input- and weight-gradient matmuls, FlashAttention's recomputing backward, twice the element-wise traffic.
 """
 from __future__ import annotations
 
@@ -13,10 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.hardware import Hardware
+from engine.kernels import flash_attention_s, gemm_s, linear_s, stream_s
 from engine.layouts import Layouts
 from engine.memory import bytes_per_element
 from engine.model import Shape
 from engine.scenario import Training
+
+# Fixed time per transformer layer and micro-batch in the forward pass (the backward pays twice): kernel launches
+# and the idle gaps between ~30 dependent kernels. Fitted on the public calibration set (Megatron-LM Table 1 and
+# the H100 weak-scaling table, docs/validation.md); it matters only where a layer's kernels are short.
+LAYER_FIXED_S = 60e-6
 
 
 @dataclass(frozen=True)
@@ -24,8 +32,41 @@ class LayerTimes:
     fwd: np.ndarray
     bwd: np.ndarray
     recompute: np.ndarray
+    matmul_fwd: np.ndarray   # the weight matmuls alone: what tensor-parallel communication can overlap with
+    matmul_bwd: np.ndarray
     attn_fwd: np.ndarray     # attention core alone: what context-parallel KV exchange can hide behind
     attn_bwd: np.ndarray
+
+
+def attention_keys(shape: Shape, seq_len: int) -> float:
+    """Keys a query attends to on average under the causal mask, over all layers (sliding or chunked windows
+    where the architecture has them): sum over positions i of min(i + 1, window) / seq_len."""
+    windows = getattr(shape, "attention_windows", None) or (None,) * shape.n_layers
+    total = 0.0
+    for w in windows:
+        if w is None or w >= seq_len:
+            total += (seq_len + 1) / 2
+        else:
+            total += w - w * (w - 1) / (2 * seq_len)
+    return total / len(windows)
+
+
+def _mlp_shapes(shape: Shape, lay: Layouts, tokens, moe: bool):
+    """(count, M, K, N) of the forward matmuls of the MLP part of a layer on one GPU."""
+    t = lay.tp
+    up = 2 if shape.gated else 1
+    if not moe:
+        f = shape.dense_ffn
+        return [(1, tokens, shape.hidden, up * f / t), (1, tokens, f / t, shape.hidden)]
+    et, ep = lay.etp, lay.ep
+    per_expert = tokens * shape.top_k * ep * et / (t * shape.n_experts)   # tokens each local expert receives
+    local = shape.n_experts / ep
+    f = shape.expert_ffn
+    out = [(local, per_expert, shape.hidden, up * f / et), (local, per_expert, f / et, shape.hidden),
+           (1, tokens / t, shape.hidden, shape.n_experts)]                 # router (sequence-parallel tokens)
+    if shape.shared_ffn:
+        out += [(1, tokens, shape.hidden, up * shape.shared_ffn / t), (1, tokens, shape.shared_ffn / t, shape.hidden)]
+    return out
 
 
 def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, moe: bool) -> LayerTimes:
@@ -33,61 +74,68 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     h, t, a, s = shape.hidden, lay.tp, shape.n_heads, training.seq_len
     tokens = lay.mbs * (s / lay.cp)
     flash = training.attention == "flash"
+    mm = lambda count, m, k, n: tuple(count * x for x in linear_s(m, k, n, hw.matmul_flops, hw.hbm_bytes_per_s,
+                                                                   hw.matmul_input_bytes))
+    out_proj = a * shape.v_head_dim
+    gemms = [(1, tokens, h, (shape.attn_params - out_proj * h) / h / t), (1, tokens, out_proj / t, h)]
+    gemms += _mlp_shapes(shape, lay, tokens, moe)
+    times = [mm(*g) for g in gemms]
+    matmul_fwd = sum(x[0] for x in times)
+    matmul_bwd = sum(x[1] for x in times)
 
-    if moe:
-        mlp_params = shape.top_k * shape.expert_params + shape.shared_expert_params
-        ffn = shape.top_k * shape.expert_ffn + shape.shared_ffn
-    else:
-        mlp_params, ffn = shape.dense_mlp_params, shape.dense_ffn
-    linear_fwd = tokens * 2.0 * (shape.attn_params + mlp_params) / t / hw.matmul_flops
-    if moe:
-        linear_fwd = linear_fwd + tokens * 2.0 * shape.router_params / hw.matmul_flops
-
-    # attention core: flash skips the masked half of the causal square; standard attention computes all of it and
-    # streams the s x s scores through HBM (QK^T write, softmax and dropout read/write, A.V read)
-    core_flops = tokens * shape.attn_core_flops_per_token(s) / t * (0.5 if flash else 1.0)
-    core_math = core_flops / hw.attention_flops
+    heads = a / t
     if flash:
-        attn_fwd, attn_bwd = core_math, 2.5 * core_math
+        keys = attention_keys(shape, s)
+        flops = tokens * heads * 2.0 * (shape.qk_head_dim + shape.v_head_dim) * keys
+        attn_fwd, attn_bwd = flash_attention_s(flops, np.minimum(2 * keys, s / lay.cp), hw.attention_fwd_flops,
+                                               hw.attention_bwd_flops)
     else:
-        scores = tokens * a * s / t
-        bmm = np.maximum(core_math, scores * 2 * e / hw.hbm_bytes_per_s)
-        softmax_dropout = scores * (2 * e + (2 * e + 1 if shape.dropout else 0)) / hw.hbm_bytes_per_s
-        attn_fwd = bmm + softmax_dropout
+        # materialised attention: per head, Q.K^T writes the s x s scores, softmax and dropout stream them, A.V reads
+        batch = lay.mbs * heads / lay.cp
+        qk = gemm_s(s, s, shape.qk_head_dim, hw.attention_flops, hw.hbm_bytes_per_s, 2.0)
+        av = gemm_s(s, shape.v_head_dim, s, hw.attention_flops, hw.hbm_bytes_per_s, 2.0)
+        scores = batch * s * s
+        softmax_dropout = stream_s(scores * (2 * e + (2 * e + 1 if shape.dropout else 0)), hw.hbm_bytes_per_s)
+        attn_fwd = batch * (qk + av) + softmax_dropout
         attn_bwd = 2 * attn_fwd
 
     # element-wise traffic per token: two norms (read+write), two residual adds (2 reads, write; + dropout mask),
     # the activation function (gelu: read+write f; swiglu: read 2f, write f), MoE token permutation
     sp_div = np.where(lay.sp, t, 1)
-    per_token = (2 * 2 * e * h + 2 * (3 * e + (1 if shape.dropout else 0)) * h) / sp_div + (3 if shape.gated else 2) * e * ffn / t
     if moe:
-        per_token = per_token + 4 * e * h * shape.top_k / t
-    if training.precision == "fp8":                        # casting each matmul input to fp8 (read 16-bit, write 8-bit)
-        per_token = per_token + (e + 1) * (3 * h + ffn) / t
-    elementwise_fwd = tokens * per_token / hw.hbm_bytes_per_s
+        ffn = shape.top_k * shape.expert_ffn * (lay.etp / t) + shape.shared_ffn / t
+    else:
+        ffn = shape.dense_ffn / t
+    per_token = (2 * 2 * e * h + 2 * (3 * e + (1 if shape.dropout else 0)) * h) / sp_div + (3 if shape.gated else 2) * e * ffn
+    if moe:
+        per_token = per_token + 4 * e * h * shape.top_k / t            # permute and un-permute the routed copies
+    if training.precision == "fp8":                                     # cast each matmul input (read 16-bit, write 8-bit)
+        per_token = per_token + (e + 1) * (3 * h / t + ffn)
+    elementwise_fwd = stream_s(tokens * per_token, hw.hbm_bytes_per_s)
 
-    fwd = linear_fwd + attn_fwd + elementwise_fwd
-    bwd = 2 * linear_fwd + attn_bwd + 2 * elementwise_fwd
+    fwd = matmul_fwd + attn_fwd + elementwise_fwd + LAYER_FIXED_S
+    bwd = matmul_bwd + attn_bwd + 2 * elementwise_fwd + 2 * LAYER_FIXED_S
     selective = attn_fwd if not flash else 0.0 * attn_fwd
     recompute = np.select([lay.rc == 0, lay.rc == 1], [0.0 * fwd, selective], fwd)
-    return LayerTimes(fwd=fwd, bwd=bwd, recompute=recompute, attn_fwd=attn_fwd, attn_bwd=attn_bwd)
+    return LayerTimes(fwd=fwd, bwd=bwd, recompute=recompute, matmul_fwd=matmul_fwd, matmul_bwd=matmul_bwd,
+                      attn_fwd=attn_fwd, attn_bwd=attn_bwd)
 
 
 def head_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts) -> tuple[np.ndarray, np.ndarray]:
     """Output projection and cross-entropy loss (last stage), forward and backward, one micro-batch."""
     e = bytes_per_element(training)["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
-    matmul = tokens * 2.0 * shape.hidden * shape.vocab / lay.tp / hw.matmul_flops
+    fwd, bwd = linear_s(tokens, shape.hidden, shape.vocab / lay.tp, hw.matmul_flops, hw.hbm_bytes_per_s, 2.0)
     # loss: read 16-bit logits, softmax in fp32 (write, read), write 16-bit gradient
-    loss = tokens * shape.vocab / lay.tp * (2 * e + 8) / hw.hbm_bytes_per_s
-    return matmul + loss / 2, 2 * matmul + loss / 2
+    loss = stream_s(tokens * shape.vocab / lay.tp * (2 * e + 8), hw.hbm_bytes_per_s)
+    return fwd + loss / 2, bwd + loss / 2
 
 
 def embedding_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts) -> tuple[np.ndarray, np.ndarray]:
     """Token-embedding gather (first stage) forward and its scatter-add backward, one micro-batch."""
     e = bytes_per_element(training)["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
-    gather = tokens * 2 * e * shape.hidden / hw.hbm_bytes_per_s
+    gather = stream_s(tokens * 2 * e * shape.hidden, hw.hbm_bytes_per_s)
     return gather, 2 * gather
 
 
@@ -99,17 +147,4 @@ def optimizer_step_s(local_params: np.ndarray, training: Training, hw: Hardware)
     master = 4.0
     copy = b["weight"] if training.precision != "fp32" else 0.0
     traffic = b["grad"] + 2 * (master + moments) + copy
-    return local_params * traffic / hw.hbm_bytes_per_s
-
-
-def flops_per_token(shape: Shape, training: Training, lay: Layouts) -> tuple[float, np.ndarray]:
-    """(model FLOPs, hardware FLOPs) per trained token. Model FLOPs are 3x the forward pass with the full attention
-    square (PaLM appendix B, Narayanan et al. 2021); hardware FLOPs add the recomputed forward work."""
-    s = training.seq_len
-    model = shape.model_flops_per_token(s)
-    layers_fwd = (shape.n_dense_layers * shape.layer_linear_flops_per_token(False)
-                  + shape.n_moe_layers * shape.layer_linear_flops_per_token(True)
-                  + shape.n_layers * shape.attn_core_flops_per_token(s))
-    attention_fwd = shape.n_layers * shape.attn_core_flops_per_token(s)
-    extra = np.select([lay.rc == 0, lay.rc == 1], [0.0, attention_fwd if training.attention == "standard" else 0.0], layers_fwd)
-    return model, model + extra
+    return stream_s(local_params * traffic, hw.hbm_bytes_per_s)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine import cost, energy, goodput
-from engine.compute import flops_per_token
+from engine.flops import CONVENTIONS, flops_per_token
 from engine.hardware import GIB, Hardware, resolve_hardware
 from engine.layouts import Layouts
 from engine.memory import memory_breakdown, staged_params
@@ -55,13 +55,17 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     out["fits"] = out["mem_total"] <= ctx.hw.memory_bytes
     st = step_time(ctx.shape, tr, ctx.hw, lay, ctx.n_gpus, staged)
     out.update(st)
-    model_tok, hw_tok = flops_per_token(ctx.shape, tr, lay)
+    flops = flops_per_token(ctx.shape, tr, lay)
     tokens_per_s = tr.global_batch_size * tr.seq_len / st["step_time_s"]
     out["tokens_per_s"] = tokens_per_s
-    out["model_tflops_per_gpu"] = model_tok * tokens_per_s / ctx.n_gpus / 1e12
-    out["hardware_tflops_per_gpu"] = hw_tok * tokens_per_s / ctx.n_gpus / 1e12
+    per_gpu = lambda key: flops[key] * tokens_per_s / ctx.n_gpus / 1e12
+    out["model_tflops_per_gpu"] = per_gpu("model_causal")
+    out["hardware_tflops_per_gpu"] = per_gpu("hardware_causal")
+    out["model_tflops_per_gpu_full_square"] = per_gpu("model_full_square")
+    out["hardware_tflops_per_gpu_full_square"] = per_gpu("hardware_full_square")
     out["mfu"] = out["model_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
     out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
+    out["mfu_full_square"] = out["model_tflops_per_gpu_full_square"] * 1e12 / ctx.hw.peak_flops
     out["train_s"] = tr.total_tokens / tokens_per_s
     out["gpu_hours"] = cost.gpu_hours(ctx.n_gpus, out["train_s"])
     out.update(run_figures(ctx, out["train_s"]))
@@ -106,6 +110,11 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
         "hardware_tflops_per_gpu": g("hardware_tflops_per_gpu"),
         "mfu": g("mfu"),
         "hfu": g("hfu"),
+        "model_tflops_per_gpu_full_square": g("model_tflops_per_gpu_full_square"),
+        "hardware_tflops_per_gpu_full_square": g("hardware_tflops_per_gpu_full_square"),
+        "mfu_full_square": g("mfu_full_square"),
+        "flop_convention": {"mfu": CONVENTIONS["causal"], "mfu_full_square": CONVENTIONS["full_square"],
+                            "hfu": "causal model FLOPs plus the recomputed forward work, over the dense peak"},
         "time_breakdown_s": {k: g(k) for k in BREAKDOWN},
         "train_days": g("train_s") / 86400,
         "gpu_hours": g("gpu_hours"),

@@ -11,11 +11,31 @@ GIB = 2**30
 # (seed 000 T14: H100 3.1 of 3.35 TB/s, MI300X 4.9 of 5.3; Deakin et al. 2018 BabelStream on V100 ~0.9).
 MEMORY_BW_EFFICIENCY = 0.90
 # Kernels inside a training step sustain less than the isolated best cases above: MAMF is the best shape of a sweep
-# on one idle GPU, STREAM the simplest memory kernel; a step runs the model's own shapes back to back, with launch
-# gaps, synchronisation and sustained power limits. One factor for all accelerators, set from published runs on
-# two generations: Narayanan et al. 2021 Table 1 (A100, 10 runs) and Llama 3 405B (H100, Llama Team 2024 Table 4,
-# out of sample: 420 predicted vs 430 TFLOP/s published at 8,192 GPUs). Calibrated measurements replace it.
-SUSTAINED_KERNEL_FRACTION = 0.80
+# on one idle GPU, STREAM the simplest memory kernel; a step runs the model's own shapes back to back under sustained
+# power limits (clocks drop), with launch gaps and synchronisation. Each accelerator's level is fitted on published
+# per-step throughput where such runs exist (catalog field sustained_fraction: A100 on Megatron-LM Table 1, H100 on
+# Megatron-LM's H100 weak-scaling table; scripts/calibrate_sustained.py prints the fit); an accelerator without one
+# takes the level of DEFAULT_SUSTAINED_FROM, the newest calibrated generation. Calibrated measurements replace it.
+DEFAULT_SUSTAINED_FROM = "H100-SXM5-80GB"
+
+
+def sustained_fraction(acc) -> tuple[float, str]:
+    """The accelerator's in-training level (fraction of its isolated best kernel rates) and where it comes from."""
+    if acc.sustained_fraction is not None:
+        return acc.sustained_fraction.value, acc.sustained_fraction.note
+    ref = load_catalog().accelerator(DEFAULT_SUSTAINED_FROM).sustained_fraction
+    return ref.value, f"no published per-step calibration for {acc.id}; the level of {DEFAULT_SUSTAINED_FROM} is assumed"
+
+
+# Base latency of one ring collective in the collective library's tuning model, Simple protocol (baseLat Ring):
+# NCCL 2.19 src/graph/tuning.cc @b6475625 8.4 us; RCCL src/graph/tuning.cc @0023b9b 27.9 us. Stacks without a
+# published model (Gaudi HCCL, XLA on TPU) take NCCL's figure.
+# Fused attention where the catalog has no measurement: the H100's cuDNN rates over its max achievable matmul
+# (Shah et al. 2024 Fig. 5-6: 600 forward, 516 backward, against 794.5 TFLOP/s bf16 matmul).
+FLASH_FWD_OF_MATMUL = 600.0 / 794.5
+FLASH_BWD_OF_MATMUL = 516.0 / 794.5
+COLLECTIVE_BASE_LATENCY_US = {"CUDA": 8.4, "ROCm": 27.9}
+COLLECTIVE_BASE_LATENCY_DEFAULT_US = 8.4
 
 
 @dataclass(frozen=True)
@@ -23,7 +43,9 @@ class Hardware:
     accelerator: str
     peak_flops: float              # dense peak of the training precision, FLOP/s (MFU denominator)
     matmul_flops: float            # achievable for the weight matmuls in the training precision
-    attention_flops: float         # achievable for attention (16-bit even in fp8 training)
+    attention_flops: float         # achievable for the 16-bit matmuls of materialised attention (16-bit even in fp8 training)
+    attention_fwd_flops: float     # achievable fused (Flash) attention forward, long sequences
+    attention_bwd_flops: float     # achievable fused attention backward
     hbm_bytes_per_s: float         # achievable memory bandwidth
     memory_bytes: float            # allocatable per device
     gpus_per_node: int
@@ -31,6 +53,8 @@ class Hardware:
     intra_latency_s: float
     inter_busbw: float             # achievable per GPU across nodes
     inter_latency_s: float
+    collective_base_latency_s: float  # fixed cost of one collective call (library launch and synchronisation)
+    matmul_input_bytes: float         # bytes per element of matmul inputs in the training precision
     provenance: dict = field(default_factory=dict, compare=False)
 
 
@@ -42,9 +66,17 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     attn_dtype = dtype if dtype != "fp8" else ("bf16" if acc.peak("bf16") else "fp16")
     eff, eff_note = acc.matmul_efficiency(dtype)
     attn_eff, _ = acc.matmul_efficiency(attn_dtype)
+    attn_matmul = acc.peak(attn_dtype) * 1e12 * attn_eff
+    measured = acc.attention_measured_tflops
+    if measured is not None and cl.matmul_efficiency is None:
+        flash_fwd, flash_bwd, flash_note = measured.fwd * 1e12, measured.bwd * 1e12, measured.note
+    else:
+        flash_fwd, flash_bwd = attn_matmul * FLASH_FWD_OF_MATMUL, attn_matmul * FLASH_BWD_OF_MATMUL
+        flash_note = "no published fused-attention rate: the H100's ratios to its matmul rate (cuDNN 600/516 of 794.5 TFLOP/s)"
     if cl.matmul_efficiency is not None:
         eff, eff_note = cl.matmul_efficiency, "given in the scenario (cluster.matmul_efficiency)"
         attn_eff = cl.matmul_efficiency
+    level, level_note = sustained_fraction(acc)
     intra_net, inter_net = cat.networks[acc.intra_node_link.network], cat.networks[acc.network.network]
     intra_line = cl.intra_node_bw_gbs or acc.intra_node_link.bandwidth_gbs
     inter_line = cl.inter_node_bw_gbs or acc.network.bandwidth_gbs
@@ -53,18 +85,23 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     return Hardware(
         accelerator=acc.id,
         peak_flops=acc.peak(dtype) * 1e12,
-        matmul_flops=acc.peak(dtype) * 1e12 * eff * SUSTAINED_KERNEL_FRACTION,
-        attention_flops=acc.peak(attn_dtype) * 1e12 * attn_eff * SUSTAINED_KERNEL_FRACTION,
-        hbm_bytes_per_s=acc.memory_bandwidth_gbs * 1e9 * MEMORY_BW_EFFICIENCY * SUSTAINED_KERNEL_FRACTION,
+        matmul_flops=acc.peak(dtype) * 1e12 * eff * level,
+        attention_flops=attn_matmul * level,
+        attention_fwd_flops=flash_fwd * level,
+        attention_bwd_flops=flash_bwd * level,
+        hbm_bytes_per_s=acc.memory_bandwidth_gbs * 1e9 * MEMORY_BW_EFFICIENCY * level,
         memory_bytes=acc.memory_gib * GIB,
         gpus_per_node=sc.gpus_per_node,
         intra_busbw=intra_bus * 1e9, intra_latency_s=intra_net.latency_us * 1e-6,
         inter_busbw=inter_bus * 1e9, inter_latency_s=inter_net.latency_us * 1e-6,
+        collective_base_latency_s=COLLECTIVE_BASE_LATENCY_US.get(acc.software_stack, COLLECTIVE_BASE_LATENCY_DEFAULT_US) * 1e-6,
+        matmul_input_bytes={"fp8": 1.0, "fp32": 4.0}.get(dtype, 2.0),
         provenance={
             "matmul_efficiency": round(eff, 4), "matmul_efficiency_source": eff_note,
             "intra_node": f"{intra_net.name}: {intra_line:g} GB/s line, {intra_bus:.1f} GB/s achievable bus bandwidth",
             "inter_node": f"{inter_net.name}: {inter_line:g} GB/s line per GPU, {inter_bus:.1f} GB/s achievable",
+            "attention": flash_note,
             "memory_bandwidth_efficiency": MEMORY_BW_EFFICIENCY,
-            "sustained_kernel_fraction": SUSTAINED_KERNEL_FRACTION,
+            "sustained_kernel_fraction": level, "sustained_kernel_fraction_source": level_note,
         },
     )

@@ -12,8 +12,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from engine.hardware import GIB
-from engine.layouts import Layouts, Stage, pipeline_stages
+from engine.layouts import Layouts
 from engine.model import Shape
+from engine.schedule import Stage, stages_of
 from engine.scenario import Training
 
 # CUDA/HIP context, cuBLAS workspaces and collective-library buffers that no tensor accounts for. Observed as
@@ -42,14 +43,22 @@ class StageParams:
     expert: np.ndarray
 
 
+def moe_layer_mask(shape: Shape) -> tuple[bool, ...]:
+    """True for each layer with routed experts (an MoE model's dense layers come first unless the architecture says
+    otherwise)."""
+    mask = getattr(shape, "moe_layer_mask", None)
+    return tuple(mask) if mask else (False,) * shape.n_dense_layers + (True,) * shape.n_moe_layers
+
+
 def staged_params(shape: Shape, lay: Layouts, micro_batches: np.ndarray) -> dict[str, StageParams]:
     """First, middle and last stage with their parameters, computed once for memory and step time."""
-    stages = pipeline_stages(shape.n_layers, shape.n_dense_layers, lay, micro_batches)
+    stages = stages_of(shape.n_layers, moe_layer_mask(shape), lay.pp, lay.v, lay.first, lay.last, micro_batches)
     return {name: StageParams(st, *stage_params(shape, lay, st)) for name, st in stages.items()}
 
 
 def stage_params(shape: Shape, lay: Layouts, st: Stage) -> tuple[np.ndarray, np.ndarray]:
-    """(non-expert, expert) parameters held by one GPU of a stage; TP splits matrices, EP splits experts."""
+    """(non-expert, expert) parameters held by one GPU of a stage; TP splits matrices, EP splits the experts and
+    expert tensor parallelism splits each expert."""
     t = lay.tp
     dense_layer = (shape.attn_params + shape.dense_mlp_params) / t + shape.norm_params
     moe_layer = (shape.attn_params + shape.shared_expert_params) / t + shape.norm_params + shape.router_params
@@ -58,8 +67,14 @@ def stage_params(shape: Shape, lay: Layouts, st: Stage) -> tuple[np.ndarray, np.
     head_matrix = np.where(st.embedding & shape.tied_embeddings, 0.0, shape.embedding_params / t)
     head = np.where(st.head, head_matrix + shape.hidden, 0.0)
     non_expert = st.dense * dense_layer + st.moe * moe_layer + embed + head
-    expert = st.moe * (shape.n_experts / lay.ep) * shape.expert_params / t if shape.n_moe_layers else 0.0 * non_expert
+    expert = st.moe * (shape.n_experts / lay.ep) * shape.expert_params / lay.etp if shape.n_moe_layers else 0.0 * non_expert
     return non_expert, expert
+
+
+def shard_groups(lay: Layouts) -> tuple[np.ndarray, np.ndarray]:
+    """(non-expert, expert) ZeRO shard group sizes: the shard group (all data-parallel ranks, or the HSDP group) and
+    the same share of the expert data-parallel ranks."""
+    return lay.shard, np.maximum(1, lay.expert_dp * lay.shard // lay.dp_group)
 
 
 def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: bool) -> np.ndarray:
@@ -92,8 +107,7 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts,
                      staged: dict[str, StageParams]) -> dict[str, dict[str, np.ndarray]]:
     """Bytes per GPU by component for the first, middle and last pipeline stage."""
     b = bytes_per_element(training)
-    dp_group = lay.dp * lay.cp                        # gradients and optimizer shard over data x context parallel ranks
-    expert_dp = dp_group / lay.ep
+    shard, expert_shard = shard_groups(lay)
     e = b["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
     act_dense = layer_activation_bytes(shape, training, lay, moe=False)
@@ -103,8 +117,9 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts,
     layer_params = (shape.attn_params + shape.dense_mlp_params) / lay.tp
     if shape.n_moe_layers:
         layer_params = np.maximum(layer_params, (shape.attn_params + shape.shared_expert_params) / lay.tp
-                                  + (shape.n_experts / lay.ep) * shape.expert_params / lay.tp)
-    zero3_gather = np.where(lay.zero >= 3, 2 * b["weight"] * layer_params, 0.0)   # current + prefetched layer
+                                  + (shape.n_experts / lay.ep) * shape.expert_params / lay.etp)
+    # ZeRO-3 holds the current and the prefetched layer's gathered weights (without resharding: the whole stage)
+    zero3_gather = np.where((lay.zero >= 3) & lay.reshard, 2 * b["weight"] * layer_params, 0.0)
     tp_buffer = np.where(lay.tp > 1, tokens * e * shape.hidden, 0.0)                 # all-gathered TP input
     pp_buffer = np.where(lay.pp > 1, 2 * tokens * e * shape.hidden / lay.tp, 0.0)    # pipeline send/recv
     comm = tp_buffer + pp_buffer + zero3_gather
@@ -113,8 +128,9 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts,
     for name, sp in staged.items():
         st, ne, ex = sp.stage, sp.non_expert, sp.expert
         local = ne + ex
-        sharded = ne / dp_group + ex / expert_dp if shape.n_moe_layers else ne / dp_group
-        weights = b["weight"] * np.where(lay.zero >= 3, sharded, local) + b["fp8_weight_cache"] * local
+        sharded = ne / shard + ex / expert_shard
+        gathered = (lay.zero >= 3) & lay.reshard
+        weights = b["weight"] * np.where(gathered, sharded, local) + b["fp8_weight_cache"] * local
         grads = b["grad"] * np.where(lay.zero >= 2, sharded, local)
         optimizer = b["optimizer"] * np.where(lay.zero >= 1, sharded, local)
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)

@@ -12,6 +12,7 @@ from engine.catalog import load_catalog
 from engine.cost import price_problems
 from engine.energy import region_problem
 from engine.model import ModelArch
+from engine.schedule import SplitError, stage_layers
 
 PRECISION_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "fp32"}
 
@@ -62,9 +63,28 @@ class Layout(BaseModel):
     ep: int = Field(default=1, ge=1, le=100_000)
     micro_batch_size: int = Field(default=1, ge=1, le=1_000_000)
     virtual_stages: int = Field(default=1, ge=1, le=10_000)
-    zero_stage: int = Field(default=0, ge=0, le=3)
+    zero_stage: int = Field(default=0, ge=0, le=3, description="ZeRO stage: 1 shards optimizer states, 2 also gradients, "
+                                                                 "3 also weights (FSDP) over the data-parallel ranks")
     sequence_parallel: bool = False
     recompute: Literal["none", "selective", "full"] = "none"
+    expert_tp: int | None = Field(default=None, ge=1, le=100_000, description=(
+        "tensor parallelism inside the MoE experts (Megatron-LM MoE parallel folding: expert groups span data-, "
+        "context- and tensor-parallel ranks, so ep may exceed dp); defaults to tp"))
+    first_stage_layers: int | None = Field(default=None, ge=0, le=10_000, description=(
+        "transformer layers on the first pipeline stage (Megatron-LM --decoder-first-pipeline-num-layers); the "
+        "embedding shares that stage; the other stages split the rest evenly"))
+    last_stage_layers: int | None = Field(default=None, ge=0, le=10_000, description=(
+        "transformer layers on the last pipeline stage, which also holds the output layer and the loss "
+        "(--decoder-last-pipeline-num-layers)"))
+    reshard_after_forward: bool = Field(default=True, description=(
+        "ZeRO-3/FSDP: free each layer's gathered weights after its forward and gather them again for the backward; "
+        "false keeps them to the end of the micro-batch's backward (FSDP without resharding, as Llama 3 ran)"))
+    shard_group: int | None = Field(default=None, ge=1, le=10_000_000, description=(
+        "hybrid sharding (HSDP): shard the ZeRO states within groups of this many data-parallel ranks and replicate "
+        "across groups; default: shard over every data-parallel rank"))
+    tp_comm_overlap: bool = Field(default=False, description=(
+        "overlap tensor-parallel collectives with the matmuls around them (Transformer Engine userbuffers); the "
+        "overlap is not free: the matmuls slow down while the collectives run"))
 
 
 class Site(BaseModel):
@@ -240,19 +260,26 @@ def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
         rest = lay.tp * lay.pp * lay.cp
         hint = f"; with tp={lay.tp}, pp={lay.pp}, cp={lay.cp} use dp={n // rest}" if n % rest == 0 else ""
         p.append(("layout.dp", f"tp*pp*dp*cp = {lay.tp}*{lay.pp}*{lay.dp}*{lay.cp} = {prod} but cluster.n_gpus = {n}{hint}"))
-    for field, value, what in (("n_heads", arch.n_heads, "attention heads"), ("n_kv_heads", arch.kv_heads, "key/value heads"),
-                               ("ffn_hidden_size", arch.ffn_hidden_size, "MLP width")):
+    dense_ffn = arch.dense_ffn_hidden_size or arch.ffn_hidden_size
+    widths = [("n_heads", arch.n_heads, "attention heads"), ("n_kv_heads", arch.kv_heads, "key/value heads")]
+    if not arch.is_moe or arch.n_dense_layers:
+        widths.append(("dense_ffn_hidden_size" if arch.is_moe else "ffn_hidden_size", dense_ffn, "MLP width"))
+    if arch.is_moe and arch.n_shared_experts:
+        widths.append(("n_shared_experts*ffn_hidden_size", arch.n_shared_experts * arch.ffn_hidden_size, "shared-expert width"))
+    for field, value, what in widths:
         if value % lay.tp:
-            valid = [d for d in divisors(arch.n_heads) if arch.kv_heads % d == 0 and arch.ffn_hidden_size % d == 0]
+            valid = [d for d in divisors(arch.n_heads) if all(v % d == 0 for _, v, _ in widths)]
             p.append(("layout.tp", f"tp={lay.tp} does not divide {field}={value} ({what}); valid tp: {_choices(valid)}"))
             break
-    chunks = lay.pp * lay.virtual_stages
-    if arch.n_layers % chunks:
-        field = "layout.virtual_stages" if lay.virtual_stages > 1 else "layout.pp"
-        p.append((field, f"n_layers={arch.n_layers} is not divisible by pp*virtual_stages = {lay.pp}*{lay.virtual_stages}; "
-                         f"pp*virtual_stages must be one of {_choices(divisors(arch.n_layers))}"))
-    if lay.virtual_stages > 1 and lay.pp == 1:
-        p.append(("layout.virtual_stages", "virtual_stages > 1 (interleaved schedule) needs pp > 1"))
+    try:
+        stage_layers(arch.n_layers, lay.pp, lay.virtual_stages, lay.first_stage_layers, lay.last_stage_layers)
+    except SplitError as err:
+        field = ("layout.virtual_stages" if lay.virtual_stages > 1 and "virtual" in str(err) else
+                 "layout.first_stage_layers" if lay.first_stage_layers is not None or lay.last_stage_layers is not None
+                 else "layout.pp")
+        hint = "" if lay.first_stage_layers is not None or lay.last_stage_layers is not None or lay.pp == 1 else \
+            f"; even splits: pp*virtual_stages one of {_choices(divisors(arch.n_layers))}"
+        p.append((field, f"n_layers={arch.n_layers}: {err}{hint}"))
     per_step = lay.dp * lay.micro_batch_size
     if tr.global_batch_size % per_step:
         valid = [b for b in divisors(max(1, tr.global_batch_size // lay.dp)) ] if tr.global_batch_size % lay.dp == 0 else []
@@ -260,13 +287,32 @@ def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
             f"; dp={lay.dp} does not divide the global batch at all"
         p.append(("layout.micro_batch_size", f"global_batch_size={tr.global_batch_size} is not divisible by "
                                              f"dp*micro_batch_size = {lay.dp}*{lay.micro_batch_size}{hint}"))
-    if lay.ep > 1:
+    expert_tp = lay.expert_tp or lay.tp
+    if lay.ep > 1 or lay.expert_tp is not None:
         if arch.n_experts == 1:
-            p.append(("layout.ep", "expert parallelism (ep > 1) needs an MoE model (n_experts > 1)"))
-        elif arch.n_experts % lay.ep:
-            p.append(("layout.ep", f"ep={lay.ep} does not divide n_experts={arch.n_experts}; valid ep: {_choices(divisors(arch.n_experts))}"))
-        if (lay.dp * lay.cp) % lay.ep:
-            p.append(("layout.ep", f"ep={lay.ep} must divide dp*cp = {lay.dp * lay.cp} (experts are spread over the data-parallel ranks)"))
+            p.append(("layout.ep" if lay.ep > 1 else "layout.expert_tp",
+                      "expert parallelism needs an MoE model (n_experts > 1)"))
+        else:
+            if arch.n_experts % lay.ep:
+                p.append(("layout.ep", f"ep={lay.ep} does not divide n_experts={arch.n_experts}; valid ep: "
+                                       f"{_choices(divisors(arch.n_experts))}"))
+            if arch.ffn_hidden_size % expert_tp:
+                p.append(("layout.expert_tp", f"expert_tp={expert_tp} does not divide the expert width "
+                                              f"ffn_hidden_size={arch.ffn_hidden_size}"))
+            ranks = lay.tp * lay.cp * lay.dp
+            if ranks % (lay.ep * expert_tp):
+                p.append(("layout.ep", f"ep*expert_tp = {lay.ep}*{expert_tp} must divide tp*cp*dp = {ranks} (expert "
+                                       "groups fold over the tensor-, context- and data-parallel ranks)"))
+    if lay.shard_group is not None:
+        if lay.zero_stage == 0:
+            p.append(("layout.shard_group", "a shard group needs zero_stage 1, 2 or 3"))
+        elif (lay.dp * lay.cp) % lay.shard_group:
+            p.append(("layout.shard_group", f"shard_group={lay.shard_group} must divide dp*cp = {lay.dp * lay.cp}; "
+                                            f"valid: {_choices(divisors(lay.dp * lay.cp))}"))
+    if not lay.reshard_after_forward and lay.zero_stage < 3:
+        p.append(("layout.reshard_after_forward", "keeping gathered weights (false) applies to zero_stage 3 only"))
+    if lay.tp_comm_overlap and (lay.tp == 1 or not lay.sequence_parallel):
+        p.append(("layout.tp_comm_overlap", "tensor-parallel overlap needs tp > 1 and sequence_parallel"))
     if lay.cp > 1 and tr.seq_len % lay.cp:
         p.append(("layout.cp", f"cp={lay.cp} does not divide seq_len={tr.seq_len}; valid cp: {_choices(divisors(tr.seq_len)[:20])}"))
     return p

@@ -10,51 +10,133 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.estimate import Context, context, evaluate, row
-from engine.layouts import RECOMPUTE, Layouts, violations
+from engine.catalog import load_catalog
+from engine.layouts import RECOMPUTE, Layouts
+from engine.schedule import SplitError, split_options, stage_layers
 from engine.scenario import Scenario, ScenarioError, divisors
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
-SPAN_REASON = "tp, cp or ep group would span nodes (allow_span_nodes to permit)"
+SPAN_REASON = "tensor-parallel group would span nodes (allow_span_nodes to permit)"
 MEMORY_REASON = "does not fit in accelerator memory"
+TP_REASON = "heads, KV heads or MLP width not divisible by tp"
+BATCH_REASON = "global batch not divisible by dp*micro_batch"
+SPLIT_REASON = "layers do not split into the pipeline stages"
 MIN_TOKENS_PER_CP_RANK = 512     # context parallelism finer than this is not enumerated
-MAX_CANDIDATES = 5_000_000       # ~20x the 405B-on-16,384-GPU search; bounds memory (~0.4 GB of layout arrays)
+MAX_CANDIDATES = 5_000_000       # bounds memory (~1 GB of layout arrays) and time
+HSDP_GROWTH = (1, 2, 4, 8)       # HSDP shard groups tried: one node's data-parallel ranks times these
 
 
-def enumerate_layouts(sc: Scenario, n_gpus: int) -> Layouts:
-    """The full candidate space for n_gpus: each (tp, cp, pp) whose product divides n_gpus, dp the rest, crossed with
-    every interleaving, expert-parallel size, micro-batch, ZeRO stage, sequence parallelism and recompute choice."""
+@dataclass(frozen=True)
+class Block:
+    """The enumerated choices for one (tp, cp, pp) and how many layouts they make."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    splits: list            # (first, last, v) with -1 for an even stage
+    mbs: list
+    experts: list           # (ep, expert_tp)
+    zero: list              # (zero stage, reshard after forward, shard group)
+    rc: list
+
+    @property
+    def count(self) -> int:
+        return len(self.splits) * len(self.mbs) * len(self.experts) * len(self.zero) * len(self.rc)
+
+
+def _zero_options(dp_group: int, tp: int, gpus_per_node: int) -> list[tuple[int, bool, int]]:
+    """ZeRO 0-3 over the whole data-parallel group, FSDP without resharding, and hybrid sharding (HSDP) over groups
+    of one or a few nodes' data-parallel ranks, replicated across groups."""
+    out = [(0, True, dp_group), (1, True, dp_group), (2, True, dp_group), (3, True, dp_group), (3, False, dp_group)]
+    per_node = max(1, gpus_per_node // tp)
+    for growth in HSDP_GROWTH:
+        group = per_node * growth
+        if 1 < group < dp_group and dp_group % group == 0:
+            out += [(1, True, group), (3, True, group)]
+    return out
+
+
+def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: bool, software_stack: str):
+    """(blocks of valid choices, rejected (tp, cp, pp) groups as (values, layouts, reason))."""
     arch, tr = sc.arch, sc.training
     divs = divisors(n_gpus)
+    dense_ffn = arch.dense_ffn_hidden_size or arch.ffn_hidden_size
+    tp_ffn = dense_ffn if (not arch.is_moe or arch.n_dense_layers) else 0
+    shared_ffn = arch.ffn_hidden_size * arch.n_shared_experts if arch.is_moe else 0
     tps = [d for d in divs if d <= arch.n_heads]
-    cps = [d for d in divs if d == 1 or tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK]
+    cps = [d for d in divs if d == 1 or tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK and tr.seq_len % d == 0]
     pps = [d for d in divs if d <= arch.n_layers]
-    mbss = divisors(tr.global_batch_size)
-    eps = [d for d in divs if arch.n_experts % d == 0] if arch.is_moe else [1]
     rcs = [0, 1, 2] if tr.attention == "standard" else [0, 2]   # flash attention already recomputes its scores
-    triples = [(t, c, p) for t in tps for c in cps for p in pps if n_gpus % (t * c * p) == 0]
-    per_triple = lambda t, p: (len([v for v in divisors(arch.n_layers) if p * v <= arch.n_layers]) if p > 1 else 1) \
-        * len(mbss) * len(eps) * 4 * (2 if t > 1 else 1) * len(rcs)
-    total = sum(per_triple(t, p) for t, _, p in triples)
-    if total > MAX_CANDIDATES:
-        raise ScenarioError([("cluster.n_gpus", f"{n_gpus:,} GPUs with a global batch of {tr.global_batch_size:,} give "
-                                                f"{total:,} layouts to try, over the search's limit of {MAX_CANDIDATES:,}; "
-                                                "choose a cluster size and batch with fewer divisors (powers of two)")])
-    blocks = []
-    for t, c, p in triples:
-        vs = [v for v in divisors(arch.n_layers) if p * v <= arch.n_layers] if p > 1 else [1]
-        sps = [False, True] if t > 1 else [False]
-        grid = np.array(np.meshgrid(vs, mbss, eps, [0, 1, 2, 3], sps, rcs, indexing="ij")).reshape(6, -1)
-        blocks.append(np.vstack([np.full((3, grid.shape[1]), [[t], [c], [p]]), grid]))
-    a = np.concatenate(blocks, axis=1)
-    tp, cp, pp = a[0], a[1], a[2]
-    return Layouts(tp=tp, pp=pp, dp=n_gpus // (tp * cp * pp), cp=cp, ep=a[5], mbs=a[4], v=a[3], zero=a[6],
-                   sp=a[7].astype(bool), rc=a[8])
+    batch_divs = divisors(tr.global_batch_size)
+    blocks, rejected = [], []
+    for t in tps:
+        for c in cps:
+            for p in pps:
+                if n_gpus % (t * c * p):
+                    continue
+                d = n_gpus // (t * c * p)
+                values = {"tp": t, "cp": c, "pp": p, "dp": d}
+                reason = None
+                if arch.n_heads % t or arch.kv_heads % t or tp_ffn % t or shared_ffn % t:
+                    reason = TP_REASON
+                elif tr.global_batch_size % d:
+                    reason = BATCH_REASON
+                elif not allow_span_nodes and (t > gpus_per_node or gpus_per_node % t):
+                    reason = SPAN_REASON
+                splits = [(-1 if f is None else f, -1 if l_ is None else l_, v)
+                          for f, l_ in split_options(arch.n_layers, p)
+                          for v in _virtual_stages(arch.n_layers, p, f, l_)]
+                if reason is None and not splits:
+                    reason = SPLIT_REASON
+                experts = [(1, t)]
+                if arch.is_moe:
+                    experts = [(e, et) for e in divisors(arch.n_experts) for et in sorted({1, t})
+                               if (t * c * d) % (e * et) == 0 and arch.ffn_hidden_size % et == 0]
+                block = Block(tp=t, cp=c, pp=p, dp=d, splits=splits or [(-1, -1, 1)],
+                              mbs=divisors(tr.global_batch_size // d) if reason is None else batch_divs,
+                              experts=experts, zero=_zero_options(d * c, t, gpus_per_node), rc=rcs)
+                if reason is None:
+                    blocks.append(block)
+                else:
+                    rejected.append((values, block.count, reason))
+    return blocks, rejected
 
 
-def span_violation(lay: Layouts, gpus_per_node: int) -> np.ndarray:
-    """True where a tensor-, context- or expert-parallel group would not sit inside one node."""
-    inside = lambda size: (size <= gpus_per_node) & (gpus_per_node % size == 0)
-    return ~(inside(lay.tp) & inside(lay.tp * lay.cp) & inside(lay.tp * lay.ep))
+def _virtual_stages(n_layers: int, pp: int, first, last) -> list[int]:
+    """Interleaving degrees the split allows (engine.schedule.stage_layers)."""
+    if pp == 1:
+        return [1]
+    try:
+        f, middle, last_n = stage_layers(n_layers, pp, 1, first, last)
+    except SplitError:
+        return []
+    reference = middle if pp > 2 else max(f, last_n)
+    return [v for v in divisors(reference) if v <= min(f, middle, last_n)]
+
+
+def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
+    cols = []
+    for b in blocks:
+        grid = np.array(np.meshgrid(np.arange(len(b.splits)), b.mbs, np.arange(len(b.experts)),
+                                    np.arange(len(b.zero)), b.rc, indexing="ij")).reshape(5, -1)
+        split = np.array(b.splits)[grid[0]]
+        expert = np.array(b.experts)[grid[2]]
+        zero = np.array(b.zero, dtype=np.int64)[grid[3]]
+        n = grid.shape[1]
+        const = lambda value: np.full(n, value, dtype=np.int64)
+        cols.append(np.stack([const(b.tp), const(b.pp), const(b.dp), const(b.cp), expert[:, 0], grid[1], split[:, 2],
+                              zero[:, 0], const(b.tp > 1), grid[4], expert[:, 1], split[:, 0], split[:, 1], zero[:, 1],
+                              zero[:, 2], const(tp_overlap and b.tp > 1)]))
+    a = np.concatenate(cols, axis=1) if cols else np.zeros((16, 0), dtype=np.int64)
+    return Layouts(tp=a[0], pp=a[1], dp=a[2], cp=a[3], ep=a[4], mbs=a[5], v=a[6], zero=a[7], sp=a[8].astype(bool),
+                   rc=a[9], etp=a[10], first=a[11], last=a[12], reshard=a[13].astype(bool), shard=a[14],
+                   tpo=a[15].astype(bool))
+
+
+def enumerate_layouts(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False) -> Layouts:
+    """Every layout for n_gpus that the rules allow (see search_cluster)."""
+    return search_cluster(sc, n_gpus, allow_span_nodes, evaluate_model=False).layouts
 
 
 def _scenario_for(sc: Scenario, n_gpus: int) -> Scenario:
@@ -72,45 +154,68 @@ def _objective(ev: dict, objective: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ClusterSearch:
-    """Every enumerated layout for one cluster size, why each was rejected, and the evaluation of the valid ones."""
+    """Every layout the rules allow for one cluster size, evaluated, and what the rules rejected (counted by group:
+    a (tp, cp, pp) that breaks a rule rejects every layout built on it)."""
 
     ctx: Context
-    layouts: Layouts          # all enumerated candidates
-    reason: np.ndarray        # index into `reasons` of the first rule broken, or -1 when feasible
+    layouts: Layouts          # every candidate that passed the rules (all went through the memory/time model)
+    reason: np.ndarray        # index into `reasons` (MEMORY_REASON) where a candidate does not fit, -1 where it does
     reasons: list[str]
-    valid: np.ndarray         # indices (into layouts) of the candidates that went through the memory/time model
-    ev: dict                  # evaluation of layouts.take(valid)
+    ev: dict                  # evaluation of `layouts`
+    rejected_groups: list     # ({"tp", "cp", "pp", "dp"}, layouts, reason) rejected before evaluation
+
+    @property
+    def valid(self) -> np.ndarray:
+        return np.arange(len(self.layouts))
 
     @property
     def valid_layouts(self) -> Layouts:
-        return self.layouts.take(self.valid)
+        return self.layouts
 
     @property
     def feasible(self) -> np.ndarray:
-        return self.ev["fits"] if len(self.valid) else np.zeros(0, bool)
+        return self.ev["fits"] if len(self.layouts) and self.ev else np.zeros(len(self.layouts), bool)
 
-    def rejected(self, mask: np.ndarray | None = None) -> dict[str, int]:
+    @property
+    def candidates(self) -> int:
+        return len(self.layouts) + sum(count for _, count, _ in self.rejected_groups)
+
+    def rejected(self, mask: np.ndarray | None = None, fixed: dict | None = None) -> dict[str, int]:
+        """Rejections by reason, among the layouts selected by mask (and groups matching the fixed values)."""
         codes = self.reason if mask is None else self.reason[mask]
-        counts = np.bincount(codes[codes >= 0], minlength=len(self.reasons))
-        return {r: int(c) for r, c in zip(self.reasons, counts) if c}
+        out = {r: int(c) for r, c in zip(self.reasons, np.bincount(codes[codes >= 0], minlength=len(self.reasons))) if c}
+        for values, count, reason in self.rejected_groups:
+            if fixed and any(k in values and values[k] != v for k, v in fixed.items()):
+                continue
+            if fixed and any(k not in values for k in fixed):
+                continue
+            out[reason] = out.get(reason, 0) + count
+        return out
 
 
-def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False) -> ClusterSearch:
-    """Enumerate all layouts for one cluster size, check the rules, and evaluate memory and time of the valid ones."""
+def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, evaluate_model: bool = True) -> ClusterSearch:
+    """Enumerate the layouts the rules allow for one cluster size and evaluate their memory and time. The rules are
+    applied per dimension before the product is built (tensor parallelism divides the heads and widths, data
+    parallelism the batch, the layers split into the pipeline stages and virtual stages, the experts into expert
+    groups), so only valid layouts are built; dominated choices are not enumerated (sequence parallelism is on
+    wherever tp > 1, and tensor-parallel overlap wherever the software stack has it)."""
     scn = _scenario_for(sc, n_gpus)
     ctx = context(scn)
-    lay = enumerate_layouts(scn, n_gpus)
-    rules = violations(scn.arch, scn.training, n_gpus, lay)
-    rules[SPAN_REASON] = np.zeros(len(lay), bool) if allow_span_nodes else span_violation(lay, ctx.hw.gpus_per_node)
-    reasons = list(rules) + [MEMORY_REASON]
+    acc = load_catalog().accelerator(scn.cluster.accelerator)
+    blocks, rejected = _blocks(scn, n_gpus, ctx.hw.gpus_per_node, allow_span_nodes, acc.software_stack)
+    total = sum(b.count for b in blocks) + sum(count for _, count, _ in rejected)
+    if total > MAX_CANDIDATES:
+        raise ScenarioError([("cluster.n_gpus", f"{n_gpus:,} GPUs with a global batch of {scn.training.global_batch_size:,} "
+                                                f"give {total:,} layouts to try, over the search's limit of "
+                                                f"{MAX_CANDIDATES:,}; choose a cluster size and batch with fewer "
+                                                "divisors (powers of two)")])
+    lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA")
+    reasons = [MEMORY_REASON]
+    ev = evaluate(ctx, lay) if evaluate_model and len(lay) else {}
     reason = np.full(len(lay), -1)
-    for code, bad in enumerate(rules.values()):
-        reason[(reason < 0) & bad] = code
-    valid = np.flatnonzero(reason < 0)
-    ev = evaluate(ctx, lay.take(valid)) if len(valid) else {}
-    if len(valid):
-        reason[valid[~ev["fits"]]] = len(reasons) - 1
-    return ClusterSearch(ctx=ctx, layouts=lay, reason=reason, reasons=reasons, valid=valid, ev=ev)
+    if ev:
+        reason[~ev["fits"]] = 0
+    return ClusterSearch(ctx=ctx, layouts=lay, reason=reason, reasons=reasons, ev=ev, rejected_groups=rejected)
 
 
 def _best(cs: ClusterSearch, objective: str, k: int, mask: np.ndarray | None = None) -> np.ndarray:
@@ -124,7 +229,13 @@ def _best(cs: ClusterSearch, objective: str, k: int, mask: np.ndarray | None = N
 
 
 DIMENSIONS = {"tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "dp": "dp", "zero_stage": "zero",
-              "micro_batch_size": "mbs", "virtual_stages": "v", "sequence_parallel": "sp", "recompute": "rc"}
+              "micro_batch_size": "mbs", "virtual_stages": "v", "sequence_parallel": "sp", "recompute": "rc",
+              "expert_tp": "etp"}
+GROUP_DIMENSIONS = ("tp", "cp", "pp", "dp")     # the dimensions whose rejected groups are counted arithmetically
+
+
+def _value(name: str, value):
+    return RECOMPUTE.index(value) if name == "recompute" else value
 
 
 def explain(cs: ClusterSearch, objective: str = "time", **fixed) -> dict:
@@ -133,33 +244,43 @@ def explain(cs: ClusterSearch, objective: str = "time", **fixed) -> dict:
     for name, value in fixed.items():
         if name not in DIMENSIONS:
             raise ScenarioError([(name, f"unknown layout dimension; choose from {', '.join(DIMENSIONS)}")])
-        if name == "recompute":
-            value = RECOMPUTE.index(value)
-        mask &= getattr(cs.layouts, DIMENSIONS[name]) == value
-    out = {"candidates": int(mask.sum()), "feasible": int((cs.reason[mask] < 0).sum()), "rejected": cs.rejected(mask)}
+        mask &= getattr(cs.layouts, DIMENSIONS[name]) == _value(name, value)
+    groups = {k: _value(k, v) for k, v in fixed.items()}
+    rejected = cs.rejected(mask, fixed=groups if set(groups) <= set(GROUP_DIMENSIONS) else {"none": -1})
+    out = {"candidates": int(mask.sum()) + sum(rejected.get(r, 0) for r in rejected if r != MEMORY_REASON),
+           "feasible": int((cs.reason[mask] < 0).sum()), "rejected": rejected}
     if out["candidates"] == 0:
         out["note"] = "no candidate has these values: they do not divide the cluster or are outside the enumerated space"
-    best = _best(cs, objective, 1, mask[cs.valid])
+    best = _best(cs, objective, 1, mask)
     if len(best):
-        out["best"] = row(cs.ctx, cs.ev, cs.valid_layouts, int(best[0]))
+        out["best"] = row(cs.ctx, cs.ev, cs.layouts, int(best[0]))
     return out
 
 
 def _by_dimension(cs: ClusterSearch, objective: str) -> dict:
-    """For every value of every dimension: candidates, feasible, best objective value and rejection reasons."""
-    score = np.full(len(cs.layouts), np.inf)
-    if len(cs.valid):
-        score[cs.valid] = np.where(cs.feasible, _objective(cs.ev, objective), np.inf)
+    """For every value of every dimension: candidates, feasible, best objective value and rejection reasons
+    (one pass per dimension over the evaluated layouts, plus the rejected groups)."""
+    score = np.where(cs.feasible, _objective(cs.ev, objective), np.inf) if len(cs.layouts) else np.zeros(0)
     out = {}
     for name, attr in DIMENSIONS.items():
-        values = getattr(cs.layouts, attr)
+        values, inverse = np.unique(getattr(cs.layouts, attr), return_inverse=True)
+        inverse = inverse.reshape(-1)
+        count = np.bincount(inverse, minlength=len(values))
+        fits = np.bincount(inverse, weights=cs.reason < 0, minlength=len(values))
+        best = np.full(len(values), np.inf)
+        np.minimum.at(best, inverse, score)
         rows = {}
-        for value in np.unique(values):
-            sel = values == value
-            best = float(score[sel].min())
+        for j, value in enumerate(values):
             key = RECOMPUTE[int(value)] if name == "recompute" else (bool(value) if name == "sequence_parallel" else int(value))
-            rows[str(key)] = {"candidates": int(sel.sum()), "feasible": int((cs.reason[sel] < 0).sum()),
-                              "best": best if np.isfinite(best) else None, "rejected": cs.rejected(sel)}
+            memory = int(count[j] - fits[j])
+            rows[str(key)] = {"candidates": int(count[j]), "feasible": int(fits[j]),
+                              "best": float(best[j]) if np.isfinite(best[j]) else None,
+                              "rejected": {MEMORY_REASON: memory} if memory else {}}
+        if name in GROUP_DIMENSIONS:
+            for values_, n, reason in cs.rejected_groups:
+                r = rows.setdefault(str(values_[name]), {"candidates": 0, "feasible": 0, "best": None, "rejected": {}})
+                r["candidates"] += n
+                r["rejected"][reason] = r["rejected"].get(reason, 0) + n
         out[name] = rows
     return out
 
@@ -173,7 +294,7 @@ def size_ladder(max_gpus: int = 1 << 20) -> list[int]:
 
 def _best_row(cs: ClusterSearch, objective: str) -> dict | None:
     idx = _best(cs, objective, 1)
-    return row(cs.ctx, cs.ev, cs.valid_layouts, int(idx[0])) if len(idx) else None
+    return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
 
 
 def search(sc: Scenario, top: int = 10, objective: str = "time", deadline_days: float | None = None,
@@ -192,12 +313,12 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", deadline_days: 
     if missing:
         raise ScenarioError([("objective", f"cannot rank by {objective}: {missing}")])
     best = _best(cs, objective, top)
-    rows = [row(cs.ctx, cs.ev, cs.valid_layouts, int(i)) for i in best]
+    rows = [row(cs.ctx, cs.ev, cs.layouts, int(i)) for i in best]
     out = {
         "n_gpus": n,
         "objective": objective,
-        "candidates_evaluated": len(cs.layouts),
-        "model_evaluated": len(cs.valid),
+        "candidates_evaluated": cs.candidates,
+        "model_evaluated": len(cs.layouts),
         "feasible": int(cs.feasible.sum()),
         "best": rows,
         "rejected": cs.rejected(),

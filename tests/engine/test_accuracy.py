@@ -36,7 +36,7 @@ def test_megatron_table1_hardware_tflops(capsys):
     errors, lines = [], ["params  tp  pp  gpus  mbs  predicted  published   error"]
     for row in cases:
         mbs, est = _predict(row)
-        pred, pub = est["hardware_tflops_per_gpu"], row[8]
+        pred, pub = est["hardware_tflops_per_gpu_full_square"], row[8]
         errors.append(abs(pred / pub - 1))
         lines.append(f"{row[0]:6.1f}B {row[4]:3d} {row[5]:3d} {row[6]:5d} {mbs:4d} {pred:9.1f} {pub:10.0f} {pred / pub - 1:+8.1%}")
     lines.append(f"median |error| {statistics.median(errors):.1%}, worst {max(errors):.1%}")

@@ -54,10 +54,11 @@ def test_an_edit_of_the_layout_itself_is_never_repaired_but_flagged_at_its_field
 
 
 def test_problems_elsewhere_are_shown_at_the_edited_field_naming_their_own():
-    edit = apply_edit(default_scenario(), "training.global_batch_size", 1023)
+    # 1,000 = 2^3 x 5^3 GPUs: a power-of-two batch leaves dp = 1 or 2 and 125 stages for 80 layers
+    edit = apply_edit(default_scenario(), "cluster.n_gpus", 1000)
     assert edit.scenario is None
-    assert all(f == "training.global_batch_size" for f, _ in edit.problems)
-    assert any(m.startswith("layout.micro_batch_size:") for _, m in edit.problems)
+    assert all(f == "cluster.n_gpus" for f, _ in edit.problems)
+    assert any(m.startswith("layout.dp:") for _, m in edit.problems)
 
 
 def test_a_new_accelerator_clears_measurements_and_falls_back_to_a_supported_precision():

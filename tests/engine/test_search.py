@@ -8,6 +8,7 @@ import pytest
 
 from engine.estimate import estimate
 from engine.scenario import parse_scenario
+from engine.schedule import stage_layers
 from engine.search import enumerate_layouts, explain, search, search_cluster, size_ladder
 from tests.conftest import DATA, ROOT
 from tests.engine.helpers import gpt, scenario
@@ -81,10 +82,11 @@ def test_candidates_satisfy_every_rule_and_counts_add_up():
         lo = r["layout"]
         assert lo["tp"] * lo["pp"] * lo["dp"] * lo["cp"] == 64
         assert arch.n_heads % lo["tp"] == 0 and arch.kv_heads % lo["tp"] == 0
-        assert arch.n_layers % (lo["pp"] * lo["virtual_stages"]) == 0
+        stage_layers(arch.n_layers, lo["pp"], lo["virtual_stages"], lo["first_stage_layers"], lo["last_stage_layers"])
         assert sc.training.global_batch_size % (lo["dp"] * lo["micro_batch_size"]) == 0
-        assert arch.n_experts % lo["ep"] == 0 and (lo["dp"] * lo["cp"]) % lo["ep"] == 0
-        assert lo["tp"] * lo["cp"] <= 8 and lo["tp"] * lo["ep"] <= 8      # groups stay inside an 8-GPU node
+        etp = lo["expert_tp"] or lo["tp"]          # MoE parallel folding: expert groups over tp x cp x dp ranks
+        assert arch.n_experts % lo["ep"] == 0 and (lo["tp"] * lo["dp"] * lo["cp"]) % (lo["ep"] * etp) == 0
+        assert lo["tp"] <= 8                       # tensor parallelism stays inside an 8-GPU node
         assert r["fits"]
     times = [r["train_days"] for r in out["best"]]
     assert times == sorted(times)
@@ -108,7 +110,7 @@ def test_why_not_tp16():
     assert set(why["rejected"]) == {"heads, KV heads or MLP width not divisible by tp"}
     spanning = explain(search_cluster(parse_scenario(scenario(**{"model.preset": "gpt3-175b", "cluster.n_gpus": 256,
                                                                  "layout": None})), 256), tp=16)
-    assert "tp, cp or ep group would span nodes (allow_span_nodes to permit)" in spanning["rejected"]
+    assert "tensor-parallel group would span nodes (allow_span_nodes to permit)" in spanning["rejected"]
     ok = explain(cs, tp=8, pp=4)
     assert ok["feasible"] > 0 and ok["best"]["layout"]["tp"] == 8 and ok["best"]["layout"]["pp"] == 4
 
@@ -155,7 +157,7 @@ def test_size_ladder():
 def test_enumeration_covers_every_dimension():
     sc = parse_scenario(scenario(**{"model.preset": "mixtral-8x7b", "cluster.n_gpus": 16, "layout": None}))
     lay = enumerate_layouts(sc, 16)
-    assert set(np.unique(lay.tp)) == {1, 2, 4, 8, 16}
+    assert set(np.unique(lay.tp)) == {1, 2, 4, 8}                 # tp=16 would span two 8-GPU nodes
     assert set(np.unique(lay.ep)) == {1, 2, 4, 8}
     assert set(np.unique(lay.zero)) == {0, 1, 2, 3} and set(np.unique(lay.sp)) == {False, True}
     assert (lay.tp * lay.pp * lay.cp * lay.dp == 16).all()

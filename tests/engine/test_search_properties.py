@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 
 from engine.catalog import load_catalog
 from engine.scenario import PRECISION_DTYPE, parse_scenario
-from engine.search import search, search_cluster, span_violation
+from engine.schedule import stage_layers
+from engine.search import search, search_cluster
 from tests.engine.test_search import assert_same_estimate
 
 
@@ -42,17 +43,19 @@ def test_returned_layouts_obey_rules_fit_and_match_the_single_estimate(sc, allow
     for r in out["best"]:
         lo = r["layout"]
         assert lo["tp"] * lo["pp"] * lo["dp"] * lo["cp"] == n
-        assert arch.n_heads % lo["tp"] == 0 and arch.kv_heads % lo["tp"] == 0 and arch.ffn_hidden_size % lo["tp"] == 0
-        assert arch.n_layers % (lo["pp"] * lo["virtual_stages"]) == 0
+        assert arch.n_heads % lo["tp"] == 0 and arch.kv_heads % lo["tp"] == 0
+        stage_layers(arch.n_layers, lo["pp"], lo["virtual_stages"], lo["first_stage_layers"], lo["last_stage_layers"])
         assert tr.global_batch_size % (lo["dp"] * lo["micro_batch_size"]) == 0
-        assert arch.n_experts % lo["ep"] == 0 and (lo["dp"] * lo["cp"]) % lo["ep"] == 0
+        etp = lo["expert_tp"] or lo["tp"]
+        assert arch.n_experts % lo["ep"] == 0 and (lo["tp"] * lo["dp"] * lo["cp"]) % (lo["ep"] * etp) == 0
         assert tr.seq_len % lo["cp"] == 0
         assert r["fits"] and r["memory_gib"]["total"] <= r["memory_capacity_gib"]
         assert r["step_time_s"] > 0 and np.isfinite(r["train_days"])
         assert_same_estimate(sc, r)
     if not allow_span:
         cs = search_cluster(sc, n)
-        assert not span_violation(cs.valid_layouts, cs.ctx.hw.gpus_per_node).any()
+        g = cs.ctx.hw.gpus_per_node
+        assert ((cs.layouts.tp <= g) & (g % cs.layouts.tp == 0)).all()      # tensor parallelism stays in a node
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,47 @@
+"""FLOPs per trained token, in the conventions published runs report.
+
+- Model FLOPs, causal (what MFU means here): 3x the forward pass (Kaplan et al. 2020: backward = 2x forward), weight
+  matmuls at 2 FLOPs per weight, logits included, and the attention core counted over the keys each query really
+  attends to under the causal mask, about half the s x s square (current Megatron-LM, training.py
+  num_floating_point_operations since 2025; windowed layers count their window).
+- Model FLOPs, full square (PaLM appendix B; Narayanan et al. 2021 eq. 3; Megatron-LM's count in 2024): the same
+  with every query attending to all s keys. Published MFU of 2021-2024 runs (Megatron-LM Table 1, its H100
+  weak-scaling table, Llama 3) uses this count, which exceeds the work a causal kernel does.
+- Hardware FLOPs (HFU): model FLOPs plus the forward work recomputed in the backward pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.compute import attention_keys
+from engine.layouts import Layouts
+from engine.model import Shape
+from engine.scenario import Training
+
+CONVENTIONS = {
+    "causal": "causal attention counted as computed (about half the square), as current Megatron-LM counts",
+    "full_square": "attention counted over the full s x s square (PaLM, Megatron-LM until 2024)",
+}
+
+
+def _forward(shape: Shape, keys: float) -> tuple[float, float]:
+    """(forward FLOPs per token of the whole model, of its attention core) with `keys` keys per query."""
+    attention = shape.n_layers * 2.0 * shape.n_heads * (shape.qk_head_dim + shape.v_head_dim) * keys
+    linear = (shape.n_dense_layers * shape.layer_linear_flops_per_token(False)
+              + shape.n_moe_layers * shape.layer_linear_flops_per_token(True)
+              + 2.0 * shape.hidden * shape.vocab)
+    return linear + attention, attention
+
+
+def flops_per_token(shape: Shape, training: Training, lay: Layouts) -> dict[str, np.ndarray | float]:
+    """Model and hardware FLOPs per trained token in both attention conventions (keys of CONVENTIONS)."""
+    s = training.seq_len
+    out: dict[str, np.ndarray | float] = {}
+    for name, keys in (("causal", attention_keys(shape, s)), ("full_square", float(s))):
+        fwd, attention = _forward(shape, keys)
+        layers = fwd - 2.0 * shape.hidden * shape.vocab
+        recomputed = np.select([lay.rc == 0, lay.rc == 1], [0.0, attention if training.attention == "standard" else 0.0],
+                               layers)
+        out[f"model_{name}"] = 3.0 * fwd
+        out[f"hardware_{name}"] = 3.0 * fwd + recomputed
+    return out

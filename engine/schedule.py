@@ -1,0 +1,167 @@
+"""Pipeline schedules: how layers split into stages, what each stage holds, and how long a step of m micro-batches
+takes on p stages with v virtual stages (chunks) per GPU.
+
+Time (1F1B and interleaved 1F1B, Narayanan et al. 2021 sec. 2.2): one micro-batch passes v*p chunks. With m >= p
+micro-batches every GPU works m*v chunk-slots and the warm-up and cool-down add p-1 slots of idle time, which is the
+familiar bubble (p-1)/v of a stage's micro-batch time. With m < p there are too few micro-batches to fill the
+pipeline: each of the v rounds a micro-batch makes through the p stages keeps every GPU idle for p-m slots, so a
+step takes v*p + m - 1 slots; both cases are v*max(m, p) + min(m, p) - 1 slots (m = 1: v*p slots, each GPU busy v).
+Interleaving multiplies the stage-boundary crossings by v; each slot carries one activation forward and one
+gradient backward.
+
+Stages (Megatron-LM): the layers split evenly, or the first and last stage take a given number of transformer
+layers (--decoder-first/last-pipeline-num-layers; the embedding shares the first stage, the output layer and loss
+the last) and the other stages split the rest evenly. v divides the middle stages' layers, so their chunks are
+equal, and a first or last stage a layer or two short has a chunk or two a layer short (Llama 3 405B ran
+interleaved with 7 layers on its first and last stages and 8 on the others).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class SplitError(ValueError):
+    """A pipeline split that cannot be built; the message says why and names the fields."""
+
+
+def stage_layers(n_layers: int, pp: int, v: int = 1, first: int | None = None,
+                 last: int | None = None) -> tuple[int, int, int]:
+    """(first, middle, last) transformer layers per stage; raises SplitError with a reason a planner can act on."""
+    if pp == 1:
+        if v > 1:
+            raise SplitError("virtual_stages > 1 (interleaved schedule) needs pp > 1")
+        if first not in (None, n_layers) or last not in (None, n_layers):
+            raise SplitError("first_stage_layers / last_stage_layers need pp > 1")
+        return n_layers, n_layers, n_layers
+    given = [x for x in (first, last) if x is not None]
+    rest = n_layers - sum(given)
+    others = pp - len(given)
+    if rest < 0:
+        raise SplitError(f"first_stage_layers + last_stage_layers = {sum(given)} exceeds n_layers = {n_layers}")
+    if others == 0:
+        if rest:
+            raise SplitError(f"with pp=2 the first and last stage hold every layer: first_stage_layers + "
+                             f"last_stage_layers must be {n_layers}, not {sum(given)}")
+        each = 0
+    elif rest % others:
+        raise SplitError(f"{rest} layers do not split evenly over the {others} other pipeline stages"
+                         + ("" if given else f"; n_layers={n_layers} is not divisible by pp={pp} (set "
+                                             "first_stage_layers/last_stage_layers for an uneven split)"))
+    else:
+        each = rest // others
+    f = first if first is not None else each
+    l_ = last if last is not None else each
+    if pp > 2 and each < 1:
+        raise SplitError(f"the middle pipeline stages would hold no layers ({rest} layers for {others} stages)")
+    counts = (f, l_) + ((each,) if pp > 2 else ())
+    reference = each if pp > 2 else max(f, l_)
+    if v > 1 and (min(counts) < v or reference % v):
+        raise SplitError(f"virtual_stages={v} must divide the layers of the {'middle' if pp > 2 else 'larger'} "
+                         f"stages and no stage may hold fewer than {v} layers; the stages hold {f} (first), "
+                         f"{each if pp > 2 else '-'} (middle) and {l_} (last) layers")
+    return f, (each if pp > 2 else f), l_
+
+
+def split_options(n_layers: int, pp: int) -> list[tuple[int | None, int | None]]:
+    """(first, last) splits the search tries for pp stages: the even split when the layers divide, and the splits
+    that give the first and last stage (which also hold the embedding and the output layer) up to one layer less
+    than the middle stages, as Llama 3 405B (126 layers on 16 stages: 7 + 14 x 8 + 7) and BLOOM (70 layers on 12:
+    5 + 10 x 6 + 5) ran."""
+    if pp == 1:
+        return [(None, None)]
+    out: list[tuple[int | None, int | None]] = []
+    if n_layers % pp == 0:
+        out.append((None, None))
+    if pp > 2:
+        for middle in sorted({-(-n_layers // pp), -(-n_layers // pp) + 1}):
+            rest = n_layers - (pp - 2) * middle
+            first, last = rest // 2, rest - rest // 2
+            if 1 <= first <= middle and 1 <= last <= middle and (first, last) != (middle, middle):
+                out.append((first, last))
+    elif n_layers % 2:
+        out.append((n_layers // 2, n_layers - n_layers // 2))
+    return out
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What the GPU of one representative pipeline stage holds, as arrays over layouts: its dense-MLP and MoE
+    layers, whether it has the token embedding or the output layer and loss, how many micro-batches of activations
+    it keeps alive under 1F1B, and the share of the p stages it stands for (for averages)."""
+
+    dense: np.ndarray
+    moe: np.ndarray
+    embedding: np.ndarray
+    head: np.ndarray
+    in_flight: np.ndarray
+    weight: np.ndarray
+
+
+STAGE_NAMES = ("first", "middle", "last")
+
+
+def _stage_moe_counts(moe_mask: np.ndarray, pp: int, v: int, first: int, middle: int, last: int) -> np.ndarray:
+    """MoE layers on each of the pp stages, with layers assigned to chunks in order: round r of the interleaved
+    schedule gives stage s its r-th chunk (stage s holding n_s / v consecutive layers per chunk)."""
+    per_stage = [first] + [middle] * (pp - 2) + [last] if pp > 1 else [first]
+    chunks = [[n // v + (1 if r < n % v else 0) for r in range(v)] for n in per_stage]
+    counts = np.zeros(pp, dtype=np.int64)
+    pos = 0
+    for r in range(v):
+        for s in range(pp):
+            counts[s] += moe_mask[pos:pos + chunks[s][r]].sum()
+            pos += chunks[s][r]
+    return counts
+
+
+def stages_of(n_layers: int, moe_mask: tuple[bool, ...], pp: np.ndarray, v: np.ndarray, first: np.ndarray,
+              last: np.ndarray, m: np.ndarray) -> dict[str, Stage]:
+    """The first stage, the heaviest middle stage and the last stage of every layout (first/last stage layers as
+    arrays, -1 where unset; m micro-batches per step). For pp == 1 all three are the single stage; for pp == 2 the
+    middle stands for no stage and repeats the first.
+
+    Exact per unique (pp, v, first, last) split: a search has few distinct splits."""
+    mask = np.asarray(moe_mask, dtype=bool)
+    keys = np.stack([pp, v, first, last])
+    uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    table = np.zeros((uniq.shape[1], 6), dtype=np.int64)   # first/middle/last layers, first/middle/last MoE layers
+    for j in range(uniq.shape[1]):
+        p_, v_, f_, l_ = (int(x) for x in uniq[:, j])
+        f, mid, last_n = stage_layers(n_layers, p_, v_, None if f_ < 0 else f_, None if l_ < 0 else l_)
+        if p_ == 1:
+            moe_n = int(mask.sum())
+            table[j] = (f, f, f, moe_n, moe_n, moe_n)
+            continue
+        counts = _stage_moe_counts(mask, p_, v_, f, mid, last_n)
+        mid_moe = counts[1:-1].max() if p_ > 2 else counts[0]
+        table[j] = (f, mid if p_ > 2 else f, last_n, counts[0], mid_moe, counts[-1])
+    t = table[inverse]
+    single = pp == 1
+    ones = np.ones(len(pp), dtype=bool)
+    p = pp.astype(float)
+    flight = in_flight(pp, v, m)
+    weight = {"first": 1 / p, "middle": np.where(pp > 2, (p - 2) / p, 0.0), "last": np.where(single, 0.0, 1 / p)}
+    embedding = {"first": ones, "middle": single, "last": single}
+    head = {"first": single, "middle": single, "last": ones}
+    return {name: Stage(dense=t[:, i] - t[:, 3 + i], moe=t[:, 3 + i], embedding=embedding[name], head=head[name],
+                        in_flight=flight[name], weight=weight[name])
+            for i, name in enumerate(STAGE_NAMES)}
+
+
+def in_flight(pp: np.ndarray, v: np.ndarray, m: np.ndarray) -> dict[str, np.ndarray]:
+    """Micro-batches whose activations a stage's GPU holds at its peak under 1F1B (Korthikanti et al. 2022 sec. 4.2:
+    the first stage holds min(m, p); interleaving with v chunks multiplies that by 1 + (p-1)/(p*v), Megatron-LM
+    theoretical_memory_usage.py); a middle stage holds about half as many, the last one."""
+    single = pp == 1
+    interleave = np.where(v > 1, 1.0 + (pp - 1) / (pp * v), 1.0)
+    return {"first": np.where(single, 1.0, np.minimum(m, pp) * interleave),
+            "middle": np.where(single, 1.0, np.minimum(m, np.ceil(pp / 2))),
+            "last": np.ones(len(pp))}
+
+
+def pipeline_slots(pp: np.ndarray, v: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Chunk-slots on a step's critical path (module docstring): v*max(m, p) + min(m, p) - 1."""
+    return v * np.maximum(m, pp) + np.minimum(m, pp) - 1
