@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.model import ModelArch
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "fp4")
 
 
 class Source(BaseModel):
@@ -29,6 +29,9 @@ class PeakTflops(BaseModel):
     bf16: float | None = Field(default=None, gt=0)
     fp16: float | None = Field(default=None, gt=0)
     fp8: float | None = Field(default=None, gt=0)
+    mxfp8: float | None = Field(default=None, gt=0, description="OCP MX FP8 (32-element blocks, E8M0 scales); null where the "
+                                                               "tensor cores have no microscaling support (Hopper, MI300)")
+    fp4: float | None = Field(default=None, gt=0, description="4-bit floating point: NVFP4 on NVIDIA, MXFP4 on AMD and others")
 
 
 class Link(BaseModel):
@@ -61,7 +64,7 @@ class Accelerator(BaseModel):
     intra_node_link: Link
     gpus_per_node: int = Field(ge=1)
     network: Link
-    matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8"], float | None]
+    matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8", "mxfp8", "fp4"], float | None]
     matmul_efficiency_fallback: Fallback | None = None
     matmul_measurement_note: str = ""
     device_note: str = ""
