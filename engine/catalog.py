@@ -51,10 +51,12 @@ class Accelerator(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     name: str
-    vendor: Literal["NVIDIA", "AMD", "Intel", "Google"]
+    vendor: Literal["NVIDIA", "AMD", "Intel", "Google", "AWS", "Apple"]
     architecture: str
     year: int = Field(ge=2010, le=2030)
-    software_stack: Literal["CUDA", "ROCm", "SynapseAI", "XLA"]
+    software_stack: Literal["CUDA", "ROCm", "SynapseAI", "XLA", "Neuron", "Metal/MLX"]
+    device_class: Literal["datacenter", "workstation"] = Field(default="datacenter", description=(
+        "workstation: a desktop or laptop part with unified memory and no scale-up fabric (Apple M-series)"))
     peak_tflops: PeakTflops
     memory_gb: float = Field(gt=0)
     memory_gib_usable: float | None = Field(default=None, gt=0)
@@ -62,7 +64,11 @@ class Accelerator(BaseModel):
     memory_bandwidth_gbs: float = Field(gt=0)
     tdp_w: float | None = Field(default=None, gt=0)
     intra_node_link: Link
-    gpus_per_node: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1, description="accelerators in one scale-up domain (NVLink, ICI, Infinity Fabric...): "
+                                                   "what tensor and expert parallelism stay inside; 72 for NVL72 racks")
+    accelerators_per_server: int | None = Field(default=None, ge=1, description=(
+        "accelerators in one server or compute tray when that differs from the scale-up domain (NVL72: 4 per "
+        "tray), for server prices and power"))
     network: Link
     matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8", "mxfp8", "fp4"], float | None]
     matmul_efficiency_fallback: Fallback | None = None
@@ -156,5 +162,6 @@ def load_catalog() -> Catalog:
         for link in (acc.intra_node_link, acc.network):
             if link.network not in nets:
                 raise ValueError(f"data/accelerators.json: {acc.id} names unknown network {link.network!r}")
-        acc.matmul_efficiency("bf16" if acc.peak("bf16") else "fp16")
+        if any(acc.peak(d) for d in ("bf16", "fp16")):
+            acc.matmul_efficiency("bf16" if acc.peak("bf16") else "fp16")
     return Catalog(accelerators=accels, networks=nets, models=models)
