@@ -122,6 +122,13 @@ class ModelPreset(BaseModel):
     name: str
     arch: ModelArch
     published_params_b: float
+    published_active_params_b: float | None = None
+    published_scope: str = Field(default="all parameters of the language model", description=(
+        "what the published counts include, so the engine's count is compared like with like (MTP modules, vision "
+        "encoders, the input embedding in active counts)"))
+    count_tolerance: float = Field(default=0.01, gt=0, le=0.05, description=(
+        "relative agreement required with the published count; above 1% only where the published figure is "
+        "rounded coarser than that or includes parts the engine does not count (published_scope says which)"))
     training_defaults: TrainingDefaults
     source: Source
 

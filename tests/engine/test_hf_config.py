@@ -93,14 +93,14 @@ def test_model_block_is_a_valid_scenario_model_and_keeps_the_architecture():
 
 
 def test_nested_text_config_of_a_multimodal_checkpoint():
-    # llamafactory/tiny-random-Llama-4 config.json (huggingface.co), text_config as published; vision_config trimmed
+    # llamafactory/tiny-random-Llama-4 config.json (huggingface.co): its text_config; the vision_config is cut to a stub
     cfg = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "tie_word_embeddings": False,
            "text_config": {"attention_bias": False, "attention_chunk_size": 8192, "head_dim": 64, "hidden_size": 512,
                            "interleave_moe_layer_step": 1, "intermediate_size": 1024, "intermediate_size_mlp": 1024,
                            "model_type": "llama4_text", "moe_layers": [0, 1, 2, 3], "no_rope_layers": [1, 1, 1, 0],
                            "num_attention_heads": 8, "num_experts_per_tok": 1, "num_hidden_layers": 4,
                            "num_key_value_heads": 2, "num_local_experts": 2, "use_qk_norm": True, "vocab_size": 202048},
-           "vision_config": {"hidden_size": 1408, "num_hidden_layers": 34}}
+           "vision_config": {"model_type": "llama4_vision_model"}}
     sh = shape_of(parse_hf_config(cfg))
     assert sh.attention_windows == (8192, 8192, 8192, None) and sh.attention_window_kind == "chunked"
     assert sh.moe_layer_mask == (True,) * 4 and sh.shared_expert_params == sh.expert_params
