@@ -26,6 +26,14 @@ ALIASES: dict[str, str] = {
     "NVIDIA B200": "B200-SXM-180GB",
     "NVIDIA B200 SXM": "B200-SXM-180GB",
     "NVIDIA Blackwell GPU (GB200)": "GB200",
+    "NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)": "B300-SXM-270GB",
+    "NVIDIA B300": "B300-SXM-270GB",
+    "NVIDIA Blackwell Ultra GPU (GB300)": "GB300",
+    "NVIDIA GB300": "GB300",
+    "NVIDIA H200-NVL-141GB": "H200-NVL-141GB",
+    "NVIDIA H200 NVL": "H200-NVL-141GB",               # torch name of the NVL part
+    "NVIDIA H800": "H800-SXM-80GB",
+    "NVIDIA GH200 144G HBM3e": "GH200-144GB",
     "NVIDIA GB200": "GB200",
     "NVIDIA A100-SXM4-80GB": "A100-SXM4-80GB",
     "NVIDIA A100-SXM4-40GB": "A100-SXM4-40GB",
@@ -40,6 +48,8 @@ ALIASES: dict[str, str] = {
     "AMD MI325X": "MI325X",
     "AMD Instinct MI355X": "MI355X",
     "AMD MI355X": "MI355X",
+    "AMD Instinct MI350X": "MI350X",
+    "AMD MI350X": "MI350X",
     "Habana Gaudi2": "Gaudi2",
     "Intel Gaudi2": "Gaudi2",
     "Intel(R) Gaudi(R) 2 AI Accelerator": "Gaudi2",
@@ -47,9 +57,13 @@ ALIASES: dict[str, str] = {
     "Intel Gaudi 3": "Gaudi3",
     "TPU-v5p": "TPU-v5p",
     "TPU-v5e": "TPU-v5e",
+    "TPU-trillium": "TPU-v6e",                           # MLPerf v5.0/v5.1 Google system JSONs
+    "TPU-v6e": "TPU-v6e",
+    "TPU7x": "TPU-v7",
 }
 
-DEVICE_TYPES = {"NVIDIA": "gpu", "AMD": "gpu", "Intel": "hpu", "Google": "tpu"}
+# the store's device_type column knows gpu/tpu/hpu/cpu/mps/unknown: Trainium (a torch-xla device) has no own kind
+DEVICE_TYPES = {"NVIDIA": "gpu", "AMD": "gpu", "Intel": "hpu", "Google": "tpu", "Apple": "mps", "AWS": "unknown"}
 
 
 def _norm(name: str) -> str:

@@ -1,4 +1,4 @@
-"""Command line: python -m engine {estimate,search,catalog} ...  (JSON on stdout; bad input exits 2 with the reason on stderr)."""
+"""Command line: python -m engine {estimate,search,compare,energy,catalog,import-hf} ...  (JSON on stdout; bad input exits 2 with the reason on stderr)."""
 from __future__ import annotations
 
 import argparse
@@ -84,20 +84,43 @@ def cmd_energy(args) -> dict:
     return energy_calculator(**given)
 
 
+def _source(s) -> str:
+    return f"{s.document} ({s.url}, {s.date})"
+
+
 def cmd_catalog(args) -> dict:
     from engine.catalog import load_catalog
+    from engine.model import shape_of
     cat = load_catalog()
     return {
-        "accelerators": [{"id": a.id, "name": a.name, "vendor": a.vendor, "memory_gib": a.memory_gib,
-                          "bf16_tflops": a.peak("bf16"), "fp8_tflops": a.peak("fp8"), "tdp_w": a.tdp_w}
+        "accelerators": [{"id": a.id, "name": a.name, "vendor": a.vendor, "year": a.year, "memory_gib": a.memory_gib,
+                          "dense_peak_tflops": a.peak_tflops.model_dump(exclude_none=True), "tdp_w": a.tdp_w,
+                          "scale_up_domain": a.gpus_per_node, "sources": [_source(s) for s in a.sources]}
                          for a in cat.accelerators.values()],
-        "presets": [{"id": m.id, "name": m.name, "params_b": m.published_params_b} for m in cat.models.values()],
-        "networks": [{"id": n.id, "name": n.name, "bandwidth_gbs": n.bandwidth_gbs} for n in cat.networks.values()],
+        "presets": [{"id": m.id, "name": m.name, "params_b": m.published_params_b,
+                     "engine_params_b": round(shape_of(m.arch).total_params() / 1e9, 3), "source": _source(m.source)}
+                    for m in cat.models.values()],
+        "networks": [{"id": n.id, "name": n.name, "bandwidth_gbs": n.bandwidth_gbs, "source": _source(n.source)}
+                     for n in cat.networks.values()],
     }
 
 
+def cmd_import_hf(args) -> dict:
+    from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, import_hf
+    p = Path(args.config)
+    if args.config == "-":
+        text = sys.stdin.read(MAX_CONFIG_BYTES + 1)
+    elif not p.is_file():
+        raise HFConfigError([("(file)", f"{args.config}: no such file")])
+    elif p.stat().st_size > MAX_CONFIG_BYTES:
+        raise HFConfigError([("(file)", f"{args.config}: larger than {MAX_CONFIG_BYTES} bytes; a config.json is a few KB")])
+    else:
+        text = p.read_text(errors="replace")
+    return import_hf(text)
+
+
 COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "compare": cmd_compare, "energy": cmd_energy,
-            "catalog": cmd_catalog}
+            "catalog": cmd_catalog, "import-hf": cmd_import_hf}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--carbon-intensity-g-per-kwh", type=float, dest="carbon_intensity_g_per_kwh", help="grid intensity, gCO2e/kWh")
     where.add_argument("--region", help="FRA, US-VA, gcp:us-central1, aws:us-east-1, ... (default: world average)")
     p.add_argument("--price-usd-per-gpu-hour", type=float, dest="price_usd_per_gpu_hour", help="price per GPU-hour, USD")
-    sub.add_parser("catalog", help="list accelerator ids, model presets and networks")
+    sub.add_parser("catalog", help="list accelerators (dense peaks, sources), model presets and networks")
+    p = sub.add_parser("import-hf", help="a Hugging Face config.json as the scenario's model block, with parameter counts")
+    p.add_argument("config", help="config.json file, or - for stdin")
     return ap
 
 

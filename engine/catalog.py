@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from engine.model import ModelArch
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "fp4")
 
 
 class Source(BaseModel):
@@ -29,6 +29,9 @@ class PeakTflops(BaseModel):
     bf16: float | None = Field(default=None, gt=0)
     fp16: float | None = Field(default=None, gt=0)
     fp8: float | None = Field(default=None, gt=0)
+    mxfp8: float | None = Field(default=None, gt=0, description="OCP MX FP8 (32-element blocks, E8M0 scales); null where the "
+                                                               "tensor cores have no microscaling support (Hopper, MI300)")
+    fp4: float | None = Field(default=None, gt=0, description="4-bit floating point: NVFP4 on NVIDIA, MXFP4 on AMD and others")
 
 
 class AttentionRate(BaseModel):
@@ -55,10 +58,12 @@ class Accelerator(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     name: str
-    vendor: Literal["NVIDIA", "AMD", "Intel", "Google"]
+    vendor: Literal["NVIDIA", "AMD", "Intel", "Google", "AWS", "Apple"]
     architecture: str
     year: int = Field(ge=2010, le=2030)
-    software_stack: Literal["CUDA", "ROCm", "SynapseAI", "XLA"]
+    software_stack: Literal["CUDA", "ROCm", "SynapseAI", "XLA", "Neuron", "Metal/MLX"]
+    device_class: Literal["datacenter", "workstation"] = Field(default="datacenter", description=(
+        "workstation: a desktop or laptop part with unified memory and no scale-up fabric (Apple M-series)"))
     peak_tflops: PeakTflops
     memory_gb: float = Field(gt=0)
     memory_gib_usable: float | None = Field(default=None, gt=0)
@@ -66,9 +71,13 @@ class Accelerator(BaseModel):
     memory_bandwidth_gbs: float = Field(gt=0)
     tdp_w: float | None = Field(default=None, gt=0)
     intra_node_link: Link
-    gpus_per_node: int = Field(ge=1)
+    gpus_per_node: int = Field(ge=1, description="accelerators in one scale-up domain (NVLink, ICI, Infinity Fabric...): "
+                                                   "what tensor and expert parallelism stay inside; 72 for NVL72 racks")
+    accelerators_per_server: int | None = Field(default=None, ge=1, description=(
+        "accelerators in one server or compute tray when that differs from the scale-up domain (NVL72: 4 per "
+        "tray), for server prices and power"))
     network: Link
-    matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8"], float | None]
+    matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8", "mxfp8", "fp4"], float | None]
     attention_measured_tflops: AttentionRate | None = None
     matmul_efficiency_fallback: Fallback | None = None
     sustained_fraction: Fallback | None = None
@@ -123,6 +132,13 @@ class ModelPreset(BaseModel):
     name: str
     arch: ModelArch
     published_params_b: float
+    published_active_params_b: float | None = None
+    published_scope: str = Field(default="all parameters of the language model", description=(
+        "what the published counts include, so the engine's count is compared like with like (MTP modules, vision "
+        "encoders, the input embedding in active counts)"))
+    count_tolerance: float = Field(default=0.01, gt=0, le=0.05, description=(
+        "relative agreement required with the published count; above 1% only where the published figure is "
+        "rounded coarser than that or includes parts the engine does not count (published_scope says which)"))
     training_defaults: TrainingDefaults
     source: Source
 
@@ -163,7 +179,8 @@ def load_catalog() -> Catalog:
         for link in (acc.intra_node_link, acc.network):
             if link.network not in nets:
                 raise ValueError(f"data/accelerators.json: {acc.id} names unknown network {link.network!r}")
-        acc.matmul_efficiency("bf16" if acc.peak("bf16") else "fp16")
+        if any(acc.peak(d) for d in ("bf16", "fp16")):
+            acc.matmul_efficiency("bf16" if acc.peak("bf16") else "fp16")
     if not any(a.sustained_fraction for a in accels.values()):
         raise ValueError("data/accelerators.json: no accelerator carries a calibrated sustained_fraction")
     return Catalog(accelerators=accels, networks=nets, models=models)

@@ -12,9 +12,8 @@ from engine.catalog import load_catalog
 from engine.cost import price_problems
 from engine.energy import region_problem
 from engine.model import ModelArch
+from engine.precision import PRECISION_DTYPE, Precision  # PRECISION_DTYPE is looked up here by pages and the engine
 from engine.schedule import SplitError, stage_layers
-
-PRECISION_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "fp32": "fp32"}
 
 
 class ScenarioError(ValueError):
@@ -35,7 +34,9 @@ class Training(BaseModel):
     seq_len: int = Field(ge=1, le=10_000_000, description="tokens per sequence")
     global_batch_size: int = Field(ge=1, le=100_000_000, description="sequences per optimizer step")
     total_tokens: float = Field(gt=0, le=1e16, description="tokens to train on")
-    precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    precision: Precision = Field(default="bf16", description=(
+        "number format of the matmuls: bf16/fp16 mixed precision, fp32, fp8 (per-tensor scaling), mxfp8 (32-element "
+        "blocks) or nvfp4 (4-bit, 16-element blocks; MXFP4 on AMD); see data/precisions.json"))
     optimizer: Literal["adam", "sgd"] = "adam"
     attention: Literal["flash", "standard"] = Field(
         default="flash", description="flash: fused attention without the s x s score matrix (FlashAttention); "

@@ -20,7 +20,8 @@ CRITERIA = {  # name: (row key, lower is better)
 }
 DEFAULT_WEIGHTS = {"time": 0.30, "cost": 0.30, "energy": 0.05, "co2": 0.10, "memory_headroom": 0.05, "ecosystem": 0.20}
 # training in a precision the accelerator lacks falls back to the nearest one it has
-PRECISION_FALLBACK = {"fp8": ("bf16", "fp16"), "bf16": ("fp16", "fp32"), "fp16": ("bf16", "fp32"), "fp32": ()}
+PRECISION_FALLBACK = {"fp8": ("bf16", "fp16"), "bf16": ("fp16", "fp32"), "fp16": ("bf16", "fp32"), "fp32": (),
+                      "mxfp8": ("fp8", "bf16", "fp16"), "nvfp4": ("mxfp8", "fp8", "bf16", "fp16")}
 
 
 @lru_cache(maxsize=1)
@@ -73,6 +74,10 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
     base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "software_stack": acc.software_stack,
             "precision": precision, "precision_note": note, "calibrated": bool(overrides)}
     if precision is None:
+        if acc.device_class == "workstation":
+            note = (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
+                    "workstation with unified memory and no scale-up fabric, fine for development, fine-tuning and "
+                    "inference on one machine, not competitive for training at scale")
         return {**base, "fits": False, "reason": note}
     if deadline_days is not None:
         probe = _scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)

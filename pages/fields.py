@@ -15,7 +15,19 @@ F = {
     "model.ffn_hidden_size": Field("MLP width", "Width of the feed-forward block in each layer (per expert in a "
                                                 "mixture-of-experts model)."),
     "model.vocab_size": Field("Vocabulary", "Number of distinct tokens the model reads and predicts."),
-    "model.ffn_type": Field("MLP type", "gelu: two matrices (GPT-3); swiglu: three matrices (Llama)."),
+    "model.ffn_type": Field("MLP type", "gelu: two matrices (GPT-3); swiglu or geglu: three matrices (Llama; Gemma)."),
+    "model.head_dim": Field("Head width", "Width of one attention head. Empty: hidden size / heads; Qwen3, Gemma and "
+                                          "gpt-oss use other widths."),
+    "model.moe_layer_every": Field("Experts every k-th layer", "After the leading dense layers, every k-th layer has "
+                                                               "experts (Llama 4 Maverick: 2); 1 for all."),
+    "model.attention_window": Field("Local attention window (tokens)", "Sliding-window or chunked attention: a token "
+                                                                       "looks at most this far back. Empty: full "
+                                                                       "attention everywhere."),
+    "model.global_attention_every": Field("Full attention every k-th layer", "With a local window, every k-th layer "
+                                                                             "still attends to everything (Gemma 3: 6, "
+                                                                             "gpt-oss: 2). Empty: all layers local."),
+    "model.mtp_layers": Field("Multi-token-prediction modules", "Extra prediction layers trained beside the model "
+                                                                "(DeepSeek-V3: 1)."),
     "model.n_experts": Field("Experts", "Mixture of experts: each layer has this many expert MLPs and each token "
                                         "uses only a few. 1 means a dense model."),
     "model.experts_per_token": Field("Experts per token", "How many experts each token is routed to."),
@@ -32,8 +44,10 @@ F = {
     "training.total_tokens": Field("Training tokens (billions)", "Total tokens the model is trained on; time to "
                                                                  "train scales with it. Llama 3 used 15,600 "
                                                                  "billion.", scale=1e9),
-    "training.precision": Field("Precision", "Number format of the matrix arithmetic: bf16 is standard; fp8 is about "
-                                             "twice as fast on accelerators that support it."),
+    "training.precision": Field("Precision", "Number format of the matrix arithmetic: bf16 is standard; fp8 and mxfp8 "
+                                             "are about twice as fast where supported (mxfp8 needs Blackwell, MI350 or "
+                                             "newer); nvfp4 (4-bit, MXFP4 on AMD) about four times, with some layers "
+                                             "kept in bf16."),
     "training.optimizer": Field("Optimizer", "adam keeps two extra values per parameter (the usual choice); sgd "
                                              "keeps one."),
     "training.attention": Field("Attention kernel", "flash: fused attention that never stores the full attention "
@@ -85,9 +99,9 @@ F = {
                                                                       "only layer inputs (about 1/3 more "
                                                                       "compute)."),
     # site, cost, reliability
-    "site.region": Field("Site region", "Where the run happens, for the grid's carbon intensity: a country "
-                                        "(FRA), a US state (US-VA) or a cloud region (aws:us-east-1, "
-                                        "gcp:us-central1). Empty: world average."),
+    "site.region": Field("Site region", "Where the run happens, for the grid's carbon intensity: type to search a "
+                                        "country (France), a US state (US Virginia) or a cloud region (aws us-east-1, "
+                                        "gcp europe-west4).", blank="world average (no site given)"),
     "site.pue": Field("PUE", "Power usage effectiveness of the data centre: total facility power over IT power "
                              "(1.1 hyperscale, 1.5 typical enterprise). Empty: the default."),
     "site.market_based_g_per_kwh": Field("Contracted supply (gCO2e/kWh)", "Carbon intensity of the electricity you "

@@ -4,6 +4,8 @@ import streamlit as st
 from engine.catalog import load_catalog
 from engine.cost import PRICING, price_table
 from engine.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
+from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
+from engine.regions import region_choices
 from engine.report import model_size_text
 from engine.scenario import PresetRef
 from pages import common
@@ -11,6 +13,8 @@ from pages.fields import F
 
 MAX_SCENARIO_FILE_MB = 1
 UPLOAD = "scenario_upload"
+HF_UPLOAD = "hf_config_upload"
+HF_TEXT = "hf_config_text"
 EFFICIENCY = common.WIDGET + "efficiency_source"
 SOURCES = {"datasheet": "Published (datasheet and published measurements)",
            "calibrated": "Calibrated (measured, from the benchmark store)", "custom": "My own values (below)"}
@@ -44,6 +48,34 @@ def _uploaded() -> None:
         problems.insert(0, f"{file.name} is not a usable scenario, so nothing was changed:")
 
 
+def _import_hf(data: bytes | str, what: str) -> None:
+    """Fill 'My own architecture' from a Hugging Face config.json; refusals name the config key and the family."""
+    problems = st.session_state[common.PROBLEMS]
+    if len(data) > MAX_CONFIG_BYTES:
+        problems["model"] = [f"{what} is over {MAX_CONFIG_BYTES // 1000} KB; a config.json is a few KB. Nothing was changed."]
+        return
+    try:
+        arch = parse_hf_config(data)
+    except HFConfigError as err:
+        problems["model"] = [f"{what} could not be imported, so nothing was changed:"] + \
+                            [f"{field}: {msg}" for field, msg in err.problems]
+        return
+    if common.commit(apply_edit(common.scenario(), "model", arch.model_dump(mode="json", exclude_defaults=True)), "model"):
+        st.session_state[common.NOTES].insert(0, f"Architecture imported from {what}.")
+
+
+def _hf_uploaded() -> None:
+    file = st.session_state.get(HF_UPLOAD)
+    if file is not None:
+        _import_hf(file.getvalue(), file.name)
+
+
+def _hf_pasted() -> None:
+    text = st.session_state.get(HF_TEXT) or ""
+    if text.strip():
+        _import_hf(text, "the pasted config.json")
+
+
 def _efficiency_source_changed(overrides: dict) -> None:
     current = common.scenario()
     cluster = {k: v for k, v in current.cluster.model_dump(exclude_none=True).items() if k not in CALIBRATION_FIELDS}
@@ -74,13 +106,21 @@ with inputs:
         common.bind("model.preset", st.selectbox, F["model.preset"], options=list(cat.models),
                     format_func=lambda m: cat.models[m].name)
     else:
+        with st.expander("Import a Hugging Face config.json", expanded=False):
+            st.caption("Upload or paste a model's config.json (Llama, Mistral/Mixtral, Qwen2/3, DeepSeek-V2/V3, Kimi K2, "
+                       "gpt-oss, Gemma 2/3, OLMo 2, GPT-2, GPT-NeoX): the fields below are filled from it.")
+            st.file_uploader("config.json file", key=HF_UPLOAD, on_change=_hf_uploaded,
+                             max_upload_size=MAX_SCENARIO_FILE_MB)
+            st.text_area("or paste config.json", key=HF_TEXT, height=120, placeholder='{"model_type": "llama", ...}')
+            st.button("Import the pasted config.json", on_click=_hf_pasted)
         cols = st.columns(3)
-        for i, name in enumerate(("n_layers", "hidden_size", "n_heads", "n_kv_heads", "ffn_hidden_size",
+        for i, name in enumerate(("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "ffn_hidden_size",
                                   "vocab_size", "n_experts", "experts_per_token", "n_shared_experts",
-                                  "n_dense_layers")):
+                                  "n_dense_layers", "moe_layer_every", "attention_window", "global_attention_every",
+                                  "mtp_layers")):
             common.bind(f"model.{name}", st.number_input, F[f"model.{name}"], container=cols[i % 3], step=1)
         common.bind("model.ffn_type", st.selectbox, F["model.ffn_type"], container=cols[1],
-                    options=["gelu", "swiglu"])
+                    options=["gelu", "swiglu", "geglu"])
         common.bind("model.tied_embeddings", st.checkbox, F["model.tied_embeddings"], container=cols[2])
         if sc.arch.mla is not None:
             st.caption("This model uses multi-head latent attention (MLA); its ranks are kept as they are (edit them "
@@ -95,7 +135,7 @@ with inputs:
     common.bind("training.total_tokens", st.number_input, F["training.total_tokens"], container=cols[2],
                 step=100.0, format="%.0f")
     common.bind("training.precision", st.selectbox, F["training.precision"], container=cols[0],
-                options=["bf16", "fp16", "fp8", "fp32"])
+                options=["bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"])
     common.bind("training.optimizer", st.selectbox, F["training.optimizer"], container=cols[1],
                 options=["adam", "sgd"])
     common.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],
@@ -141,7 +181,11 @@ with inputs:
 
     st.subheader("Site and cost")
     cols = st.columns(3)
-    common.bind("site.region", st.text_input, F["site.region"], container=cols[0], placeholder="world average")
+    regions = dict((code, label) for label, code in region_choices())
+    stored = sc.site.region if sc.site else None
+    region_codes = ([stored] if stored and stored not in regions else []) + list(regions)
+    common.bind("site.region", st.selectbox, F["site.region"], container=cols[0],
+                options=[F["site.region"].blank, *region_codes], format_func=lambda c: regions.get(c, c))
     common.bind("site.pue", st.number_input, F["site.pue"], container=cols[1], step=0.05, placeholder="default")
     common.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[2],
                 step=10.0, placeholder="not reported")

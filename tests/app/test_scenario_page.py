@@ -64,8 +64,7 @@ def test_out_of_range_and_unknown_values_get_the_validators_message():
     at = run_app()
     at.number_input(key="w:training.seq_len").set_value(0).run()
     assert "Input should be greater than or equal to 1" in texts(at.error)
-    at.text_input(key="w:site.region").input("Atlantis").run()
-    assert any("unknown region 'Atlantis'" in e for e in texts(at.error))
+    assert "Atlantis" not in at.selectbox(key="w:site.region").options      # regions are picked from the grid data
     assert scenario_of(at).training.seq_len == 8192 and scenario_of(at).site is None
 
 
@@ -152,3 +151,57 @@ def test_reset_returns_to_the_defaults():
     at.number_input(key="w:cluster.n_gpus").set_value(512).run()
     button(at, "Reset to the default scenario").click().run()
     assert scenario_of(at) == default_scenario()
+
+
+HF_CONFIGS = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+
+
+def test_a_hugging_face_config_fills_my_own_architecture():
+    at = run_app()
+    at.radio(key="w:model").set_value("custom").run()
+    data = (HF_CONFIGS / "qwen3-32b.json").read_bytes()
+    at.file_uploader(key="hf_config_upload").set_value(("config.json", data, "application/json"))
+    at.run()
+    assert not at.exception
+    arch = scenario_of(at).arch
+    assert (arch.n_layers, arch.hidden_size, arch.head_dim, arch.qk_norm) == (64, 5120, 128, "head")   # Qwen3-32B
+    assert at.number_input(key="w:model.head_dim").value == 128
+    assert any("imported from config.json" in n for n in texts(at.info))
+    assert any("32.8 billion parameters" in c for c in texts(at.caption)), texts(at.caption)
+
+
+def test_a_pasted_config_with_a_missing_key_names_it_and_changes_nothing():
+    at = run_app()
+    at.radio(key="w:model").set_value("custom").run()
+    before = scenario_of(at)
+    cfg = json.loads((HF_CONFIGS / "mixtral-8x22b-instruct-v0.1.json").read_text())
+    del cfg["num_local_experts"]
+    at.text_area(key="hf_config_text").set_value(json.dumps(cfg)).run()
+    button(at, "Import the pasted config.json").click().run()
+    errors = texts(at.error)
+    assert any("num_local_experts" in e and "Mixtral" in e for e in errors), errors
+    assert len([e for e in errors if "config.json" in e]) <= 2                 # one heading, one named problem
+    assert scenario_of(at) == before
+    at.text_area(key="hf_config_text").set_value('{"model_type": "bert"}').run()
+    button(at, "Import the pasted config.json").click().run()
+    assert any("unknown architecture 'bert'" in e for e in texts(at.error))
+
+
+def test_the_site_region_is_a_searchable_list_of_named_places():
+    at = run_app()
+    labels = at.selectbox(key="w:site.region").options                        # what the list shows (and search matches)
+    assert "France (FRA)" in labels and "aws us-east-1: US East (N. Virginia)" in labels
+    assert "gcp europe-west4: Eemshaven, Netherlands" in labels and "US Virginia (US-VA)" in labels
+    at.selectbox(key="w:site.region").set_value("FRA").run()
+    assert scenario_of(at).site.region == "FRA"
+    est = estimate(scenario_of(at))
+    assert est["energy"]["grid"]["where"] == "France"
+    at.selectbox(key="w:site.region").set_value("world average (no site given)").run()
+    assert scenario_of(at).site is None or scenario_of(at).site.region is None
+
+
+def test_a_stored_lowercase_region_code_still_opens():
+    data = json.loads(json.dumps(DEFAULT_SCENARIO))
+    data["site"] = {"region": "gcp:europe-west4"}
+    sc = parse_scenario(data)
+    assert sc.site.region == "gcp:europe-west4"

@@ -53,11 +53,22 @@ def test_per_run_minutes_are_stored(seeded_ro):
     ("NVIDIA H100-SXM5-80GB", "H100-SXM5-80GB"), ("NVIDIA H100-SXM-80GB", "H100-SXM5-80GB"),
     ("NVIDIA Blackwell GPU (GB200)", "GB200"), ("NVIDIA Blackwell GPU (B200-SXM-180GB)", "B200-SXM-180GB"),
     ("AMD Instinct MI325X 256GB HBM3e", "MI325X"), ("Intel(R) Gaudi(R) 2 AI Accelerator", "Gaudi2"),
-    ("TPU-v5p", "TPU-v5p"), ("NVIDIA Blackwell Ultra GPU (GB300)", None), ("AMD Instinct MI350X", None),
-    ("TPU-trillium", None), ("NVIDIA H200-NVL-141GB", None), ("NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)", None)])
+    ("TPU-v5p", "TPU-v5p"), ("NVIDIA Blackwell Ultra GPU (GB300)", "GB300"), ("AMD Instinct MI350X", "MI350X"),
+    ("TPU-trillium", "TPU-v6e"), ("NVIDIA H200-NVL-141GB", "H200-NVL-141GB"),
+    ("NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)", "B300-SXM-270GB")])
 def test_accelerator_names_map_to_catalog_ids(seeded_ro, raw, catalog_id):
     ids = {r[0] for r in seeded_ro.rows("SELECT DISTINCT accelerator_id FROM system WHERE accelerator_raw = ?", [raw])}
     assert ids == {catalog_id}
+
+
+def test_every_mlperf_result_maps_to_a_catalog_accelerator(seeded_ro):
+    """Every MLPerf system in the seeded store names a catalog accelerator, and its memory agrees with the catalog's."""
+    rows = seeded_ro.rows("SELECT DISTINCT s.accelerator_raw, s.accelerator_id FROM run r JOIN system s USING (system_id) "
+                          "WHERE r.suite = 'mlperf_training'")
+    assert len(rows) >= 20
+    unmapped = sorted(raw for raw, acc in rows if acc is None)
+    assert not unmapped, f"MLPerf accelerators without a catalog entry: {unmapped}"
+    assert {acc for _, acc in rows} >= {"GB300", "B300-SXM-270GB", "TPU-v6e", "MI350X", "H200-NVL-141GB"}
 
 
 def test_mamf_table_efficiency_is_measured_over_catalog_peak(seeded_ro):

@@ -50,3 +50,39 @@ def test_matmul_efficiency_is_measured_over_peak():
     assert eff == pytest.approx(794.5 / 989.4)
     assert "794.5" in note
     assert h100.matmul_efficiency("fp8")[0] == pytest.approx(1402.6 / 1978.9)
+
+
+NEW_IDS = ["B300-SXM-270GB", "GB300", "GH200-144GB", "H200-NVL-141GB", "H800-SXM-80GB", "MI350X", "TPU-v6e", "TPU-v7",
+           "Trainium2", "Apple-M3-Ultra", "Apple-M4-Max"]
+
+
+def test_2025_2026_accelerators_are_in_the_catalog_with_sources():
+    cat = load_catalog()
+    for acc_id in NEW_IDS:
+        acc = cat.accelerator(acc_id)
+        assert acc.sources and all(s.url.startswith("https://") for s in acc.sources), acc_id
+
+
+@pytest.mark.parametrize("acc_id,dtype,dense", [
+    # NVIDIA rack and platform pages print sparse tensor figures: the catalog holds half
+    ("GB300", "bf16", 360e3 / 72 / 2), ("GB300", "fp4", 1080e3 / 72), ("GB300", "fp8", 720e3 / 72 / 2),
+    ("B300-SXM-270GB", "bf16", 36e3 / 8 / 2), ("H200-NVL-141GB", "bf16", 1671 / 2), ("H800-SXM-80GB", "fp8", 3958 / 2),
+    # vendors that print dense figures: AMD, Google, AWS
+    ("MI350X", "bf16", 2306.9), ("TPU-v6e", "bf16", 918.0), ("TPU-v7", "fp8", 4614.0), ("Trainium2", "fp8", 1299.0),
+])
+def test_new_peaks_are_dense(acc_id, dtype, dense):
+    assert load_catalog().accelerator(acc_id).peak(dtype) == pytest.approx(dense, rel=0.002)
+
+
+def test_scale_up_domains_and_workstations():
+    cat = load_catalog()
+    assert cat.accelerator("GB300").gpus_per_node == 72 and cat.accelerator("GB300").accelerators_per_server == 4
+    assert cat.accelerator("GB200").gpus_per_node == 72
+    for apple in ("Apple-M3-Ultra", "Apple-M4-Max"):
+        acc = cat.accelerator(apple)
+        assert acc.device_class == "workstation" and acc.gpus_per_node == 1 and acc.vendor == "Apple"
+        assert all(v is None for v in acc.peak_tflops.model_dump().values())    # Apple publishes no TFLOPS
+    assert cat.accelerator("TPU-v6e").tdp_w is None                                # Google publishes no TPU power
+    # microscaling and 4-bit need Blackwell / CDNA4 tensor cores; Hopper has neither
+    assert cat.accelerator("H100-SXM5-80GB").peak("mxfp8") is None and cat.accelerator("H100-SXM5-80GB").peak("fp4") is None
+    assert cat.accelerator("B200-SXM-180GB").peak("mxfp8") == cat.accelerator("B200-SXM-180GB").peak("fp8")

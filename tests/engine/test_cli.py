@@ -3,6 +3,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.engine.helpers import scenario
 
@@ -52,3 +54,26 @@ def test_catalog_lists_ids_and_presets():
     cat = json.loads(out.stdout)
     assert "H100-SXM5-80GB" in {a["id"] for a in cat["accelerators"]}
     assert "deepseek-v3" in {p["id"] for p in cat["presets"]}
+
+
+def test_catalog_gives_every_accelerator_its_sources():
+    cat = json.loads(run("catalog").stdout)
+    for acc in cat["accelerators"]:
+        assert acc["sources"] and all("http" in s for s in acc["sources"]), acc["id"]
+
+
+def test_import_hf_prints_the_model_block_and_counts():
+    out = run("import-hf", "tests/data/hf_configs/qwen3-30b-a3b.json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert set(got) == {"model", "params_total", "params_active"}
+    assert (got["model"]["n_experts"], got["model"]["experts_per_token"], got["model"]["head_dim"]) == (128, 8, 128)
+    assert got["params_total"] / 1e9 == pytest.approx(30.5, rel=0.01)      # Qwen3-30B-A3B model card
+
+
+def test_import_hf_refuses_with_the_key_and_exit_2():
+    out = run("import-hf", "-", stdin='{"model_type": "qwen3", "hidden_size": 4096}')
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "num_attention_heads" in out.stderr and "Qwen3" in out.stderr
+    out = run("import-hf", "no/such/config.json")
+    assert out.returncode == 2 and "no such file" in out.stderr
