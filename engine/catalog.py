@@ -96,7 +96,9 @@ class Accelerator(BaseModel):
     def matmul_efficiency(self, dtype: str) -> tuple[float, str]:
         """Measured max achievable matmul over the dense peak, and where the figure comes from."""
         measured = self.matmul_measured_tflops
-        for key in (dtype, "bf16", "fp16"):
+        # a microscaled or 4-bit format without its own measurement borrows the nearest low-precision ratio
+        order = (dtype, "fp8", "bf16", "fp16") if dtype in ("mxfp8", "fp4") else (dtype, "bf16", "fp16")
+        for key in order:
             value, peak = measured.get(key), self.peak(key)
             if value and peak:
                 borrowed = "" if key == dtype else f" (no {dtype} measurement; {key} ratio used)"

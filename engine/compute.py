@@ -109,8 +109,8 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     per_token = (2 * 2 * e * h + 2 * (3 * e + (1 if shape.dropout else 0)) * h) / sp_div + (3 if shape.gated else 2) * e * ffn
     if moe:
         per_token = per_token + 4 * e * h * shape.top_k / t            # permute and un-permute the routed copies
-    if training.precision == "fp8":                                     # cast each matmul input (read 16-bit, write 8-bit)
-        per_token = per_token + (e + 1) * (3 * h / t + ffn)
+    # low-precision training quantizes each matmul input (read 16-bit, write the element and its share of the scales)
+    per_token = per_token + hw.cast_bytes * (3 * h / t + ffn)
     elementwise_fwd = stream_s(tokens * per_token, hw.hbm_bytes_per_s)
 
     fwd = matmul_fwd + attn_fwd + elementwise_fwd + LAYER_FIXED_S

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine import cost, energy, goodput
+from engine import cost, energy, goodput, whole_run
 from engine.flops import CONVENTIONS, flops_per_token
 from engine.hardware import GIB, Hardware, resolve_hardware
 from engine.layouts import Layouts
@@ -29,6 +29,7 @@ class Context:
     reliability: goodput.Reliability
     power: energy.Power
     price: cost.Price
+    run: whole_run.WholeRun
 
     @property
     def n_gpus(self) -> int:
@@ -39,14 +40,14 @@ def context(sc: Scenario) -> Context:
     shape = shape_of(sc.arch)
     power = energy.resolve(sc)
     return Context(scenario=sc, shape=shape, hw=resolve_hardware(sc), reliability=goodput.resolve(sc, shape),
-                   power=power, price=cost.resolve(sc, power))
+                   power=power, price=cost.resolve(sc, power), run=whole_run.resolve(sc))
 
 
 def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     """All estimate figures for every layout in `lay` (arrays of len(lay))."""
     tr = ctx.scenario.training
     staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
-    mem = memory_breakdown(ctx.shape, tr, lay, staged)
+    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
     totals = np.stack([mem[s]["total"] for s in STAGES])
     worst = np.argmax(totals, axis=0)
     pick = lambda key: np.choose(worst, [mem[s][key] for s in STAGES])
@@ -66,7 +67,10 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     out["mfu"] = out["model_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
     out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
     out["mfu_full_square"] = out["model_tflops_per_gpu_full_square"] * 1e12 / ctx.hw.peak_flops
-    out["train_s"] = tr.total_tokens / tokens_per_s
+    # the whole run: the main setup's steps, the phases at other sequences or batches, periodic evaluation
+    out["steps_s"] = (tr.total_tokens - ctx.run.phase_tokens) / tokens_per_s
+    out["eval_s"] = (out["steps_s"] + ctx.run.phase_s) * ctx.run.eval_factor
+    out["train_s"] = out["steps_s"] + ctx.run.phase_s + out["eval_s"]
     out["gpu_hours"] = cost.gpu_hours(ctx.n_gpus, out["train_s"])
     out.update(run_figures(ctx, out["train_s"]))
     return out
@@ -117,6 +121,7 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
                             "hfu": "causal model FLOPs plus the recomputed forward work, over the dense peak"},
         "time_breakdown_s": {k: g(k) for k in BREAKDOWN},
         "train_days": g("train_s") / 86400,
+        "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")),
         "gpu_hours": g("gpu_hours"),
         **run_row(ctx, ev, i),
     }

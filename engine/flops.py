@@ -26,10 +26,13 @@ CONVENTIONS = {
 
 def _forward(shape: Shape, keys: float) -> tuple[float, float]:
     """(forward FLOPs per token of the whole model, of its attention core) with `keys` keys per query."""
-    attention = shape.n_layers * 2.0 * shape.n_heads * (shape.qk_head_dim + shape.v_head_dim) * keys
+    layers = shape.n_layers + shape.mtp_layers      # multi-token-prediction modules are trained layers too
+    attention = layers * 2.0 * shape.n_heads * (shape.qk_head_dim + shape.v_head_dim) * keys
+    mtp_moe = bool(shape.moe_layer_mask and shape.moe_layer_mask[-1])
     linear = (shape.n_dense_layers * shape.layer_linear_flops_per_token(False)
               + shape.n_moe_layers * shape.layer_linear_flops_per_token(True)
-              + 2.0 * shape.hidden * shape.vocab)
+              + shape.mtp_layers * (shape.layer_linear_flops_per_token(mtp_moe) + 2.0 * 2 * shape.hidden * shape.hidden)
+              + (1 + shape.mtp_layers) * 2.0 * shape.hidden * shape.vocab)
     return linear + attention, attention
 
 
@@ -39,7 +42,7 @@ def flops_per_token(shape: Shape, training: Training, lay: Layouts) -> dict[str,
     out: dict[str, np.ndarray | float] = {}
     for name, keys in (("causal", attention_keys(shape, s)), ("full_square", float(s))):
         fwd, attention = _forward(shape, keys)
-        layers = fwd - 2.0 * shape.hidden * shape.vocab
+        layers = fwd - (1 + shape.mtp_layers) * 2.0 * shape.hidden * shape.vocab
         recomputed = np.select([lay.rc == 0, lay.rc == 1], [0.0, attention if training.attention == "standard" else 0.0],
                                layers)
         out[f"model_{name}"] = 3.0 * fwd

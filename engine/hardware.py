@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.catalog import load_catalog
+from engine.precision import precision
 from engine.scenario import PRECISION_DTYPE, Scenario
 
 GIB = 2**30
@@ -54,7 +55,9 @@ class Hardware:
     inter_busbw: float             # achievable per GPU across nodes
     inter_latency_s: float
     collective_base_latency_s: float  # fixed cost of one collective call (library launch and synchronisation)
-    matmul_input_bytes: float         # bytes per element of matmul inputs in the training precision
+    matmul_input_bytes: float         # bytes per element of matmul inputs in the training precision (scales included)
+    cast_bytes: float                 # HBM bytes per matmul-input element to quantize it (0 for 16-bit training)
+    weight_copy_bytes: float          # bytes per parameter of the low-precision weight copy beside the 16-bit weights
     provenance: dict = field(default_factory=dict, compare=False)
 
 
@@ -63,7 +66,9 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     acc = cat.accelerator(sc.cluster.accelerator)
     cl = sc.cluster
     dtype = PRECISION_DTYPE[sc.training.precision]
-    attn_dtype = dtype if dtype != "fp8" else ("bf16" if acc.peak("bf16") else "fp16")
+    spec = precision(sc.training.precision)
+    fmt = spec.for_vendor(acc.vendor)
+    attn_dtype = ("bf16" if acc.peak("bf16") else "fp16") if spec.low_precision else dtype   # the attention core stays 16-bit
     eff, eff_note = acc.matmul_efficiency(dtype)
     attn_eff, _ = acc.matmul_efficiency(attn_dtype)
     attn_matmul = acc.peak(attn_dtype) * 1e12 * attn_eff
@@ -82,10 +87,15 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     inter_line = cl.inter_node_bw_gbs or acc.network.bandwidth_gbs
     intra_bus = cl.intra_node_busbw_gbs or intra_line * intra_net.collective_efficiency
     inter_bus = cl.inter_node_busbw_gbs or inter_line * inter_net.collective_efficiency
+    # a recipe that keeps a share of the linear layers in 16-bit (NVFP4: ~15%) runs them at the 16-bit rate
+    low_rate = acc.peak(dtype) * 1e12 * eff * level
+    high_share = spec.high_precision_linear_fraction
+    matmul_rate = 1.0 / ((1 - high_share) / low_rate + high_share / (attn_matmul * level)) if high_share else low_rate
+    in_bytes = spec.element_bytes + (fmt.scale_bytes / fmt.block_size if fmt.block_size else 0.0)
     return Hardware(
         accelerator=acc.id,
         peak_flops=acc.peak(dtype) * 1e12,
-        matmul_flops=acc.peak(dtype) * 1e12 * eff * level,
+        matmul_flops=matmul_rate,
         attention_flops=attn_matmul * level,
         attention_fwd_flops=flash_fwd * level,
         attention_bwd_flops=flash_bwd * level,
@@ -95,12 +105,16 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         intra_busbw=intra_bus * 1e9, intra_latency_s=intra_net.latency_us * 1e-6,
         inter_busbw=inter_bus * 1e9, inter_latency_s=inter_net.latency_us * 1e-6,
         collective_base_latency_s=COLLECTIVE_BASE_LATENCY_US.get(acc.software_stack, COLLECTIVE_BASE_LATENCY_DEFAULT_US) * 1e-6,
-        matmul_input_bytes={"fp8": 1.0, "fp32": 4.0}.get(dtype, 2.0),
+        matmul_input_bytes=(1 - high_share) * in_bytes + high_share * 2.0,
+        cast_bytes=(1 - high_share) * (spec.cast_read_bytes + fmt.cast_write_bytes),
+        weight_copy_bytes=(1 - high_share) * fmt.weight_copy_bytes,
         provenance={
             "matmul_efficiency": round(eff, 4), "matmul_efficiency_source": eff_note,
             "intra_node": f"{intra_net.name}: {intra_line:g} GB/s line, {intra_bus:.1f} GB/s achievable bus bandwidth",
             "inter_node": f"{inter_net.name}: {inter_line:g} GB/s line per GPU, {inter_bus:.1f} GB/s achievable",
             "attention": flash_note,
+            "precision": f"{fmt.name}" + (f"; {high_share:.0%} of linear layers in 16-bit as the recipe keeps them"
+                                          if high_share else ""),
             "memory_bandwidth_efficiency": MEMORY_BW_EFFICIENCY,
             "sustained_kernel_fraction": level, "sustained_kernel_fraction_source": level_note,
         },

@@ -30,8 +30,7 @@ def bytes_per_element(training: Training) -> dict[str, float]:
     weight = 2.0 if mixed else 4.0
     # mixed precision keeps an fp32 master copy beside the moments/momentum; fp32 training updates the weights in place
     states = {"adam": 8.0, "sgd": 4.0}[training.optimizer] + (4.0 if mixed else 0.0)
-    return {"weight": weight, "grad": weight, "optimizer": states, "activation": 2.0 if mixed else 4.0,
-            "fp8_weight_cache": 1.0 if training.precision == "fp8" else 0.0}
+    return {"weight": weight, "grad": weight, "optimizer": states, "activation": 2.0 if mixed else 4.0}
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,18 @@ def moe_layer_mask(shape: Shape) -> tuple[bool, ...]:
 
 def staged_params(shape: Shape, lay: Layouts, micro_batches: np.ndarray) -> dict[str, StageParams]:
     """First, middle and last stage with their parameters, computed once for memory and step time."""
-    stages = stages_of(shape.n_layers, moe_layer_mask(shape), lay.pp, lay.v, lay.first, lay.last, micro_batches)
+    mask = moe_layer_mask(shape)
+    stages = stages_of(shape.n_layers, mask, lay.pp, lay.v, lay.first, lay.last, micro_batches)
+    if shape.mtp_layers:
+        # multi-token-prediction modules (DeepSeek-V3) are layers like the last one, on the last stage, beside the head
+        kind = "moe" if mask[-1] else "dense"
+        last = stages["last"]
+        stages["last"] = replace(last, **{kind: getattr(last, kind) + shape.mtp_layers})
+        if (lay.pp == 1).any():
+            for name in ("first", "middle"):
+                st = stages[name]
+                stages[name] = replace(st, **{kind: np.where(lay.pp == 1, getattr(st, kind) + shape.mtp_layers,
+                                                             getattr(st, kind))})
     return {name: StageParams(st, *stage_params(shape, lay, st)) for name, st in stages.items()}
 
 
@@ -103,9 +113,10 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
     return np.select([lay.rc == 0, lay.rc == 1], [none, selective], full)
 
 
-def memory_breakdown(shape: Shape, training: Training, lay: Layouts,
-                     staged: dict[str, StageParams]) -> dict[str, dict[str, np.ndarray]]:
-    """Bytes per GPU by component for the first, middle and last pipeline stage."""
+def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dict[str, StageParams],
+                     weight_copy_bytes: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
+    """Bytes per GPU by component for the first, middle and last pipeline stage; weight_copy_bytes is the
+    low-precision copy of each weight that FP8/MXFP8/NVFP4 training keeps beside the 16-bit one."""
     b = bytes_per_element(training)
     shard, expert_shard = shard_groups(lay)
     e = b["activation"]
@@ -130,7 +141,7 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts,
         local = ne + ex
         sharded = ne / shard + ex / expert_shard
         gathered = (lay.zero >= 3) & lay.reshard
-        weights = b["weight"] * np.where(gathered, sharded, local) + b["fp8_weight_cache"] * local
+        weights = b["weight"] * np.where(gathered, sharded, local) + weight_copy_bytes * local
         grads = b["grad"] * np.where(lay.zero >= 2, sharded, local)
         optimizer = b["optimizer"] * np.where(lay.zero >= 1, sharded, local)
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)

@@ -136,6 +136,24 @@ class ReliabilityInputs(BaseModel):
     restart_s: float | None = Field(default=None, ge=0, le=1e6, description="time from a failure to resumed training, s")
 
 
+class Phase(BaseModel):
+    """A stretch of the run trained at another sequence length or batch (batch-size ramp-up, long-context stages);
+    its tokens are part of training.total_tokens and it runs on the same cluster with its own best layout."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: str = Field(min_length=1, max_length=60)
+    tokens: float = Field(gt=0, le=1e16, description="tokens trained in this phase (part of training.total_tokens)")
+    seq_len: int | None = Field(default=None, ge=1, le=10_000_000, description="defaults to training.seq_len")
+    global_batch_size: int | None = Field(default=None, ge=1, le=100_000_000, description="defaults to training.global_batch_size")
+
+
+class Schedule(BaseModel):
+    """What a whole training run spends beyond its optimizer steps; defaults in data/schedule.json."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    eval_interval_steps: int | None = Field(default=None, ge=1, le=10_000_000, description="training steps between evaluations")
+    eval_steps: int | None = Field(default=None, ge=0, le=10_000_000, description="forward-only steps per evaluation")
+    phases: list[Phase] = Field(default_factory=list, max_length=8, description="ramp-up and long-context phases")
+
+
 def _model_kind(value) -> str:
     if isinstance(value, PresetRef) or (isinstance(value, dict) and "preset" in value):
         return "preset"
@@ -155,6 +173,7 @@ class Scenario(BaseModel):
     cost: Cost | None = None
     site: Site | None = None
     reliability: ReliabilityInputs | None = None
+    schedule: Schedule | None = None
 
     @property
     def arch(self) -> ModelArch:
@@ -230,6 +249,12 @@ def catalog_problems(sc: Scenario) -> list[tuple[str, str]]:
                                                f"supported precisions: {_choices(ok)}"))
     if acc is not None:
         problems += economics_problems(sc)
+    if sc.schedule is not None and sc.schedule.phases:
+        phased = sum(p.tokens for p in sc.schedule.phases)
+        if phased >= sc.training.total_tokens:
+            problems.append(("schedule.phases", f"the phases train {phased:.3g} tokens, not less than "
+                                                f"training.total_tokens = {sc.training.total_tokens:.3g}; phases are "
+                                                "part of the run, the rest trains at the main sequence and batch"))
     return problems
 
 

@@ -139,7 +139,9 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
         st, ne, ex = sp.stage, sp.non_expert, sp.expert
         layers = (lambda key: st.dense * dense[key] + st.moe * moe[key]) if moe_model else (lambda key: st.dense * dense[key])
         comp = {c: layers(c) for c in COMPONENTS}
-        comp["compute"] = comp["compute"] + np.where(st.head, head_fwd + head_bwd, 0.0) + np.where(st.embedding, emb_fwd + emb_bwd, 0.0)
+        heads = 1 + shape.mtp_layers                # each multi-token-prediction module runs the shared head again
+        comp["compute"] = (comp["compute"] + np.where(st.head, heads * (head_fwd + head_bwd), 0.0)
+                           + np.where(st.embedding, emb_fwd + emb_bwd, 0.0))
         per_stage[name] = comp
         dp_exposed.append(_data_parallel(shape, training, hw, lay, ne, ex, m, layers("fwd"), layers("bwd"),
                                          st.dense + st.moe))

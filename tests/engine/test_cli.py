@@ -25,8 +25,10 @@ def test_estimate_prints_contract(tmp_path):
     est = json.loads(out.stdout)
     assert KEYS <= set(est)
     assert set(est["memory_gib"]) == {"weights", "gradients", "optimizer_states", "activations", "other", "total"}
-    # GPU-hours are GPUs x wall hours of the run; tokens/s and step time agree with the batch
-    assert est["gpu_hours"] == __import__("pytest").approx(8 * 1e12 / est["tokens_per_s"] / 3600)
+    # GPU-hours are GPUs x hours of the run: its steps plus Megatron-LM's default evaluation (100 forward-only steps,
+    # a third of a training step each, every 1,000 steps); tokens/s and step time agree with the batch
+    steps_hours = 8 * 1e12 / est["tokens_per_s"] / 3600
+    assert est["gpu_hours"] == __import__("pytest").approx(steps_hours * (1 + 100 / 1000 / 3))
     assert est["tokens_per_s"] * est["step_time_s"] == __import__("pytest").approx(256 * 4096)
 
 
