@@ -94,11 +94,10 @@ def closest_layout(sc: Scenario) -> tuple[dict | None, str]:
     if found["best"]:
         return found["best"][0]["layout"], "the fastest layout that fits in memory"
     cs = search_cluster(sc, sc.cluster.n_gpus)
-    if not len(cs.valid):
+    if not len(cs.layouts):
         return None, "no layout satisfies the divisibility rules for this model, batch and cluster"
     least = int(np.argmin(cs.ev["mem_total"]))
-    return (row(cs.ctx, cs.ev, cs.valid_layouts, least)["layout"],
-            "nothing fits in memory; this layout needs the least memory per GPU")
+    return cs.layouts.layout(least).model_dump(), "nothing fits in memory; this layout needs the least memory per GPU"
 
 
 def with_layout(sc: Scenario) -> Edit:

@@ -1,7 +1,7 @@
 """Memory, step time and throughput of layouts: `evaluate` works on arrays (the search), `estimate` on one scenario."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -43,8 +43,8 @@ def context(sc: Scenario) -> Context:
                    power=power, price=cost.resolve(sc, power), run=whole_run.resolve(sc))
 
 
-def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
-    """All estimate figures for every layout in `lay` (arrays of len(lay))."""
+def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
+    """Memory per GPU of every layout (its worst pipeline stage) and whether it fits; `staged` for the time model."""
     tr = ctx.scenario.training
     staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
     mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
@@ -54,10 +54,16 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     out = {f"mem_{k}": pick(k) for k in mem["first"]}
     out["worst_stage"] = worst
     out["fits"] = out["mem_total"] <= ctx.hw.memory_bytes
-    st = step_time(ctx.shape, tr, ctx.hw, lay, ctx.n_gpus, staged)
-    out.update(st)
+    out["staged"] = staged
+    return out
+
+
+def timing(ctx: Context, lay: Layouts, staged) -> dict[str, np.ndarray]:
+    """Step time, throughput, FLOP rates, the whole run's time, cost, energy and CO2 of every layout."""
+    tr = ctx.scenario.training
+    out = dict(step_time(ctx.shape, tr, ctx.hw, lay, ctx.n_gpus, staged))
     flops = flops_per_token(ctx.shape, tr, lay)
-    tokens_per_s = tr.global_batch_size * tr.seq_len / st["step_time_s"]
+    tokens_per_s = tr.global_batch_size * tr.seq_len / out["step_time_s"]
     out["tokens_per_s"] = tokens_per_s
     per_gpu = lambda key: flops[key] * tokens_per_s / ctx.n_gpus / 1e12
     out["model_tflops_per_gpu"] = per_gpu("model_causal")
@@ -74,6 +80,29 @@ def evaluate(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     out["gpu_hours"] = cost.gpu_hours(ctx.n_gpus, out["train_s"])
     out.update(run_figures(ctx, out["train_s"]))
     return out
+
+
+def evaluate(ctx: Context, lay: Layouts, timed: np.ndarray | None = None, mem: dict | None = None) -> dict[str, np.ndarray]:
+    """All estimate figures for every layout in `lay` (arrays of len(lay)). With `timed` (a boolean mask), the time
+    model runs only for those layouts and the others carry NaN time figures (the search times only what fits)."""
+    out = dict(memory(ctx, lay) if mem is None else mem)
+    staged = out.pop("staged")
+    if timed is None:
+        out.update(timing(ctx, lay, staged))
+        return out
+    idx = np.flatnonzero(timed)
+    part = timing(ctx, lay.take(idx), {k: _take_stage(v, idx) for k, v in staged.items()}) if len(idx) else {}
+    for key, values in part.items():
+        full = np.full(len(lay), np.nan)
+        full[idx] = values
+        out[key] = full
+    return out
+
+
+def _take_stage(sp, idx):
+    st = sp.stage
+    stage = replace(st, **{f.name: np.asarray(getattr(st, f.name))[idx] for f in fields(st)})
+    return type(sp)(stage, np.asarray(sp.non_expert)[idx], np.asarray(sp.expert)[idx])
 
 
 def run_figures(ctx: Context, train_s: np.ndarray) -> dict[str, np.ndarray]:

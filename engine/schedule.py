@@ -124,9 +124,11 @@ def stages_of(n_layers: int, moe_mask: tuple[bool, ...], pp: np.ndarray, v: np.n
 
     Exact per unique (pp, v, first, last) split: a search has few distinct splits."""
     mask = np.asarray(moe_mask, dtype=bool)
-    keys = np.stack([pp, v, first, last])
-    uniq, inverse = np.unique(keys, axis=1, return_inverse=True)
+    key = ((pp.astype(np.int64) * 4096 + v) * 65536 + (first + 1)) * 65536 + (last + 1)   # one int per split
+    uniq_keys, inverse = np.unique(key, return_inverse=True)
     inverse = inverse.reshape(-1)
+    uniq = np.stack([uniq_keys // (4096 * 65536 * 65536), uniq_keys // (65536 * 65536) % 4096,
+                     uniq_keys // 65536 % 65536 - 1, uniq_keys % 65536 - 1])
     table = np.zeros((uniq.shape[1], 6), dtype=np.int64)   # first/middle/last layers, first/middle/last MoE layers
     for j in range(uniq.shape[1]):
         p_, v_, f_, l_ = (int(x) for x in uniq[:, j])

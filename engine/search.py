@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.estimate import Context, context, evaluate, row
+from engine.estimate import Context, context, evaluate, memory, row
 from engine.catalog import load_catalog
 from engine.layouts import RECOMPUTE, Layouts
 from engine.schedule import SplitError, split_options, stage_layers
@@ -22,6 +22,10 @@ TP_REASON = "heads, KV heads or MLP width not divisible by tp"
 BATCH_REASON = "global batch not divisible by dp*micro_batch"
 SPLIT_REASON = "layers do not split into the pipeline stages"
 MIN_TOKENS_PER_CP_RANK = 512     # context parallelism finer than this is not enumerated
+# Micro-batches larger than this many tokens per GPU are not enumerated: matmul efficiency has saturated long before
+# (engine.kernels: a 16k-token GEMM is within 1% of the rate), so a larger one only costs memory and pipeline bubble.
+MAX_MICRO_BATCH_TOKENS = 65_536
+DOMINATED_REASON = "a layout differing only in recompute fits with less recompute (faster)"
 MAX_CANDIDATES = 5_000_000       # bounds memory (~1 GB of layout arrays) and time
 HSDP_GROWTH = (1, 2, 4, 8)       # HSDP shard groups tried: one node's data-parallel ranks times these
 
@@ -93,8 +97,10 @@ def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: boo
                 if arch.is_moe:
                     experts = [(e, et) for e in divisors(arch.n_experts) for et in sorted({1, t})
                                if (t * c * d) % (e * et) == 0 and arch.ffn_hidden_size % et == 0]
-                block = Block(tp=t, cp=c, pp=p, dp=d, splits=splits or [(-1, -1, 1)],
-                              mbs=divisors(tr.global_batch_size // d) if reason is None else batch_divs,
+                tokens = tr.seq_len // c
+                mbss = [b for b in (divisors(tr.global_batch_size // d) if reason is None else batch_divs)
+                        if b == 1 or b * tokens <= MAX_MICRO_BATCH_TOKENS]
+                block = Block(tp=t, cp=c, pp=p, dp=d, splits=splits or [(-1, -1, 1)], mbs=mbss,
                               experts=experts, zero=_zero_options(d * c, t, gpus_per_node), rc=rcs)
                 if reason is None:
                     blocks.append(block)
@@ -144,6 +150,8 @@ def _scenario_for(sc: Scenario, n_gpus: int) -> Scenario:
 
 
 def _objective(ev: dict, objective: str) -> np.ndarray:
+    if "step_time_s" not in ev:                     # nothing was timed: no layout fits
+        return np.full(len(ev.get("fits", ())), np.inf)
     key = OBJECTIVES[objective]
     if key not in ev:
         key = "train_s" if objective == "time" else key
@@ -174,7 +182,8 @@ class ClusterSearch:
 
     @property
     def feasible(self) -> np.ndarray:
-        return self.ev["fits"] if len(self.layouts) and self.ev else np.zeros(len(self.layouts), bool)
+        """Layouts that fit and went through the time model (the fastest recompute choice of each)."""
+        return self.reason < 0 if self.ev else np.zeros(len(self.layouts), bool)
 
     @property
     def candidates(self) -> int:
@@ -210,11 +219,23 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
                                                 f"{MAX_CANDIDATES:,}; choose a cluster size and batch with fewer "
                                                 "divisors (powers of two)")])
     lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA")
-    reasons = [MEMORY_REASON]
-    ev = evaluate(ctx, lay) if evaluate_model and len(lay) else {}
+    reasons = [MEMORY_REASON, DOMINATED_REASON]
     reason = np.full(len(lay), -1)
-    if ev:
-        reason[~ev["fits"]] = 0
+    ev: dict = {}
+    if evaluate_model and len(lay):
+        mem = memory(ctx, lay)
+        fits = mem["fits"]
+        # recompute is the innermost enumerated choice: of the variants of one layout that fit, keep the one that
+        # recomputes least (it is the fastest; the others are counted as dominated, not evaluated)
+        n_rc = len(blocks[0].rc)
+        grouped = fits.reshape(-1, n_rc)
+        first = np.argmax(grouped, axis=1)
+        keep = np.zeros_like(grouped)
+        keep[np.arange(len(grouped)), first] = grouped.any(axis=1)
+        timed = keep.reshape(-1)
+        ev = evaluate(ctx, lay, timed=timed, mem=mem)
+        reason[~fits] = 0
+        reason[fits & ~timed] = 1
     return ClusterSearch(ctx=ctx, layouts=lay, reason=reason, reasons=reasons, ev=ev, rejected_groups=rejected)
 
 
