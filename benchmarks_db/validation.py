@@ -1,28 +1,24 @@
 """Predicted vs measured: the engine's time to train for an MLPerf benchmark's model on the submission's system,
 next to the published minutes (the app's validation view).
 
-Token counts come from real logs, because the CSV of published scores does not carry them:
-- gpt3: the v4.1 NVIDIA eos_n64_ngc24.09_nemo sample (../shared/data/mlperf-samples, result_0.txt) ends with
-  trained_samples = 1,207,959,552 at global_batch_size 2048 and max_sequence_length 2048. That is 288 steps x 2048
-  x 2048, so NVIDIA's GPT-3 logs count tokens (tracked_stats throughput 404,624 tokens/s x the 49.77-minute run
-  agrees to 0.1%).
+Batch, sequence and amount trained come from each result's own log: benchmarks_db/data/mlperf_run_params.csv
+(gathered from result_0.txt of every GPT-3 and Llama 3.1 405B result, sources per row); results ingested from their
+own logs use their own values; the six results whose log could not be read use the reference run's:
+- gpt3: the v4.1 NVIDIA eos_n64_ngc24.09_nemo sample (tests/data/mlperf-samples, result_0.txt) ends with
+  trained_samples = 1,207,959,552 at global_batch_size 2048 and max_sequence_length 2048 (288 steps; NVIDIA's GPT-3
+  logs count tokens).
 - llama31_405b: mlcommons/training_results_v5.1 @ 4da2d1c, NVIDIA/results/theia_ngpu512_ngc25.09_nemo/llama31_405b/
-  result_0.txt (512 GB300, 64.6-minute score) stops at samples_count = 331,776 sequences (288 steps x
-  global_batch_size 1152) of max_sequence_length 8192 = 2,717,908,992 tokens.
-Results ingested from their own logs use their own batch size and tokens. The others use the reference run's:
-convergence depends on the batch size, so those predictions are approximate, and a submission whose real batch
-size was larger may show "no feasible layout" at the reference batch.
-Precision: FP8 where the catalog has an FP8 peak (NVIDIA's LLM submissions set FP8=True, e.g. v5.1 theia_ngpu512
-llama31_405b config_common.sh), else BF16. This is an assumption per row: Intel's v3.0 GPT-3 runs on Gaudi2 were
-not FP8 (FP8 halved the time in v3.1, 311.94 -> 153.58 min; coverage of the v3.1 results, e.g.
-https://pcge.eu/2023/11/intels-gaudi-ai-accelerator-surpasses-gpt-3-with-impressive-2x-performance-boost/).
-Some v5.1 Blackwell submissions trained in FP4 (NVIDIA's hsg and tyche configs are named *_fp4.sh), which the
-engine does not model. Published minutes include the in-run evaluations; the engine's time is training only.
+  result_0.txt stops at samples_count = 331,776 sequences (288 steps x 1152) of 8192 tokens.
+Published minutes include the runs' in-run evaluations, which the engine adds as the share of the run the logs
+measure (EVAL_SHARE). Precision: per submission, from the submission's configuration where it is published
+(PRECISION_RULES); an accelerator without that precision falls back to the nearest it has.
 """
 from __future__ import annotations
 
+import csv
 import json
 from functools import lru_cache
+from pathlib import Path
 
 import pandas as pd
 
@@ -40,17 +36,65 @@ REFERENCE = {
                                "331,776 sequences x 8192 tokens"},
 }
 NOT_MODELLED = {"llama2_70b_lora": "not modelled: LoRA fine-tuning (frozen base weights, low-rank adapters)"}
+# Share of a run spent in its in-run evaluations, measured in its log (eval_start..eval_stop over run_start..run_stop)
+EVAL_SHARE = {
+    "gpt3": (0.080, "v4.1 NVIDIA eos_n64_ngc24.09_nemo result_0.txt: 24 evaluations, 3.97 of 49.77 minutes"),
+    "llama31_405b": (0.096, "v5.1 NVIDIA theia_ngpu512_ngc25.09_nemo result_0.txt: 22.2 s of evaluation every 16 "
+                            "steps of 13.13 s"),
+}
+# Training precision per submission (first match wins): (round, submitter, system prefix, precision, source)
+PRECISION_RULES = [
+    ("v5.1", "NVIDIA", "hsg_", "nvfp4", "v5.1 NVIDIA llama31_405b configs config_GB200_*_fp4.sh / config_GB300_*_fp4.sh"),
+    ("v5.1", "NVIDIA", "tyche_", "nvfp4", "v5.1 NVIDIA tyche_ngpu512 config_GB300_32x4x288xtp2pp8cp2_cg_fp4.sh"),
+    ("v5.1", "NVIDIA", "theia_", "nvfp4", "v5.1 NVIDIA: every per-system GB200/GB300 llama31_405b config is *_fp4.sh "
+                                          "(theia's own system config is not in the index; its config_common.sh sets "
+                                          "FP8 for what stays in 8 bits)"),
+    ("v3.0", "Intel-HabanaLabs", "", "bf16", "Intel's v3.0 GPT-3 runs were BF16; FP8 came in v3.1 (311.94 -> 153.58 min)"),
+    ("", "Google", "", "bf16", "no precision published in the MaxText/PAX submissions; BF16 assumed"),
+    ("", "", "", "fp8", "NVIDIA's LLM submissions set FP8=True (e.g. v5.1 theia_ngpu512 config_common.sh), as do the "
+                        "partner and Habana v3.1+ submissions"),
+]
+RUN_PARAMS = Path(__file__).resolve().parent / "data" / "mlperf_run_params.csv"
+
+
+@lru_cache(maxsize=1)
+def run_params() -> dict[str, dict]:
+    """Logged batch, sequence and amount trained per result, keyed by the store's run_id."""
+    out = {}
+    with RUN_PARAMS.open() as f:
+        for r in csv.DictReader(f):
+            if r["global_batch_size"] and r["max_sequence_length"] and r["trained_count"]:
+                run_id = f"mlperf:{r['round']}:{r['submitter']}:{r['system_id']}:{r['benchmark']}"
+                seq = int(r["max_sequence_length"])
+                count = float(r["trained_count"])
+                out[run_id] = {"seq_len": seq, "global_batch_size": int(r["global_batch_size"]),
+                               "tokens": count if r["trained_unit"] == "tokens" else count * seq,
+                               "source": f"{r['source_repo']}@{r['source_commit'][:7]} {r['source_file']}"}
+    return out
+
+
+def precision_for(mlperf_round: str, submitter: str, system: str, acc) -> tuple[str, str]:
+    """The submission's training precision (PRECISION_RULES), or the nearest the accelerator supports."""
+    from engine.precision import PRECISION_DTYPE
+    for rnd, who, prefix, precision, source in PRECISION_RULES:
+        if (not rnd or rnd == mlperf_round) and (not who or who == submitter) and system.startswith(prefix):
+            for p in (precision, "fp8", "bf16", "fp16"):
+                if acc.peak(PRECISION_DTYPE[p]):
+                    return p, source if p == precision else f"{source}; {acc.id} has no {precision}: {p}"
+    return "bf16", "no rule"
 
 
 @lru_cache(maxsize=512)
-def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int) -> dict:
+def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int,
+             eval_share: float) -> dict:
     from engine.scenario import ScenarioError, parse_scenario
     from engine.search import search
     try:
         sc = parse_scenario({"model": {"preset": preset},
                              "training": {"seq_len": seq_len, "global_batch_size": gbs, "total_tokens": tokens,
                                           "precision": precision},
-                             "cluster": {"accelerator": accel, "n_gpus": n_gpus}})
+                             "cluster": {"accelerator": accel, "n_gpus": n_gpus},
+                             "schedule": {"eval_steps": 0}})
         best = search(sc, top=1, pareto_sizes=[])["best"]
     except ScenarioError as err:
         return {"status": f"not predicted: {err}"}
@@ -58,19 +102,23 @@ def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str,
         return {"status": f"no feasible layout at global batch {gbs}"}
     b = best[0]
     lay = b["layout"]
-    return {"status": "predicted", "predicted_minutes": b["train_days"] * 1440, "mfu": b["mfu"],
+    split = f" split {lay['first_stage_layers']}/{lay['last_stage_layers']}" if lay["first_stage_layers"] else ""
+    return {"status": "predicted", "predicted_minutes": b["train_days"] * 1440 / (1 - eval_share), "mfu": b["mfu"],
             "layout": f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']} cp{lay['cp']} mbs{lay['micro_batch_size']} "
-                      f"v{lay['virtual_stages']} zero{lay['zero_stage']} {lay['recompute']}"}
+                      f"v{lay['virtual_stages']} zero{lay['zero_stage']} {lay['recompute']}{split}"}
 
 
-def _tokens(benchmark: str, params: dict) -> tuple[int, int, float, str]:
+def _tokens(run_id: str, benchmark: str, params: dict) -> tuple[int, int, float, str]:
     """(sequence length, global batch, tokens, basis) from the run's own log where it has them."""
     ref = REFERENCE[benchmark]
     seq, gbs, samples = params.get("max_sequence_length"), params.get("global_batch_size"), params.get("samples_at_stop")
     if seq and gbs and samples:
         tokens = samples if ref["tokens_in_log"] == "tokens" else samples * seq
         return int(seq), int(gbs), float(tokens), "this result's log"
-    return ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]), ref["source"]
+    logged = run_params().get(run_id)
+    if logged:
+        return logged["seq_len"], logged["global_batch_size"], logged["tokens"], logged["source"]
+    return ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]), "reference run (this log unreadable): " + ref["source"]
 
 
 def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_round: str | None = None) -> pd.DataFrame:
@@ -83,8 +131,8 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
         out = {"run_id": r.run_id, "round": r.round, "submitter": r.submitter, "system_name": r.system_name,
                "benchmark": r.benchmark, "accelerator": accel_id or r.accelerator_raw,
                "n_accelerators": r.n_accelerators, "published_minutes": r.score_minutes, "source_kind": r.source_kind,
-               "predicted_minutes": None, "ratio": None, "precision": None, "tokens": None, "token_basis": None,
-               "layout": None, "mfu": None}
+               "predicted_minutes": None, "ratio": None, "precision": None, "precision_source": None, "tokens": None,
+               "token_basis": None, "global_batch_size": None, "layout": None, "mfu": None}
         acc = accelerator(accel_id)
         if r.benchmark in NOT_MODELLED:
             out["status"] = NOT_MODELLED[r.benchmark]
@@ -93,11 +141,76 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
         elif acc is None:
             out["status"] = "not predicted: accelerator not in the catalog"
         else:
-            seq, gbs, tokens, basis = _tokens(r.benchmark, json.loads(params.get(r.run_id) or "{}"))
-            precision = "fp8" if acc.peak("fp8") else "bf16"
-            pred = _predict(REFERENCE[r.benchmark]["preset"], seq, gbs, tokens, precision, acc.id, int(r.n_accelerators))
-            out.update(pred, precision=precision, tokens=tokens, token_basis=basis)
+            seq, gbs, tokens, basis = _tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
+            parts = r.run_id.split(":")            # mlperf:<round>:<submitter folder>:<system id>:<benchmark>
+            folder, system = (parts[2], parts[3]) if len(parts) >= 5 else (r.submitter, r.system_name)
+            precision, precision_source = precision_for(r.round, folder, system, acc)
+            share = EVAL_SHARE[r.benchmark][0]
+            pred = _predict(REFERENCE[r.benchmark]["preset"], seq, gbs, tokens, precision, acc.id, int(r.n_accelerators),
+                            share)
+            out.update(pred, precision=precision, precision_source=precision_source, tokens=tokens, token_basis=basis,
+                       global_batch_size=gbs)
             if pred.get("predicted_minutes"):
                 out["ratio"] = pred["predicted_minutes"] / r.score_minutes
         rows.append(out)
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    df["diagnosis"] = [diagnosis(r, df) for r in df.itertuples()]
+    return df
+
+
+OFF = 0.25        # predictions further than this from the published minutes are diagnosed
+
+
+def implied_mfu(row) -> float | None:
+    """Model FLOPs per second per accelerator the published minutes imply (training share of the run, 6N per token,
+    attention excluded), over the dense peak of the precision assumed."""
+    from engine.catalog import load_catalog
+    from engine.precision import PRECISION_DTYPE
+    from engine.scenario import parse_scenario
+    acc = accelerator(row.accelerator)
+    if acc is None or not row.tokens or not row.precision:
+        return None
+    params = parse_scenario({"model": {"preset": REFERENCE[row.benchmark]["preset"]},
+                             "training": {"seq_len": 2048, "global_batch_size": 1, "total_tokens": 1.0},
+                             "cluster": {"accelerator": acc.id, "n_gpus": 1}}).arch
+    from engine.model import shape_of
+    n_params = shape_of(params).active_params()
+    seconds = row.published_minutes * 60 * (1 - EVAL_SHARE[row.benchmark][0])
+    peak = load_catalog().accelerator(acc.id).peak(PRECISION_DTYPE[row.precision]) * 1e12
+    return 6 * n_params * row.tokens / seconds / row.n_accelerators / peak
+
+
+def diagnosis(row, df: pd.DataFrame) -> str | None:
+    """Why a prediction is more than OFF from the published minutes, from what is known about the submission."""
+    if row.ratio is None or pd.isna(row.ratio) or abs(row.ratio - 1) <= OFF:
+        return None
+    reasons = []
+    if str(row.token_basis).startswith("reference run"):
+        reasons.append("batch size and tokens unknown: this result's log could not be read, so the reference run's "
+                       "are used")
+    if str(row.accelerator).startswith("TPU") and row.precision == "bf16":
+        mfu = implied_mfu(row)
+        if mfu is not None and mfu > 0.6:
+            reasons.append(f"precision: Google publishes none for this submission; at BF16 the published minutes imply "
+                           f"{mfu:.0%} model FLOP utilisation (6N per token, evaluation excluded), more than published "
+                           "BF16 runs reach, so the run most likely computed its matmuls in INT8 (Google's accurate "
+                           "quantized training) or FP8, which the engine does not model for TPUs")
+        else:
+            reasons.append("TPU efficiency not calibrated: no TPU matmul measurement or per-step TPU run is public, so "
+                           "the catalog's assumed matmul efficiency and the H100's sustained level stand in; the "
+                           "precision (BF16 assumed) is not published either")
+    if row.precision == "nvfp4":
+        reasons.append("NVFP4 recipe: the engine keeps 15% of the linear layers in BF16 as NVIDIA's published NVFP4 "
+                       "pre-training recipe does (12B model) and borrows the FP8 matmul efficiency (no FP4 measurement "
+                       "is published); the MLPerf recipe's BF16 share is not published")
+    kin = df[(df.benchmark == row.benchmark) & (df.accelerator == row.accelerator) & (df.submitter == row.submitter)
+             & df.ratio.notna()]
+    close = kin[(kin.ratio - 1).abs() <= OFF]
+    if not reasons and len(close) and kin["round"].nunique() > 1:
+        same = kin[kin.n_accelerators == row.n_accelerators].sort_values("round")
+        scores = ", ".join(f"{m:.1f} ({r_})" for r_, m in zip(same["round"], same.published_minutes))
+        reasons.append(f"software round: {row.submitter}'s {row.accelerator} results of this benchmark in rounds "
+                       f"{', '.join(sorted(close['round'].unique()))} are predicted within {OFF:.0%}, this one "
+                       f"{row.ratio - 1:+.0%}; the same {row.n_accelerators} accelerators scored {scores} minutes, so "
+                       "the newer software runs faster than the engine's calibration on 2024 BF16 runs")
+    return "; ".join(reasons) or "not diagnosed"

@@ -13,7 +13,7 @@ from engine.cost import price_problems
 from engine.energy import region_problem
 from engine.model import ModelArch
 from engine.precision import PRECISION_DTYPE, Precision  # PRECISION_DTYPE is looked up here by pages and the engine
-from engine.schedule import SplitError, stage_layers
+from engine.schedule import SplitError, split_options, stage_layers
 
 
 class ScenarioError(ValueError):
@@ -303,8 +303,12 @@ def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
         field = ("layout.virtual_stages" if lay.virtual_stages > 1 and "virtual" in str(err) else
                  "layout.first_stage_layers" if lay.first_stage_layers is not None or lay.last_stage_layers is not None
                  else "layout.pp")
-        hint = "" if lay.first_stage_layers is not None or lay.last_stage_layers is not None or lay.pp == 1 else \
-            f"; even splits: pp*virtual_stages one of {_choices(divisors(arch.n_layers))}"
+        hint = ""
+        if lay.first_stage_layers is None and lay.last_stage_layers is None and lay.pp > 1:
+            uneven = [(f, l_) for f, l_ in split_options(arch.n_layers, lay.pp) if f is not None]
+            hint = f"; even splits: pp*virtual_stages one of {_choices(divisors(arch.n_layers))}"
+            if uneven:
+                hint += f"; or split unevenly, e.g. first_stage_layers={uneven[0][0]}, last_stage_layers={uneven[0][1]}"
         p.append((field, f"n_layers={arch.n_layers}: {err}{hint}"))
     per_step = lay.dp * lay.micro_batch_size
     if tr.global_batch_size % per_step:

@@ -46,9 +46,8 @@ def stage_layers(n_layers: int, pp: int, v: int = 1, first: int | None = None,
                              f"last_stage_layers must be {n_layers}, not {sum(given)}")
         each = 0
     elif rest % others:
-        raise SplitError(f"{rest} layers do not split evenly over the {others} other pipeline stages"
-                         + ("" if given else f"; n_layers={n_layers} is not divisible by pp={pp} (set "
-                                             "first_stage_layers/last_stage_layers for an uneven split)"))
+        raise SplitError(f"{n_layers} layers do not split evenly over pp={pp} stages" if not given else
+                         f"the {rest} layers left do not split evenly over the other {others} pipeline stages")
     else:
         each = rest // others
     f = first if first is not None else each

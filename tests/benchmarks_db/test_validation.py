@@ -36,3 +36,28 @@ def test_uploaded_log_uses_its_own_tokens(store):
     row = predicted_vs_measured(store).iloc[0]
     assert row.token_basis == "this result's log" and row.tokens == 1_207_959_552
     assert row.status == "predicted"
+
+
+def test_mlperf_predictions_median_within_ten_percent_and_every_outlier_diagnosed(seeded_ro, capsys):
+    df = predicted_vs_measured(seeded_ro)
+    modelled = df[df.benchmark.isin(["gpt3", "llama31_405b"])]
+    assert (modelled.status == "predicted").all()                 # every GPT-3 and Llama 3.1 405B result is placed
+    ratios = modelled.ratio.astype(float)
+    off = modelled[(ratios - 1).abs() > 0.25]
+    with capsys.disabled():
+        print(f"\nMLPerf: {len(modelled)} results, median predicted/published {ratios.median():.3f}, "
+              f"{len(off)} off by more than 25%")
+        for r in off.itertuples():
+            print(f"  {r.round} {r.system_name[:40]:40} {r.ratio:5.2f}  {r.diagnosis[:110]}")
+    assert abs(ratios.median() - 1) <= 0.10
+    assert off.diagnosis.notna().all() and not (off.diagnosis == "not diagnosed").any()
+
+
+def test_logged_batch_and_tokens_are_used_where_the_log_was_read(seeded_ro):
+    from benchmarks_db.validation import run_params
+    params = run_params()
+    assert len(params) == 58                                    # 64 results, 6 logs unreadable (see data/README.md)
+    eos = params["mlperf:v4.1:NVIDIA:eos_n64_ngc24.09_nemo:gpt3"]
+    assert (eos["global_batch_size"], eos["seq_len"], eos["tokens"]) == (2048, 2048, 288 * 2048 * 2048)
+    theia = params["mlperf:v5.1:NVIDIA:theia_ngpu512_ngc25.09_nemo:llama31_405b"]
+    assert (theia["global_batch_size"], theia["tokens"]) == (1152, 288 * 1152 * 8192)

@@ -10,9 +10,9 @@ from engine.estimate import estimate
 from engine.scenario import parse_scenario
 from engine.schedule import stage_layers
 from engine.search import enumerate_layouts, explain, search, search_cluster, size_ladder
-from tests.conftest import DATA, ROOT
+from tests.conftest import ROOT
 from tests.engine.helpers import gpt, scenario
-from tests.engine.test_accuracy import _predict
+from tests.engine.published_runs import megatron_table1
 
 NUMERIC = ("step_time_s", "tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "hfu",
            "train_days", "gpu_hours")
@@ -33,20 +33,13 @@ def assert_same_estimate(sc, row):
     assert single["fits"] == row["fits"]
 
 
-MEGATRON = json.loads((DATA / "public-validation-cases.json").read_text())["throughput_cases"]["rows"]
-
-
-@pytest.mark.parametrize("case", MEGATRON, ids=[f"{r[0]}B" for r in MEGATRON])
-def test_megatron_table1_best_layout_fits_and_beats_published(case):
-    params_b, heads, hidden, layers, tp, pp, n, gbs, published, _ = case
-    sc = parse_scenario({"model": gpt(layers, hidden, heads),
-                         "training": {"seq_len": 2048, "global_batch_size": gbs, "total_tokens": 3e11, "attention": "standard"},
-                         "cluster": {"accelerator": "A100-SXM4-80GB", "n_gpus": n}})
+@pytest.mark.parametrize("run", megatron_table1(), ids=lambda r: r.name)
+def test_megatron_table1_best_layout_fits_and_beats_published(run):
+    sc = parse_scenario(run.scenario)
     out = search(sc, top=3, pareto_sizes=[])
     best = out["best"][0]
     assert best["fits"] and best["memory_gib"]["total"] <= best["memory_capacity_gib"]
-    _, published_layout = _predict(case)
-    assert best["step_time_s"] <= published_layout["step_time_s"] * (1 + 1e-12)
+    assert best["step_time_s"] <= run.predict()["step_time_s"] * (1 + 1e-12)
     assert_same_estimate(sc, best)
 
 
