@@ -1,0 +1,106 @@
+"""Write the tables of docs/validation.md from the engine as it is: the calibration set with published layouts, the
+search's best answers for the same jobs, out-of-sample runs and every MLPerf result in the seeded store.
+
+    .venv/bin/python scripts/validation_report.py > /tmp/tables.md     (then paste into docs/validation.md)
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks_db.seed import seed  # noqa: E402
+from benchmarks_db.store import open_store  # noqa: E402
+from benchmarks_db.validation import predicted_vs_measured  # noqa: E402
+from engine.estimate import estimate  # noqa: E402
+from engine.scenario import parse_scenario  # noqa: E402
+from engine.search import search  # noqa: E402
+from tests.engine.published_runs import h100_weak_scaling, megatron_table1  # noqa: E402
+
+
+def layout_text(lay: dict) -> str:
+    parts = [f"tp{lay['tp']}", f"pp{lay['pp']}", f"dp{lay['dp']}"]
+    parts += [f"cp{lay['cp']}"] if lay["cp"] > 1 else []
+    parts += [f"ep{lay['ep']}"] if lay["ep"] > 1 else []
+    parts += [f"v{lay['virtual_stages']}"] if lay["virtual_stages"] > 1 else []
+    parts += [f"mbs{lay['micro_batch_size']}", f"ZeRO-{lay['zero_stage']}"]
+    parts += [f"split {lay['first_stage_layers']}/{lay['last_stage_layers']}"] if lay["first_stage_layers"] else []
+    parts += [f"recompute {lay['recompute']}"] if lay["recompute"] != "none" else []
+    return " ".join(parts)
+
+
+def table(title: str, runs, predictions) -> list[str]:
+    out = [f"### {title}", "", "| Run | Published | Predicted | Error | Layout |", "|---|---|---|---|---|"]
+    errors = []
+    for run, est in zip(runs, predictions):
+        pred = est[run.metric]
+        errors.append(pred / run.published - 1)
+        out.append(f"| {run.name} | {run.published:.1f} | {pred:.1f} | {errors[-1]:+.1%} | {layout_text(est['layout'])} |")
+    out += ["", f"Median |error| {statistics.median(abs(e) for e in errors):.1%}, worst {max(abs(e) for e in errors):.1%}.", ""]
+    return out
+
+
+def mlperf() -> list[str]:
+    store = open_store(str(Path(tempfile.mkdtemp()) / "validation.duckdb"))
+    seed(store)
+    df = predicted_vs_measured(store)
+    df = df[df.benchmark.isin(["gpt3", "llama31_405b"])].sort_values(["benchmark", "round", "n_accelerators"])
+    ratios = df.ratio.astype(float)
+    out = ["### MLPerf Training results in the store (GPT-3 175B, Llama 3.1 405B)", "",
+           f"{len(df)} results; median predicted/published **{ratios.median():.3f}**; "
+           f"{int(((ratios - 1).abs() <= 0.10).sum())} within 10%, {int(((ratios - 1).abs() <= 0.25).sum())} within 25%.",
+           "", "| Round | Submitter | System | Accelerators | Batch | Precision | Published min | Predicted min | Ratio | Search's layout |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in df.itertuples():
+        out.append(f"| {r.round} | {r.submitter} | {r.system_name} | {r.n_accelerators} x {r.accelerator} | "
+                   f"{int(r.global_batch_size)} | {r.precision} | {r.published_minutes:.1f} | {r.predicted_minutes:.1f} | "
+                   f"{r.ratio:.2f} | {r.layout} |")
+    out += ["", "Results more than 25% off, with their diagnosis:", "", "| Result | Ratio | Diagnosis |", "|---|---|---|"]
+    for r in df[df.diagnosis.notna()].itertuples():
+        out.append(f"| {r.round} {r.submitter} {r.system_name} | {r.ratio:.2f} | {r.diagnosis} |")
+    return out + [""]
+
+
+def llama3_whole_run() -> list[str]:
+    import json
+    example = json.loads((ROOT / "data" / "schedule.json").read_text())["examples"][1]
+    base = {"model": {"preset": "llama3.1-405b"}, "training": {"seq_len": 8192, "global_batch_size": 2048,
+                                                              "total_tokens": 15.6e12},
+            "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 16384}}
+    rows = []
+    for label, sc in (("main setup only", base), ("with the published schedule (ramp-up, long context)",
+                                                  base | {"schedule": {"phases": example["phases"]}})):
+        b = search(parse_scenario(sc), top=1, pareto_sizes=[])["best"][0]
+        rows.append(f"| {label} | {b['gpu_hours'] / 1e6:.2f}M (steps, evaluation, phases) | {b['wall_days'] * 24 * 16384 / 1e6:.2f}M "
+                    f"(with failures and checkpoints) | {layout_text(b['layout'])} |")
+    return ["### Whole run: Llama 3.1 405B on 16,384 H100 (model card: 30.84M GPU-hours)", "",
+            "| Scenario | GPU-hours of compute | GPU-hours billed | Layout |", "|---|---|---|---|", *rows, ""]
+
+
+def korthikanti() -> list[str]:
+    from tests.engine.test_validation import _mt530b
+    out = ["### Korthikanti et al. 2022: 530B on 2,240 A100", "", "| Setup | Published MFU | Predicted (full square) |",
+           "|---|---|---|"]
+    for rc, sp, pub in (("selective", True, 0.542), ("full", False, 0.421)):
+        out.append(f"| {rc} recompute | {pub:.1%} | {_mt530b(rc, sp)['mfu_full_square']:.1%} |")
+    return out + [""]
+
+
+def main() -> None:
+    t1, ws = megatron_table1(), h100_weak_scaling()
+    lines = table("Megatron-LM Table 1: hardware TFLOP/s per A100, published layouts (calibration set)", t1,
+                  [r.predict() for r in t1])
+    lines += table("Megatron-LM H100 weak scaling: model TFLOP/s per GPU, published layouts (calibration set)", ws,
+                   [r.predict() for r in ws])
+    lines += table("Search realism: the search's best layout for each weak-scaling job (layout free)", ws,
+                   [r.search_best() for r in ws])
+    lines += korthikanti() + llama3_whole_run() + mlperf()
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
