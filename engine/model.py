@@ -1,9 +1,8 @@
-"""Transformer architecture: the spec, parameter counts and FLOPs per token.
+"""Transformer architecture: the spec, parameter counts and the weight-matmul FLOPs of a layer.
 
-Conventions: one multiply-add = 2 FLOPs; a linear layer with P weights costs 2*P FLOPs per token
-forward and 4*P backward (Kaplan et al. 2020, C ~ 6ND). Attention scores cost 2*s*d per head per
-token for Q.K^T and again for A.V (PaLM appendix B; Narayanan et al. 2021 eq. 3), counted over the
-full s x s square as PaLM and Megatron-LM's paper do.
+Conventions: one multiply-add = 2 FLOPs; a linear layer with P weights costs 2*P FLOPs per token forward and 4*P
+backward (Kaplan et al. 2020, C ~ 6ND). Attention-core FLOPs and the conventions of published MFU figures
+(causal vs full square) are in engine/flops.py.
 
 Layer patterns (0-based layer index i, as in Hugging Face transformers):
 - MoE interleaving: layer i has routed experts when i >= n_dense_layers and (i + 1) % moe_layer_every == 0
@@ -203,10 +202,6 @@ class Shape:
         """Parameters touched per token, MTP modules included."""
         return self.main_active_params() + self.mtp_layers * self.mtp_layer_active_params
 
-    def attn_core_flops_per_token(self, seq_len: int) -> float:
-        """Forward Q.K^T plus A.V of one layer for one token attending to seq_len keys."""
-        return 2.0 * seq_len * self.n_heads * (self.qk_head_dim + self.v_head_dim)
-
     def layer_linear_flops_per_token(self, moe: bool) -> float:
         """Forward FLOPs of the weight matmuls of one layer for one token."""
         if moe:
@@ -214,14 +209,6 @@ class Shape:
         else:
             mlp = self.dense_mlp_params
         return 2.0 * (self.attn_params + mlp)
-
-    def model_flops_per_token(self, seq_len: int) -> float:
-        """Forward + backward FLOPs per token (3x forward), logits included, no recompute."""
-        fwd = (self.n_dense_layers * self.layer_linear_flops_per_token(False)
-               + self.n_moe_layers * self.layer_linear_flops_per_token(True)
-               + self.n_layers * self.attn_core_flops_per_token(seq_len)
-               + 2.0 * self.hidden * self.vocab)
-        return 3.0 * fwd
 
 
 def mlp_params(hidden: int, ffn: int, gated: bool, bias: bool = False) -> int:

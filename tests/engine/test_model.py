@@ -78,11 +78,19 @@ def test_gpt_params_follow_narayanan_eq2():
 
 
 def test_model_flops_follow_narayanan_eq3_without_recompute():
-    # forward+backward FLOPs per sequence: 72 s l h^2 (1 + s/(6h) + V/(12 l h))  (eq. 3 is 96/(16) with recompute)
+    # forward+backward FLOPs per sequence: 72 s l h^2 (1 + s/(6h) + V/(12 l h))  (eq. 3 is 96/(16) with recompute),
+    # the full attention square; the causal count removes half of the s/(6h) term
+    import numpy as np
+    from engine.flops import flops_per_token
+    from engine.layouts import Layouts
+    from engine.scenario import Layout, Training
     l, h, V, s = 40, 6144, 51200, 2048
     shape = shape_of(ModelArch(**gpt(l, h, 48, V, s)))
-    expected = 72 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
-    assert shape.model_flops_per_token(s) * s == pytest.approx(expected, rel=1e-9)
+    f = flops_per_token(shape, Training(seq_len=s, global_batch_size=1, total_tokens=1.0), Layouts.of([Layout()]))
+    assert f["model_full_square"] * s == pytest.approx(72 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), rel=1e-9)
+    causal = 72 * s * l * h * h * (1 + (s + 1) / 2 / (6 * h) + V / (12 * l * h))
+    assert f["model_causal"] * s == pytest.approx(causal, rel=1e-9)
+    assert np.all(f["hardware_full_square"] == f["model_full_square"])
 
 
 def test_gqa_and_swiglu_counts():
