@@ -84,6 +84,32 @@ def cmd_energy(args) -> dict:
     return energy_calculator(**given)
 
 
+def _batch_range(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    lo, sep, hi = text.partition("-")
+    try:
+        return int(lo), int(hi)
+    except ValueError:
+        raise ScenarioError([("--batch-range", f"{text!r} is not MIN-MAX sequences, e.g. 512-4096")]) from None
+
+
+def cmd_plan(args) -> dict:
+    from engine.plan import plan
+    data = _load(args.scenario)
+    data.pop("layout", None)
+    if args.deadline_days is None and args.budget_usd is None and args.gpu_hours is None:
+        raise ScenarioError([("--deadline-days", "give --deadline-days, --budget-usd or --gpu-hours")])
+    result = plan(parse_scenario(data), deadline_days=args.deadline_days, budget_usd=args.budget_usd,
+                  gpu_hours=args.gpu_hours, vendor=args.vendor, efficiency=args.efficiency,
+                  batch_range=_batch_range(args.batch_range))
+    answer = result.get("answer")
+    if answer is not None:                      # the layout search's full estimate is long; keep its key figures
+        answer["estimate"] = {k: answer["estimate"][k] for k in ("layout", "memory_gib", "step_time_s", "mfu",
+                                                                 "tokens_per_s", "time_breakdown_s", "whole_run")}
+    return result
+
+
 def _source(s) -> str:
     return f"{s.document} ({s.url}, {s.date})"
 
@@ -119,8 +145,8 @@ def cmd_import_hf(args) -> dict:
     return import_hf(text)
 
 
-COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "compare": cmd_compare, "energy": cmd_energy,
-            "catalog": cmd_catalog, "import-hf": cmd_import_hf}
+COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "compare": cmd_compare, "plan": cmd_plan,
+            "energy": cmd_energy, "catalog": cmd_catalog, "import-hf": cmd_import_hf}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +167,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="size each accelerator's cluster to meet this deadline (default: the scenario's n_gpus)")
     p.add_argument("--weights", help="decision weights, e.g. time=0.3,cost=0.3,energy=0.05,co2=0.1,memory_headroom=0.05,ecosystem=0.2")
     p.add_argument("--accelerators", help="comma-separated catalog ids (default: all)")
+    p = sub.add_parser("plan", help="the answer for a deadline or budget: accelerator, cluster size, days, cost, "
+                                    "energy, CO2 with ranges, and the nearest alternatives")
+    p.add_argument("scenario", help="scenario JSON file, or - for stdin (its cluster size and layout are ignored)")
+    p.add_argument("--deadline-days", type=float, dest="deadline_days", help="finish within this many days (wall clock)")
+    p.add_argument("--budget-usd", type=float, dest="budget_usd", help="spend at most this much")
+    p.add_argument("--gpu-hours", type=float, dest="gpu_hours", help="use at most this many GPU-hours")
+    p.add_argument("--vendor", default="any", help="any (default), same (the scenario's accelerator), or a vendor: "
+                                                   "NVIDIA, AMD, Intel, Google, AWS")
+    p.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",
+                   help="tuned: a well-tuned Megatron-class stack; typical: as published whole-run GPU-hours imply")
+    p.add_argument("--batch-range", dest="batch_range", help="let the global batch grow within MIN-MAX sequences "
+                                                              "(tokens fixed), e.g. 512-4096")
     p = sub.add_parser("energy", help="energy, CO2 and cost of a run that already happened, from its GPU-hours")
     p.add_argument("--gpu-hours", type=float, required=True, dest="gpu_hours", help="GPU-hours of the run")
     p.add_argument("--power-w", type=float, required=True, dest="power_w", help="average power per GPU, W (TDP or measured)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 
 from typing import Annotated, Literal, Union
 
@@ -271,6 +272,7 @@ def economics_problems(sc: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
+@lru_cache(maxsize=65536)
 def divisors(n: int) -> list[int]:
     """All divisors of n, ascending (pairs up to sqrt(n), so a batch of 10^8 costs 10^4 steps)."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]

@@ -18,6 +18,7 @@ interleaved with 7 layers on its first and last stages and 8 on the others).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,6 +64,7 @@ def stage_layers(n_layers: int, pp: int, v: int = 1, first: int | None = None,
     return f, (each if pp > 2 else f), l_
 
 
+@lru_cache(maxsize=8192)
 def split_options(n_layers: int, pp: int) -> list[tuple[int | None, int | None]]:
     """(first, last) splits the search tries for pp stages: the even split when the layers divide, and the splits
     that give the first and last stage (which also hold the embedding and the output layer) up to one layer less

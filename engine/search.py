@@ -6,6 +6,7 @@ cluster sizes, and the smallest cluster that meets a deadline or a GPU-hour budg
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,9 +50,11 @@ class Block:
         return len(self.splits) * len(self.mbs) * len(self.experts) * len(self.zero) * len(self.rc)
 
 
-def _zero_options(dp_group: int, tp: int, gpus_per_node: int) -> list[tuple[int, bool, int]]:
+def _zero_options(dp_group: int, tp: int, gpus_per_node: int, quick: bool = False) -> list[tuple[int, bool, int]]:
     """ZeRO 0-3 over the whole data-parallel group, FSDP without resharding, and hybrid sharding (HSDP) over groups
-    of one or a few nodes' data-parallel ranks, replicated across groups."""
+    of one or a few nodes' data-parallel ranks, replicated across groups (quick: ZeRO-1 and ZeRO-3 only)."""
+    if quick:
+        return [(1, True, dp_group), (3, True, dp_group)]
     out = [(0, True, dp_group), (1, True, dp_group), (2, True, dp_group), (3, True, dp_group), (3, False, dp_group)]
     per_node = max(1, gpus_per_node // tp)
     for growth in HSDP_GROWTH:
@@ -61,8 +64,15 @@ def _zero_options(dp_group: int, tp: int, gpus_per_node: int) -> list[tuple[int,
     return out
 
 
-def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: bool, software_stack: str):
-    """(blocks of valid choices, rejected (tp, cp, pp) groups as (values, layouts, reason))."""
+QUICK_MICRO_BATCHES = (1, 2, 4)
+QUICK_VIRTUAL_STAGES = 4         # quick: no interleaving, or the largest degree up to this
+
+
+def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: bool, software_stack: str,
+            quick: bool = False):
+    """(blocks of valid choices, rejected (tp, cp, pp) groups as (values, layouts, reason)). quick keeps the choices
+    tuned runs use (ZeRO-1/3, micro-batches 1-4, one interleaving degree, one split, experts without expert TP): a
+    few percent of the space, for sizing clusters; the full search then runs on the size chosen."""
     arch, tr = sc.arch, sc.training
     divs = divisors(n_gpus)
     dense_ffn = arch.dense_ffn_hidden_size or arch.ffn_hidden_size
@@ -72,45 +82,48 @@ def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: boo
     cps = [d for d in divs if d == 1 or tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK and tr.seq_len % d == 0]
     pps = [d for d in divs if d <= arch.n_layers]
     rcs = [0, 1, 2] if tr.attention == "standard" else [0, 2]   # flash attention already recomputes its scores
-    batch_divs = divisors(tr.global_batch_size)
+    gbs = tr.global_batch_size
+    n_batch_divs = len(divisors(gbs))
     blocks, rejected = [], []
     for t in tps:
+        tp_bad = bool(arch.n_heads % t or arch.kv_heads % t or tp_ffn % t or shared_ffn % t)
+        span_bad = not allow_span_nodes and (t > gpus_per_node or gpus_per_node % t)
         for c in cps:
             for p in pps:
                 if n_gpus % (t * c * p):
                     continue
                 d = n_gpus // (t * c * p)
-                values = {"tp": t, "cp": c, "pp": p, "dp": d}
-                reason = None
-                if arch.n_heads % t or arch.kv_heads % t or tp_ffn % t or shared_ffn % t:
-                    reason = TP_REASON
-                elif tr.global_batch_size % d:
-                    reason = BATCH_REASON
-                elif not allow_span_nodes and (t > gpus_per_node or gpus_per_node % t):
-                    reason = SPAN_REASON
-                splits = [(-1 if f is None else f, -1 if l_ is None else l_, v)
-                          for f, l_ in split_options(arch.n_layers, p)
-                          for v in _virtual_stages(arch.n_layers, p, f, l_)]
-                if reason is None and not splits:
-                    reason = SPLIT_REASON
+                splits = _splits(arch.n_layers, p, quick)
+                reason = (TP_REASON if tp_bad else BATCH_REASON if gbs % d else SPAN_REASON if span_bad
+                          else SPLIT_REASON if not splits else None)
+                if reason is not None:
+                    if not quick:                    # the quick space is for sizing; nobody reads its rejections
+                        count = max(len(splits), 1) * n_batch_divs * len(rcs) * 5 * (2 if arch.is_moe else 1)
+                        rejected.append(({"tp": t, "cp": c, "pp": p, "dp": d}, count, reason))
+                    continue
                 experts = [(1, t)]
                 if arch.is_moe:
-                    experts = [(e, et) for e in divisors(arch.n_experts) for et in sorted({1, t})
+                    experts = [(e, et) for e in divisors(arch.n_experts) for et in ([1] if quick else sorted({1, t}))
                                if (t * c * d) % (e * et) == 0 and arch.ffn_hidden_size % et == 0]
                 tokens = tr.seq_len // c
-                mbss = [b for b in (divisors(tr.global_batch_size // d) if reason is None else batch_divs)
-                        if b == 1 or b * tokens <= MAX_MICRO_BATCH_TOKENS]
-                block = Block(tp=t, cp=c, pp=p, dp=d, splits=splits or [(-1, -1, 1)], mbs=mbss,
-                              experts=experts, zero=_zero_options(d * c, t, gpus_per_node), rc=rcs)
-                if reason is None:
-                    blocks.append(block)
-                else:
-                    rejected.append((values, block.count, reason))
+                mbss = [b for b in divisors(gbs // d)
+                        if (b == 1 or b * tokens <= MAX_MICRO_BATCH_TOKENS) and (not quick or b in QUICK_MICRO_BATCHES)]
+                blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=experts,
+                                    zero=_zero_options(d * c, t, gpus_per_node, quick), rc=rcs))
     return blocks, rejected
 
 
-def _virtual_stages(n_layers: int, pp: int, first, last) -> list[int]:
-    """Interleaving degrees the split allows (engine.schedule.stage_layers)."""
+@lru_cache(maxsize=8192)
+def _splits(n_layers: int, pp: int, quick: bool) -> list[tuple[int, int, int]]:
+    """(first, last, v) pipeline splits the search tries for pp stages (-1: even), quick: the first split only."""
+    options = split_options(n_layers, pp)[:1 if quick else None]
+    return [(-1 if f is None else f, -1 if l_ is None else l_, v)
+            for f, l_ in options for v in _virtual_stages(n_layers, pp, f, l_, quick)]
+
+
+@lru_cache(maxsize=8192)
+def _virtual_stages(n_layers: int, pp: int, first, last, quick: bool = False) -> list[int]:
+    """Interleaving degrees the split allows (engine.schedule.stage_layers); quick: none, or the largest <= 4."""
     if pp == 1:
         return [1]
     try:
@@ -118,7 +131,8 @@ def _virtual_stages(n_layers: int, pp: int, first, last) -> list[int]:
     except SplitError:
         return []
     reference = middle if pp > 2 else max(f, last_n)
-    return [v for v in divisors(reference) if v <= min(f, middle, last_n)]
+    vs = [v for v in divisors(reference) if v <= min(f, middle, last_n)]
+    return sorted({1, max(v for v in vs if v <= QUICK_VIRTUAL_STAGES)}) if quick else vs
 
 
 def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
@@ -202,7 +216,8 @@ class ClusterSearch:
         return out
 
 
-def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, evaluate_model: bool = True) -> ClusterSearch:
+def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, evaluate_model: bool = True,
+                   quick: bool = False) -> ClusterSearch:
     """Enumerate the layouts the rules allow for one cluster size and evaluate their memory and time. The rules are
     applied per dimension before the product is built (tensor parallelism divides the heads and widths, data
     parallelism the batch, the layers split into the pipeline stages and virtual stages, the experts into expert
@@ -211,7 +226,7 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
     scn = _scenario_for(sc, n_gpus)
     ctx = context(scn)
     acc = load_catalog().accelerator(scn.cluster.accelerator)
-    blocks, rejected = _blocks(scn, n_gpus, ctx.hw.gpus_per_node, allow_span_nodes, acc.software_stack)
+    blocks, rejected = _blocks(scn, n_gpus, ctx.hw.gpus_per_node, allow_span_nodes, acc.software_stack, quick)
     total = sum(b.count for b in blocks) + sum(count for _, count, _ in rejected)
     if total > MAX_CANDIDATES:
         raise ScenarioError([("cluster.n_gpus", f"{n_gpus:,} GPUs with a global batch of {scn.training.global_batch_size:,} "

@@ -1,0 +1,187 @@
+"""The manager's answer: a deadline or a budget in; the cluster (accelerator, vendor, size in whole nodes, layout),
+wall days, cost, energy and CO2 out, each with its range, and the nearest alternatives.
+
+For every accelerator of the chosen vendor(s) the cluster is sized for the target (engine.sizing, quick search);
+the answer is the cheapest option that meets a deadline (by GPU-hours where prices are unknown), or the fastest
+within a budget; its size is then searched in full. Alternatives: the next smaller size (how many days), the
+cheapest and the fastest other accelerator that also meets the target (how much slower or dearer), and the best of
+another vendor. Optionally the global batch may vary within a range the user accepts (tokens fixed): bigger clusters
+need bigger batches to keep their data-parallel ranks busy.
+"""
+from __future__ import annotations
+
+from engine import ranges
+from engine.catalog import load_catalog
+from engine.scenario import Scenario, ScenarioError
+from engine.sizing import Target, billed_gpu_hours, size_for
+from engine.vendor import _precision_for, _scenario_on
+
+HEADLINE = ("wall_days", "cost_usd", "energy_mwh", "co2_t")
+MAX_BATCH_CHOICES = 4
+
+
+def _batches(sc: Scenario, batch_range: tuple[int, int] | None) -> list[int]:
+    """The scenario's batch, and powers of two times it within the accepted range."""
+    gbs = sc.training.global_batch_size
+    if batch_range is None:
+        return [gbs]
+    lo, hi = batch_range
+    if not (1 <= lo <= gbs <= hi):
+        raise ScenarioError([("batch_range", f"the range {lo}-{hi} must contain the scenario's global batch {gbs}")])
+    out, b = [gbs], gbs * 2
+    while b <= hi and len(out) < MAX_BATCH_CHOICES:
+        out.append(b)
+        b *= 2
+    return out
+
+
+def _option(sc, acc, target, factor, batches, objective) -> dict:
+    precision, note = _precision_for(acc, sc.training.precision)
+    base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "precision": precision,
+            "precision_note": note}
+    if precision is None:
+        return {**base, "met": False, "reason": note or f"no dense peak published for {acc.name}"}
+    found = None
+    for gbs in batches:
+        scn = _scenario_on(sc, acc, precision, sc.cluster.n_gpus, {})
+        if gbs != sc.training.global_batch_size:
+            scn = scn.model_copy(update={"training": scn.training.model_copy(update={"global_batch_size": gbs})})
+        try:
+            sized = size_for(scn, target, objective, factor, full=False)
+        except ScenarioError as err:
+            sized = {"met": False, "reason": str(err), "best": None}
+        sized["global_batch_size"] = gbs
+        sized["scenario"] = scn
+        better = found is None or (sized["met"] and not found["met"]) or (
+            sized["met"] and found["met"] and _key(sized, target) < _key(found, target))
+        if better:
+            found = sized
+    return {**base, **found}
+
+
+def _key(option: dict, target: Target) -> float:
+    """Smaller is better: the cost (or GPU-hours) for a deadline, the days for a budget."""
+    best = option["best"]
+    if target.deadline_days is not None:
+        return best["cost_usd"] if best.get("cost_usd") is not None else 1e30 + billed_gpu_hours(best)
+    return best.get("wall_days") or best["train_days"]
+
+
+def _figures(row: dict, factor: float, efficiency: str) -> dict:
+    out = {"wall_days": (row.get("wall_days") or row["train_days"]) * factor,
+           "gpu_hours": billed_gpu_hours(row, factor)}
+    for key in ("cost_usd", "energy_mwh", "co2_t"):
+        out[key] = None if row.get(key) is None else row[key] * factor
+    base = {"wall_days": row.get("wall_days") or row["train_days"], "gpu_hours": billed_gpu_hours(row),
+            **{k: row.get(k) for k in ("cost_usd", "energy_mwh", "co2_t")}}
+    out["ranges"] = {k: ranges.band(v, efficiency) for k, v in base.items()}
+    return out
+
+
+def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | None = None,
+         gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
+         batch_range: tuple[int, int] | None = None, accelerators: list[str] | None = None,
+         objective: str = "time", progress=None) -> dict:
+    """See the module docstring. vendor: 'any', 'same' (the scenario's accelerator only) or a vendor name."""
+    target = Target(deadline_days, budget_usd, gpu_hours)
+    factor = ranges.factor(efficiency)
+    cat = load_catalog()
+    if accelerators:
+        unknown = [a for a in accelerators if a not in cat.accelerators]
+        if unknown:
+            raise ScenarioError([("accelerators", f"unknown ids {unknown}")])
+        pool = [cat.accelerator(a) for a in accelerators]
+    elif vendor == "same":
+        pool = [cat.accelerator(sc.cluster.accelerator)]
+    elif vendor == "any":
+        pool = list(cat.accelerators.values())
+    else:
+        vendors = sorted({a.vendor for a in cat.accelerators.values()})
+        if vendor not in vendors:
+            raise ScenarioError([("vendor", f"unknown vendor {vendor!r}; choose any, same or one of {', '.join(vendors)}")])
+        pool = [a for a in cat.accelerators.values() if a.vendor == vendor]
+    batches = _batches(sc, batch_range)
+    options = []
+    for k, acc in enumerate(pool):
+        if progress:
+            progress(k / len(pool), f"sizing a cluster of {acc.name}")
+        options.append(_option(sc, acc, target, factor, batches, objective))
+    met = sorted((o for o in options if o["met"]), key=lambda o: _key(o, target))
+    result = {"target": target.describe(), "answer": None, "alternatives": [], "efficiency": efficiency,
+              "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,
+              "options": [_summary(o, factor, efficiency) for o in options]}
+    if not met:
+        closest = min((o for o in options if o.get("best")), key=lambda o: o["best"].get("wall_days") or 1e30, default=None)
+        result.update(answer=None, reason=("no accelerator meets " + target.describe() + (
+            f"; the closest is {closest['name']}: {closest.get('reason', '')}" if closest else "")))
+        return result
+    chosen = met[0]
+    if progress:
+        progress(0.95, f"searching every layout of {chosen['n_gpus']:,} {chosen['name']}")
+    full = size_for(chosen["scenario"], target, objective, factor, full=True)
+    if full["met"]:
+        chosen = {**chosen, **full}
+    result["answer"] = _answer(chosen, factor, efficiency)
+    result["alternatives"] = _alternatives(chosen, met, target, factor, efficiency)
+    result["options"] = [_summary(chosen if o["accelerator"] == chosen["accelerator"] else o, factor, efficiency)
+                         for o in options]
+    if progress:
+        progress(1.0, "done")
+    return result
+
+
+def _answer(o: dict, factor: float, efficiency: str) -> dict:
+    best = o["best"]
+    return {"accelerator": o["accelerator"], "name": o["name"], "vendor": o["vendor"], "precision": o["precision"],
+            "n_gpus": o["n_gpus"], "nodes": o["nodes"], "gpus_per_node": o["gpus_per_node"],
+            "global_batch_size": o["global_batch_size"], "layout": best["layout"], "mfu": best["mfu"],
+            "memory_gib": best["memory_gib"]["total"], "memory_capacity_gib": best["memory_capacity_gib"],
+            **_figures(best, factor, efficiency), "estimate": best}
+
+
+def _summary(o: dict, factor: float, efficiency: str) -> dict:
+    out = {k: o.get(k) for k in ("accelerator", "name", "vendor", "precision", "met", "n_gpus", "nodes",
+                                 "global_batch_size")}
+    if o.get("best") is not None:
+        out.update(_figures(o["best"], factor, efficiency))
+        out["price_known"] = o["best"].get("cost_usd") is not None
+    if not o.get("met"):
+        out["reason"] = o.get("reason")
+    return out
+
+
+def _alternatives(chosen: dict, met: list[dict], target: Target, factor: float, efficiency: str) -> list[dict]:
+    mine = _figures(chosen["best"], factor, efficiency)
+    out = []
+    near = chosen.get("neighbour")
+    if near is not None:
+        n = near["layout"]["tp"] * near["layout"]["pp"] * near["layout"]["dp"] * near["layout"]["cp"]
+        f = _figures(near, factor, efficiency)
+        kind = "smaller" if n < chosen["n_gpus"] else "larger"
+        text = (f"{n:,} GPUs: {f['wall_days']:.1f} days" + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "")
+                + (" - misses the deadline by " + f"{f['wall_days'] - target.deadline_days:.1f} days"
+                   if target.deadline_days is not None and kind == "smaller" else " - over the budget" if kind == "larger" else ""))
+        out.append({"kind": f"one size {kind}", "accelerator": chosen["accelerator"], "n_gpus": n, **f, "text": text})
+    others = [o for o in met if o["accelerator"] != chosen["accelerator"]]
+    priced = [o for o in others if o["best"].get("cost_usd") is not None]
+    picks = []
+    if priced:
+        picks.append(("cheapest other", min(priced, key=lambda o: o["best"]["cost_usd"])))
+    if others:
+        picks.append(("fastest other", min(others, key=lambda o: o["best"].get("wall_days") or o["best"]["train_days"])))
+        vendors = [o for o in others if o["vendor"] != chosen["vendor"]]
+        if vendors:
+            picks.append(("other vendor", vendors[0]))
+    seen = set()
+    for kind, o in picks:
+        if o["accelerator"] in seen:
+            continue
+        seen.add(o["accelerator"])
+        f = _figures(o["best"], factor, efficiency)
+        slower = f["wall_days"] / mine["wall_days"] - 1
+        dearer = None if f["cost_usd"] is None or mine["cost_usd"] is None else f["cost_usd"] / mine["cost_usd"] - 1
+        text = (f"{o['name']} ({o['vendor']}), {o['n_gpus']:,} GPUs: {f['wall_days']:.1f} days ({slower:+.0%})"
+                + ("" if dearer is None else f", ${f['cost_usd']:,.0f} ({dearer:+.0%})")
+                + ("" if f["cost_usd"] is not None else ", no price: enter one"))
+        out.append({"kind": kind, "accelerator": o["accelerator"], "n_gpus": o["n_gpus"], **f, "text": text})
+    return out
