@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.catalog import DATA_DIR, Source, load_catalog
-from engine.energy import HOURS_PER_YEAR, Power
+from engine.energy import HOURS_PER_YEAR, Power, energy_defaults
 
 PRICING = ("on_demand", "reserved_1y", "reserved_3y", "reserved", "spot")
 # Seed 003 section 2.4.5 (L1849): warn when one job requests more than 512 GPU-hours.
@@ -112,37 +112,128 @@ def price_problems(accelerator: str, cost) -> list[tuple[str, str]]:
 
 @lru_cache(maxsize=1)
 def tco_defaults() -> dict:
-    return json.loads((DATA_DIR / "tco_defaults.json").read_text())
+    doc = json.loads((DATA_DIR / "tco_defaults.json").read_text())
+    if doc.get("schema_version") != 2:
+        raise ValueError(f"data/tco_defaults.json: unsupported schema_version {doc.get('schema_version')!r}")
+    return doc
+
+
+class ServerPrice(BaseModel):
+    """One published purchase price: a whole server or rack, the accelerators on their baseboard, or one accelerator."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    accelerator: str
+    price_usd: float = Field(gt=0)
+    priced_unit: Literal["server", "rack", "gpu_baseboard", "accelerator"]
+    gpus_per_server: int = Field(ge=1)
+    derivation: str = Field(min_length=3)
+    source: Source
+
+
+@lru_cache(maxsize=1)
+def server_prices() -> dict[str, ServerPrice]:
+    """Published on-premises server prices by accelerator id (data/tco_defaults.json servers)."""
+    rows = [ServerPrice(**r) for r in tco_defaults()["servers"]]
+    ids = [r.accelerator for r in rows]
+    unknown = sorted(set(ids) - set(load_catalog().accelerators))
+    if unknown:
+        raise ValueError(f"data/tco_defaults.json: unknown accelerator ids {unknown}")
+    if len(ids) != len(set(ids)):
+        raise ValueError("data/tco_defaults.json: more than one server price for an accelerator")
+    return {r.accelerator: r for r in rows}
+
+
+def server_capex_usd(price_usd: float, priced_unit: str, gpus_per_server: int, host_usd_per_gpu: float) -> float:
+    """Price of one whole server: a server or rack price as published; a baseboard price plus the host share of its GPUs;
+    a per-accelerator price times the GPUs plus their host share."""
+    if priced_unit in ("server", "rack"):
+        return price_usd
+    if priced_unit == "gpu_baseboard":
+        return price_usd + host_usd_per_gpu * gpus_per_server
+    if priced_unit == "accelerator":
+        return (price_usd + host_usd_per_gpu) * gpus_per_server
+    raise ValueError(f"unknown priced_unit {priced_unit!r}")
+
+
+def colocation_usd_per_gpu_year(usd_per_kw_month: float, contracted_kw_per_gpu: float) -> float:
+    """Wholesale colocation rent of one GPU's share of contracted IT capacity for a year (CBRE quotes USD per kW-month)."""
+    return usd_per_kw_month * 12.0 * contracted_kw_per_gpu
 
 
 @dataclass(frozen=True)
 class OnPrem:
     """Resolved TCO inputs; capex_usd_per_gpu None when no server price is published or given."""
     capex_usd_per_gpu: float | None
-    inputs: dict                    # name -> {"value", "source"} for the output
+    inputs: dict                    # name -> {"value", "unit", "derivation", "source"} for the output
 
 
-def _onprem(sc) -> OnPrem:
+def _fmt_source(s) -> str:
+    s = s if isinstance(s, Source) else Source(**s)
+    return f"{s.document} ({s.url}, {s.date})"
+
+
+def _term(value, unit: str, derivation: str, source: str) -> dict:
+    return {"value": value, "unit": unit, "derivation": derivation, "source": source}
+
+
+def _default(d: dict, name: str, value=None, derivation: str | None = None) -> dict:
+    """A data-file term as an input: its value (or a computed one), unit, derivation and source (or its note)."""
+    t = d[name]
+    src = _fmt_source(t["source"]) if "source" in t else t["note"]
+    return _term(t["value"] if value is None else value, t["unit"], derivation or t["derivation"], src)
+
+
+def _onprem(sc, power: Power) -> OnPrem:
     d = tco_defaults()
+    acc = sc.cluster.accelerator
     given = sc.cost.on_prem if sc.cost is not None else None
-    pick = lambda name, default, src: ({"value": getattr(given, name), "source": f"given in cost.on_prem.{name}"}
-                                       if given is not None and getattr(given, name) is not None
-                                       else {"value": default, "source": src})
-    server = next((s for s in d["servers"] if s["accelerator"] == sc.cluster.accelerator), None)
-    fmt = lambda s: f"{s['document']} ({s['url']}, {s['date']})"
-    inputs = {
-        "server_capex_usd": pick("server_capex_usd", server and server["server_capex_usd"],
-                                 fmt(server["source"]) if server else f"no published server price for {sc.cluster.accelerator}"),
-        "gpus_per_server": pick("gpus_per_server", server["gpus_per_server"] if server else sc.gpus_per_node,
-                                fmt(server["source"]) if server else "the cluster's GPUs per node"),
-        "network_fraction": pick("network_fraction", d["network_fraction"]["value"], fmt(d["network_fraction"]["source"])),
-        "storage_capex_usd_per_gpu": pick("storage_capex_usd_per_gpu", d["storage_capex_usd_per_gpu"]["value"],
-                                          d["storage_capex_usd_per_gpu"]["note"]),
-        "depreciation_years": pick("depreciation_years", d["depreciation_years"]["value"], fmt(d["depreciation_years"]["source"])),
-        "utilisation": pick("utilisation", d["utilisation"]["value"], fmt(d["utilisation"]["source"])),
-        "power_usd_per_kwh": pick("power_usd_per_kwh", d["power_usd_per_kwh"]["value"], fmt(d["power_usd_per_kwh"]["source"])),
-        "ops_usd_per_gpu_year": pick("ops_usd_per_gpu_year", d["ops_usd_per_gpu_year"]["value"], d["ops_usd_per_gpu_year"]["note"]),
-    }
+    has = lambda name: given is not None and getattr(given, name) is not None
+    mine = lambda name, unit: _term(getattr(given, name), unit, "your value", f"given in cost.on_prem.{name}")
+    row = server_prices().get(acc)
+    inputs = {}
+    if has("server_capex_usd"):
+        inputs["server_capex_usd"] = mine("server_capex_usd", "USD per server")
+    elif row is None:
+        inputs["server_capex_usd"] = _term(None, "USD per server", "no published price",
+                                           f"no published server price for {acc}; enter cost.on_prem.server_capex_usd")
+    else:
+        host = d["host_capex_usd_per_gpu"]["value"]
+        capex = server_capex_usd(row.price_usd, row.priced_unit, row.gpus_per_server, host)
+        how = {"server": "as published", "rack": "as published (one rack)",
+               "gpu_baseboard": f"+ host share {row.gpus_per_server} x ${host:,.2f}",
+               "accelerator": f"(per accelerator + host share ${host:,.2f}) x {row.gpus_per_server}"}[row.priced_unit]
+        inputs["server_capex_usd"] = _term(capex, "USD per server",
+                                           f"{row.derivation}: ${row.price_usd:,.2f} per {row.priced_unit} {how}",
+                                           _fmt_source(row.source))
+        if row.priced_unit in ("gpu_baseboard", "accelerator"):
+            inputs["host_capex_usd_per_gpu"] = _default(d, "host_capex_usd_per_gpu")
+    if has("gpus_per_server"):
+        inputs["gpus_per_server"] = mine("gpus_per_server", "GPUs")
+    elif row is not None:
+        inputs["gpus_per_server"] = _term(row.gpus_per_server, "GPUs", f"GPUs covered by the {acc} server price",
+                                          _fmt_source(row.source))
+    else:
+        inputs["gpus_per_server"] = _term(sc.gpus_per_node, "GPUs", "the cluster's GPUs per node", "the scenario's cluster")
+    for name in ("network_fraction", "storage_capex_usd_per_gpu", "depreciation_years", "utilisation",
+                 "power_usd_per_kwh"):
+        inputs[name] = mine(name, d[name]["unit"]) if has(name) else _default(d, name)
+    if has("ops_usd_per_gpu_year"):
+        inputs["ops_usd_per_gpu_year"] = mine("ops_usd_per_gpu_year", "USD per GPU-year")
+    else:
+        factor = (sc.site.utilisation_factor if sc.site is not None and sc.site.utilisation_factor is not None
+                  else energy_defaults().utilisation_factor.value)
+        kw = None if power.node_w_per_gpu is None else power.node_w_per_gpu / factor / 1000.0
+        colo = d["colocation_usd_per_kw_month"]["value"]
+        inputs["colocation_usd_per_kw_month"] = _default(d, "colocation_usd_per_kw_month")
+        inputs["contracted_kw_per_gpu"] = _term(
+            kw, "kW of IT capacity per GPU",
+            "unknown: no power figure" if kw is None else
+            f"{power.node_w_per_gpu:,.1f} W average node power per GPU / average-to-peak factor {factor:g}",
+            f"energy model: accelerator {power.accelerator_w_source}; host {power.host_w_source}")
+        inputs["ops_usd_per_gpu_year"] = _default(
+            d, "ops_usd_per_gpu_year", None if kw is None else colocation_usd_per_gpu_year(colo, kw),
+            None if kw is None else f"colocation ${colo:g} per kW-month x 12 x {kw:.4f} kW per GPU")
+        inputs["ops_usd_per_gpu_year"]["source"] = (f"{_fmt_source(d['colocation_usd_per_kw_month']['source'])}; "
+                                                    f"{d['ops_usd_per_gpu_year']['note']}")
     v = {k: x["value"] for k, x in inputs.items()}
     capex = None if v["server_capex_usd"] is None else capex_per_gpu_usd(
         v["server_capex_usd"], v["gpus_per_server"], v["network_fraction"], v["storage_capex_usd_per_gpu"])
@@ -203,7 +294,7 @@ def resolve(sc, power: Power) -> Price:
     """Cloud price (explicit, or the cheapest published row matching the cost block) or on-premises TCO per GPU-hour."""
     c = sc.cost
     acc = sc.cluster.accelerator
-    op = _onprem(sc)
+    op = _onprem(sc, power)
     v = {k: x["value"] for k, x in op.inputs.items()}
     onprem = fixed = power_h = None
     if op.capex_usd_per_gpu is not None and power.node_w_per_gpu is not None:
@@ -228,6 +319,20 @@ def resolve(sc, power: Power) -> Price:
     return Price("cloud", row.price, f"{how} {row.pricing} price: {row.provider} {row.instance}", row, missing=None, **tco)
 
 
+def onprem_terms(capex_usd_per_gpu: float | None, v: dict, power_usd_per_hour: float | None) -> list[dict] | None:
+    """The owned cost per used GPU-hour split into hardware, operations and electricity (they sum to
+    onprem_usd_per_gpu_hour); None until a server price and a power figure are known."""
+    if capex_usd_per_gpu is None or power_usd_per_hour is None:
+        return None
+    used_h = HOURS_PER_YEAR * v["utilisation"]
+    return [{"term": "hardware", "usd_per_gpu_hour": capex_usd_per_gpu / v["depreciation_years"] / used_h,
+             "from": "capex per GPU / depreciation years / used hours per year"},
+            {"term": "operations", "usd_per_gpu_hour": v["ops_usd_per_gpu_year"] / used_h,
+             "from": "operations per GPU-year / used hours per year"},
+            {"term": "electricity", "usd_per_gpu_hour": power_usd_per_hour,
+             "from": "node power per GPU x PUE x electricity price"}]
+
+
 def detail(price: Price, accelerator: str, billed_gpu_hours: float) -> dict:
     """The cost block of an estimate: the price used, every published alternative, the on-premises TCO and break-even."""
     finite = bool(np.isfinite(billed_gpu_hours))
@@ -238,7 +343,8 @@ def detail(price: Price, accelerator: str, billed_gpu_hours: float) -> dict:
     if rent is None:
         rent = next((r.price for r in prices_for(accelerator, pricing="on_demand")), None)
     onprem_block = {"usd_per_gpu_hour": price.onprem_usd_per_gpu_hour, "cost_usd": cost(price.onprem_usd_per_gpu_hour),
-                    "capex_usd_per_gpu": op.capex_usd_per_gpu, "inputs": op.inputs}
+                    "capex_usd_per_gpu": op.capex_usd_per_gpu, "inputs": op.inputs,
+                    "per_gpu_hour_terms": onprem_terms(op.capex_usd_per_gpu, v, price.onprem_power_usd_per_gpu_hour)}
     if op.capex_usd_per_gpu is None:
         onprem_block["missing"] = f"no published server price for {accelerator}; enter cost.on_prem.server_capex_usd"
     elif price.onprem_usd_per_gpu_hour is not None and rent is not None:

@@ -5,14 +5,20 @@ import re
 import pytest
 
 from engine.catalog import Source, load_catalog
-from engine.cost import (HOURS_PER_YEAR, break_even_utilisation, break_even_years, capex_per_gpu_usd, cost_usd,
-                         fixed_usd_per_gpu_year, onprem_usd_per_gpu_hour, power_usd_per_gpu_hour, price_table)
+from engine.cost import (HOURS_PER_YEAR, break_even_utilisation, break_even_years, capex_per_gpu_usd,
+                         colocation_usd_per_gpu_year, cost_usd, fixed_usd_per_gpu_year, onprem_usd_per_gpu_hour,
+                         power_usd_per_gpu_hour, prices_for, price_table, server_capex_usd, server_prices)
 from engine.estimate import estimate
 from engine.scenario import ScenarioError
 from tests.conftest import ROOT
 from tests.engine.helpers import parse
 
 PRICES = json.loads((ROOT / "data" / "prices.json").read_text())["rows"]
+TCO = json.loads((ROOT / "data" / "tco_defaults.json").read_text())
+# SemiAnalysis DGX H100 bill of materials, non-GPU parts, as summed in Epoch AI's h100_manufacturing_cost.ipynb
+HOST_USD_PER_GPU = (5200 + 7860 + 3456 + 10908 + 563 + 875 + 463 + 1200 + 1485) / 8
+# CBRE North America Data Center Trends H2 2024: 250-500 kW wholesale asking rent
+COLO_USD_PER_KW_MONTH = 184.06
 
 
 def test_deepseek_v3_rental_cost():
@@ -102,7 +108,98 @@ def test_default_tco_uses_the_published_server_price():
     # DGX H100 at ~$270,000 for 8 GPUs, network 19% of the cluster (Epoch AI)
     assert c["capex_usd_per_gpu"] == pytest.approx(270_000 / 8 / 0.81)
     assert 0 < c["break_even"]["utilisation"] < 1 and c["break_even"]["years_at_utilisation"] > 0
-    assert all(v["source"] for v in c["inputs"].values())
+    assert all(v["source"] and v["unit"] and v["derivation"] for v in c["inputs"].values())
+
+
+def test_default_h100_tco_per_gpu_hour_by_hand():
+    # DGX H100 $270,000 / 8, network 19%: $41,666.67 per GPU over 5.5 years = $7,575.76 a year.
+    # Colocation: DGX H100 10.2 kW / 8 = 1.275 kW of IT capacity per GPU x $184.06 x 12 = $2,816.12 a year.
+    # Average node power 1.275 kW x 0.75 = 956.25 W x PUE 1.25 x $0.0806/kWh = $0.0963 per hour.
+    # (7,575.76 + 2,816.12) / (8,766 h x 0.80) + 0.0963 = $1.5782 per used GPU-hour (it was $1.18 with operations at 0).
+    est = estimate(parse(**{"cost.basis": "on_prem"}))
+    c = est["cost"]["on_prem"]
+    ops = 184.06 * 12 * 10_200 / 8 / 1000
+    per_h = (270_000 / 8 / 0.81 / 5.5 + ops) / (8766 * 0.80) + 0.95625 * 1.25 * 0.0806
+    assert ops == pytest.approx(2816.118) and per_h == pytest.approx(1.5782, abs=1e-4)
+    assert c["inputs"]["contracted_kw_per_gpu"]["value"] == pytest.approx(1.275)
+    assert c["inputs"]["ops_usd_per_gpu_year"]["value"] == pytest.approx(ops)
+    assert c["usd_per_gpu_hour"] == pytest.approx(per_h) and est["cost"]["usd_per_gpu_hour"] == pytest.approx(per_h)
+    terms = {t["term"]: t["usd_per_gpu_hour"] for t in c["per_gpu_hour_terms"]}
+    assert terms["operations"] == pytest.approx(ops / (8766 * 0.8)) and sum(terms.values()) == pytest.approx(per_h)
+    # the cheapest published on-demand H100 rent is what owning is compared with
+    rent = min(r.get("usd_per_gpu_hour") or r["usd_per_instance_hour"] / r["gpus_per_instance"]
+               for r in PRICES if r["accelerator"] == "H100-SXM5-80GB" and r["pricing"] == "on_demand")
+    fixed = 270_000 / 8 / 0.81 / 5.5 + ops
+    power_h = 0.95625 * 1.25 * 0.0806
+    assert c["break_even"]["against_usd_per_gpu_hour"] == rent
+    assert c["break_even"]["utilisation"] == pytest.approx(fixed / (8766 * (rent - power_h)))
+
+
+def test_contracted_power_is_the_peak_whatever_the_average():
+    # the lease is for the DGX H100's peak 1.275 kW per GPU; a lower average-to-peak factor lowers the energy, not the rent
+    c = estimate(parse(**{"site.utilisation_factor": 0.5}))["cost"]["on_prem"]["inputs"]
+    assert c["contracted_kw_per_gpu"]["value"] == pytest.approx(1.275)
+    assert colocation_usd_per_gpu_year(COLO_USD_PER_KW_MONTH, 1.275) == pytest.approx(2816.118)
+
+
+def test_given_operations_replace_the_colocation_default():
+    c = estimate(parse(**{"cost.on_prem.ops_usd_per_gpu_year": 500}))["cost"]["on_prem"]["inputs"]
+    assert c["ops_usd_per_gpu_year"]["value"] == 500 and "given in" in c["ops_usd_per_gpu_year"]["source"]
+    assert "colocation_usd_per_kw_month" not in c and "contracted_kw_per_gpu" not in c
+
+
+def test_server_price_by_priced_unit():
+    assert HOST_USD_PER_GPU == 4001.25 == TCO["host_capex_usd_per_gpu"]["value"]
+    assert server_capex_usd(270_000, "server", 8, HOST_USD_PER_GPU) == 270_000
+    assert server_capex_usd(3_000_000, "rack", 72, HOST_USD_PER_GPU) == 3_000_000
+    # HGX H200 8-GPU baseboard $270,565 plus the host share of 8 GPUs
+    assert server_capex_usd(270_565, "gpu_baseboard", 8, HOST_USD_PER_GPU) == pytest.approx(270_565 + 32_010)
+    # one H100 PCIe card $24,500, eight of them with their host share
+    assert server_capex_usd(24_500, "accelerator", 8, HOST_USD_PER_GPU) == pytest.approx(8 * 24_500 + 32_010)
+    with pytest.raises(ValueError):
+        server_capex_usd(1, "tray", 4, HOST_USD_PER_GPU)
+
+
+@pytest.mark.parametrize("accelerator, n_gpus, capex_per_gpu", [
+    ("GB200", 72, 3_000_000 / 72 / 0.81),                       # NVL72 rack at ~$3M (NT$96M, UDN via TweakTown)
+    ("H200-SXM-141GB", 8, (270_565 + 32_010) / 8 / 0.81),       # HGX H200 baseboard + host share
+    ("MI300X", 8, (205_869.68 + 32_010) / 8 / 0.81),            # 8-OAM UBB $25,733.71 x 8 + host share
+    ("Gaudi3", 8, (125_000 + 32_010) / 8 / 0.81),               # Intel's Computex 2024 kit list price + host share
+    ("H100-PCIe-80GB", 8, (24_500 + 4001.25) / 0.81),           # one card + its host share
+    ("B200-SXM-180GB", 8, 47_409.13 / 0.81),                    # DGX B200, $47,409.13 per GPU
+])
+def test_published_server_prices_per_gpu(accelerator, n_gpus, capex_per_gpu):
+    batch = 288 if n_gpus == 72 else 256
+    c = estimate(parse(**{"cluster.accelerator": accelerator, "cluster.n_gpus": n_gpus, "layout.dp": n_gpus,
+                          "training.global_batch_size": batch}))["cost"]["on_prem"]
+    assert c["capex_usd_per_gpu"] == pytest.approx(capex_per_gpu)
+    row = next(s for s in TCO["servers"] if s["accelerator"] == accelerator)
+    assert row["source"]["url"] in c["inputs"]["server_capex_usd"]["source"]
+
+
+def test_every_server_price_is_sourced_known_and_single():
+    rows = server_prices()
+    assert set(rows) == {s["accelerator"] for s in TCO["servers"]} and len(rows) == len(TCO["servers"]) >= 14
+    assert set(rows) <= set(load_catalog().accelerators)
+    assert rows["GB200"].priced_unit == "rack" and rows["GB200"].gpus_per_server == 72
+    assert not {"TPU-v5p", "MI355X", "B300-SXM-270GB", "GB300"} & set(rows)   # no public price found: "enter one"
+
+
+def test_added_cloud_prices():
+    # Google's archived TPU page (2025-03-03): v5e $1.20 / $0.84 / $0.54, v6e $2.70 / $1.89 / $1.22 per chip-hour
+    assert [r.price for r in prices_for("TPU-v5e", "gcp")] == [0.54, 0.84, 1.20]
+    assert [r.price for r in prices_for("TPU-v6e", "gcp", "us-east1")] == [1.22, 1.89, 2.70]
+    assert prices_for("H800-SXM-80GB", pricing="on_demand")[0].price == 3.42
+
+
+def test_every_tco_term_has_value_unit_derivation_and_source():
+    for name, term in TCO.items():
+        if name in ("schema_version", "updated", "about", "servers"):
+            continue
+        assert {"value", "unit", "derivation"} <= set(term) and ("source" in term or term.get("note")), name
+    for row in TCO["servers"]:
+        Source(**row["source"])
+        assert row["derivation"] and row["priced_unit"] in ("server", "rack", "gpu_baseboard", "accelerator")
 
 
 def test_tco_and_reliability_defaults_carry_sources():
