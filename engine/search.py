@@ -1,7 +1,7 @@
 """Layout search: every combination of tp, cp, pp (+ interleaving), ep, dp, micro-batch, ZeRO stage, sequence
 parallelism and recompute for a cluster, evaluated at once with the same vectorised formulas as the single
 estimate; the rejected space summarised by reason, the best layouts ranked by an objective, a Pareto front over
-cluster sizes, and the smallest cluster that meets a deadline or a GPU-hour budget.
+cluster sizes, and the cluster size for a deadline or a GPU-hour budget (engine.sizing).
 """
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.estimate import Context, context, evaluate, memory, row
 from engine.catalog import load_catalog
+from engine.estimate import Context, context, evaluate, memory, row
 from engine.layouts import RECOMPUTE, Layouts
 from engine.schedule import SplitError, split_options, stage_layers
 from engine.scenario import Scenario, ScenarioError, divisors
+from engine.sizing import Target, best_at, size_for
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
 SPAN_REASON = "tensor-parallel group would span nodes (allow_span_nodes to permit)"
@@ -321,13 +322,6 @@ def _by_dimension(cs: ClusterSearch, objective: str) -> dict:
     return out
 
 
-def size_ladder(max_gpus: int = 1 << 20) -> list[int]:
-    """Power-of-two cluster sizes. Counted in GPUs, not nodes: a 72-GPU NVL72 rack gives every whole-rack size a
-    factor of 9 that power-of-two batches and heads cannot use, so real jobs run 2^k GPUs over partial racks.
-    (The search also tries the 1.5 x 2^k size between two of these when it brackets the answer.)"""
-    return [1 << k for k in range(max_gpus.bit_length()) if (1 << k) <= max_gpus]
-
-
 def _best_row(cs: ClusterSearch, objective: str) -> dict | None:
     idx = _best(cs, objective, 1)
     return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
@@ -335,7 +329,7 @@ def _best_row(cs: ClusterSearch, objective: str) -> dict | None:
 
 def search(sc: Scenario, top: int = 10, objective: str = "time", deadline_days: float | None = None,
            gpu_hour_budget: float | None = None, allow_span_nodes: bool = False, pareto_sizes: list[int] | None = None,
-           progress=None) -> dict:
+           progress=None, summaries: bool = True) -> dict:
     """Search the scenario's cluster (its layout is ignored); see the module docstring.
 
     progress: optional callable(fraction, message) for the UI."""
@@ -358,13 +352,14 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", deadline_days: 
         "feasible": int(cs.feasible.sum()),
         "best": rows,
         "rejected": cs.rejected(),
-        "by_dimension": _by_dimension(cs, objective),
+        **({"by_dimension": _by_dimension(cs, objective)} if summaries else {}),
     }
     sizes = pareto_sizes if pareto_sizes is not None else sorted({s for s in (n // 4, n // 2, n, 2 * n) if s >= 1})
     front = []
     for k, size in enumerate(sizes):
         note(0.2 + 0.5 * k / max(len(sizes), 1), f"Pareto front: {size} GPUs")
-        r = (rows[0] if rows else None) if size == n else _best_row(search_cluster(sc, size, allow_span_nodes), objective)
+        r = (rows[0] if rows else None) if size == n else (
+            _best_row(search_cluster(sc, size, True), objective) if allow_span_nodes else best_at(sc, size, objective))
         if r:
             front.append({"n_gpus": size, "train_days": r["train_days"], "wall_days": r.get("wall_days", r["train_days"]),
                           "gpu_hours": r["gpu_hours"], "cost_usd": r.get("cost_usd"), "layout": r["layout"]})
@@ -372,71 +367,7 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", deadline_days: 
     out["pareto"] = [p for i, p in enumerate(front) if all(q["wall_days"] > p["wall_days"] for q in front[:i])]
     if deadline_days is not None or gpu_hour_budget is not None:
         note(0.75, "searching cluster sizes")
-        out["cluster_search"] = cluster_size_search(sc, objective, deadline_days, gpu_hour_budget, allow_span_nodes)
+        sized = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
+        out["cluster_search"] = {**sized, "deadline_days": deadline_days, "gpu_hour_budget": gpu_hour_budget}
     note(1.0, "done")
     return out
-
-
-def cluster_size_search(sc: Scenario, objective: str, deadline_days: float | None, gpu_hour_budget: float | None,
-                        allow_span_nodes: bool) -> dict:
-    """Smallest cluster size whose best layout meets a deadline (wall days) and/or a GPU-hour budget.
-
-    Time to train falls with cluster size until the global batch runs out of data-parallel room, while GPU-hours
-    grow with it. Walk power-of-two sizes from the scenario's own size (down while the target is met, up while it
-    is missed and time still improves), then try the 1.5x size between the last miss and the first hit."""
-    ladder = size_ladder()
-    g = sc.gpus_per_node
-    cache: dict[int, dict | None] = {}
-
-    def best(size):
-        if size not in cache:
-            try:
-                cache[size] = _best_row(search_cluster(sc, size, allow_span_nodes), objective)
-            except ScenarioError:            # a size whose candidate space is over the limit: not a candidate size
-                cache[size] = None
-        return cache[size]
-
-    def days(r):
-        return r.get("wall_days", r["train_days"])
-
-    def meets(r):
-        return r is not None and (deadline_days is None or days(r) <= deadline_days)
-
-    i = min(range(len(ladder)), key=lambda j: abs(ladder[j] - sc.cluster.n_gpus))
-    hit = None
-    if meets(best(ladder[i])):
-        hit = i
-        while hit > 0 and meets(best(ladder[hit - 1])):
-            hit -= 1
-    else:
-        stalled = 0
-        while i + 1 < len(ladder):
-            prev, cand = best(ladder[i]), best(ladder[i + 1])
-            i += 1
-            if meets(cand):
-                hit = i
-                break
-            improving = cand is not None and (prev is None or days(cand) < 0.98 * days(prev))
-            stalled = 0 if improving else stalled + 1
-            if stalled >= 2:
-                break
-    tried = {size: r for size, r in cache.items() if r is not None}
-    result = {"sizes_tried": sorted(cache), "deadline_days": deadline_days, "gpu_hour_budget": gpu_hour_budget}
-    if hit is None:
-        fastest = min(tried, key=lambda size: days(tried[size]), default=None)
-        result.update({"met": False, "n_gpus": None, "best": tried.get(fastest),
-                       "reason": (f"no cluster size meets {deadline_days:g} days: the fastest found is "
-                                  f"{days(tried[fastest]):.1f} days on {fastest} GPUs" if fastest else
-                                  "no cluster size tried can hold the model")})
-        return result
-    size = ladder[hit]
-    between = size * 3 // 4                        # 1.5 x the size that missed, if it fills whole nodes
-    if hit > 0 and size >= 4 and (between % g == 0 or between < g) and meets(best(between)):
-        size = between
-    r = best(size)
-    result.update({"sizes_tried": sorted(cache), "n_gpus": size, "best": r, "met": True})
-    if gpu_hour_budget is not None and r["gpu_hours"] > gpu_hour_budget:
-        result.update({"met": False, "reason": f"the smallest size that meets the target needs {r['gpu_hours']:,.0f} "
-                                               f"GPU-hours, over the {gpu_hour_budget:,.0f} budget; GPU-hours grow "
-                                               "with cluster size, so no larger cluster meets both"})
-    return result

@@ -8,7 +8,8 @@ from functools import lru_cache
 
 from engine.catalog import DATA_DIR, load_catalog
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
-from engine.search import cluster_size_search, search
+from engine.search import search
+from engine.sizing import Target, size_for
 
 CRITERIA = {  # name: (row key, lower is better)
     "time": ("wall_days", True),
@@ -81,15 +82,16 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
         return {**base, "fits": False, "reason": note}
     if deadline_days is not None:
         probe = _scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
-        cs = cluster_size_search(probe, objective, deadline_days, None, False)
-        best, n = cs["best"], cs.get("n_gpus")
-        if not cs["met"]:
-            return {**base, "fits": best is not None, "meets_deadline": False, "reason": cs["reason"],
+        sized = size_for(probe, Target(deadline_days=deadline_days), objective, full=False)
+        best, n = sized["best"], sized["n_gpus"]
+        if not sized["met"]:
+            return {**base, "fits": best is not None, "meets_deadline": False, "reason": sized["reason"],
                     **({"n_gpus": None} if best is None else {})}
         base["meets_deadline"] = True
     else:
         n = sc.cluster.n_gpus
-        out = search(_scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[])
+        out = search(_scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
+                     summaries=False)
         if not out["best"]:
             main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
             return {**base, "fits": False, "n_gpus": n, "reason": f"no layout fits on {n} GPUs ({main})"}
@@ -102,16 +104,25 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
 
 
 def _score(rows: list[dict], weights: dict[str, float]) -> None:
-    """Each criterion scores 1.0 for the best accelerator and the ratio to it for the others; unknown values score 0."""
+    """Each criterion scores 1.0 for the best accelerator and the ratio to it for the others. A criterion an
+    accelerator has no figure for (no published price, no power figure) is left out of its score, whose weights are
+    renormalised over what is known, and listed in `unknown`: it is never scored 0."""
     fitting = [r for r in rows if r["fits"] and r.get("meets_deadline", True)]
     for c, (key, lower) in CRITERIA.items():
         values = [r[key] for r in fitting if r.get(key) is not None and r[key] > 0]
         best = (min(values) if lower else max(values)) if values else None
         for r in fitting:
             v = r.get(key)
-            r.setdefault("scores", {})[c] = 0.0 if v is None or best is None or v <= 0 else (best / v if lower else v / best)
+            r.setdefault("scores", {})[c] = None if v is None or best is None or v <= 0 else (best / v if lower else v / best)
     for r in fitting:
-        r["decision_score"] = sum(weights[c] * r["scores"][c] for c in CRITERIA)
+        known = {c: w for c, w in weights.items() if r["scores"][c] is not None}
+        total = sum(known.values())
+        r["unknown"] = [c for c, w in weights.items() if w > 0 and r["scores"][c] is None]
+        r["decision_score"] = sum(w * r["scores"][c] for c, w in known.items()) / total if total else 0.0
+
+
+UNKNOWN_LABEL = {"cost": "cost (no price: enter one)", "energy": "energy (no power figure)",
+                 "co2": "CO2 (no power figure)"}
 
 
 def _fmt_money(x):
@@ -125,7 +136,7 @@ def _why_first(r: dict, fitting: list[dict]) -> str:
     parts = [f"{r['name']} ranks first with a decision score of {r['decision_score']:.2f}:",
              f"{r['wall_days']:.1f} days on {r['n_gpus']:,} GPUs{place('wall_days')}"]
     parts.append(f"costs {_fmt_money(r['cost_usd'])}{place('cost_usd')}" if r.get("cost_usd") is not None
-                 else "cost unknown (no published price; enter one)")
+                 else "no price: enter one (ranked on what is known)")
     if r.get("co2_t") is not None:
         parts.append(f"{r['co2_t']:,.0f} tCO2e{place('co2_t')}")
     parts.append(f"{r['memory_headroom']:.0%} memory headroom, {r['software_stack']} ecosystem score {r['ecosystem_score']:.2f}")
@@ -140,7 +151,7 @@ def _why_other(r: dict, top: dict, rank: int) -> str:
         c = r["cost_usd"] / top["cost_usd"] - 1
         bits.append(f"{abs(c):.0%} {'more expensive' if c > 0 else 'cheaper'}" if abs(c) >= 0.005 else "the same cost")
     elif r.get("cost_usd") is None:
-        bits.append("cost unknown (no published price)")
+        bits.append("no price: enter one")
     if r.get("co2_t") is not None and top.get("co2_t") is not None and top["co2_t"] > 0:
         e = r["co2_t"] / top["co2_t"] - 1
         if abs(e) >= 0.05:
@@ -151,7 +162,9 @@ def _why_other(r: dict, top: dict, rank: int) -> str:
     if r["software_stack"] != top["software_stack"]:
         bits.append(f"{r['software_stack']} ecosystem {r['ecosystem_score']:.2f} vs {top['ecosystem_score']:.2f}")
     note = f" ({r['precision_note']})" if r.get("precision_note") else ""
-    return f"#{rank} {r['name']} (score {r['decision_score']:.2f}): {', '.join(bits)} compared with {top['name']}{note}."
+    unknown = f"; scored without {', '.join(UNKNOWN_LABEL.get(c, c) for c in r['unknown'])}" if r.get("unknown") else ""
+    return (f"#{rank} {r['name']} (score {r['decision_score']:.2f}): {', '.join(bits)} compared with {top['name']}"
+            f"{note}{unknown}.")
 
 
 def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | None = None,
@@ -187,7 +200,7 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
     }
 
 
-RANKING_KEYS = ("scores", "decision_score", "rank", "why")
+RANKING_KEYS = ("scores", "decision_score", "rank", "why", "unknown")
 
 
 def rescore(result: dict, weights: dict | None) -> dict:

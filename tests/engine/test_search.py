@@ -9,7 +9,8 @@ import pytest
 from engine.estimate import estimate
 from engine.scenario import parse_scenario
 from engine.schedule import stage_layers
-from engine.search import enumerate_layouts, explain, search, search_cluster, size_ladder
+from engine.search import enumerate_layouts, explain, search, search_cluster
+from engine.sizing import node_counts
 from tests.conftest import ROOT
 from tests.engine.helpers import gpt, scenario
 from tests.engine.published_runs import megatron_table1
@@ -122,16 +123,22 @@ def test_cluster_size_search_for_a_deadline():
     tight = search(sc, top=1, deadline_days=20, pareto_sizes=[])["cluster_search"]
     loose = search(sc, top=1, deadline_days=120, pareto_sizes=[])["cluster_search"]
     assert tight["met"] and loose["met"]
-    assert tight["best"]["train_days"] <= 20 and loose["best"]["train_days"] <= 120
-    assert loose["n_gpus"] < tight["n_gpus"]
-    # the next smaller size on the ladder misses the deadline
-    smaller = search(parse_scenario({**sc.model_dump(), "cluster": {**sc.cluster.model_dump(), "n_gpus": tight["n_gpus"] // 2}}),
-                     top=1, pareto_sizes=[])["best"][0]
-    assert smaller["train_days"] > 20
+    assert tight["best"]["wall_days"] <= 20 and loose["best"]["wall_days"] <= 120
+    assert loose["n_gpus"] < tight["n_gpus"] and tight["n_gpus"] % 8 == 0        # whole 8-GPU nodes
+    # the next smaller size the layouts allow misses the deadline, and the answer says by how much
+    assert tight["neighbour"]["wall_days"] > 20
+    smaller = search(parse_scenario({**sc.model_dump(), "cluster": {**sc.cluster.model_dump(),
+                                                                    "n_gpus": tight["n_gpus"] - 8}}), top=1,
+                     pareto_sizes=[])["best"]
+    assert not smaller or smaller[0]["wall_days"] > 20 or (tight["n_gpus"] - 8) // 8 not in node_counts(1 << 17)
     impossible = search(sc, top=1, deadline_days=0.5, pareto_sizes=[])["cluster_search"]
     assert not impossible["met"] and "no cluster size meets" in impossible["reason"]
     budget = search(sc, top=1, deadline_days=20, gpu_hour_budget=1000, pareto_sizes=[])["cluster_search"]
-    assert not budget["met"] and "over the 1,000 budget" in budget["reason"]
+    assert not budget["met"]
+
+
+def test_node_counts_are_the_sizes_layouts_can_use():
+    assert node_counts(16) == (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16)        # 2^a 3^b 5^c: no 7, 11, 13, 14
 
 
 def test_pareto_front_is_non_dominated():
@@ -140,11 +147,6 @@ def test_pareto_front_is_non_dominated():
     assert [p["n_gpus"] for p in front] == sorted(p["n_gpus"] for p in front)
     days = [p["wall_days"] for p in front]
     assert all(a > b for a, b in zip(days, days[1:]))          # more GPUs only where it is faster
-
-
-def test_size_ladder():
-    assert size_ladder(64) == [1, 2, 4, 8, 16, 32, 64]
-    assert size_ladder(300)[-1] == 256
 
 
 def test_enumeration_covers_every_dimension():
