@@ -181,15 +181,21 @@ def size_for(sc: Scenario, target: Target, objective: str = "time", factor: floa
         return _result(ok(best), ladder[j] * unit, best, near, tried, unit, factor)
     # budgets only: the largest (fastest) cluster within them; cost and GPU-hours grow with size
     ok = lambda r: within_budget(r, target, factor)
-    i_in, i_out, i = None, None, 0
+    i_in, i_out, i, previous = None, None, 0, None
+    spend = lambda r: r.get("cost_usd") if target.budget_usd is not None else billed_gpu_hours(r)
     while i < len(ladder):
         r = at(i)
         if within_budget(r, target, factor):
             i_in = i
         elif r is not None:
             i_out = i
-            break                              # cost and GPU-hours only grow from here
-        i = index_of(ladder[i] * 2)
+            # past the cheapest size (tiny clusters pay for long checkpoint writes), spend only grows from here
+            rising = previous is not None and spend(previous) is not None and spend(r) is not None \
+                and spend(r) > spend(previous)
+            if i_in is not None or rising:
+                break
+        previous = r if r is not None else previous
+        i = max(i + 1, index_of(ladder[i] * 2))
     if i_in is None:
         cheapest = min((r for r in tried.values() if r is not None),
                        key=lambda r: r.get("cost_usd") or billed_gpu_hours(r), default=None)
@@ -227,4 +233,23 @@ def _result(met, n, best, near, tried, unit, factor, reason=None) -> dict:
            "best": best, "neighbour": near, "sizes_tried": sorted(tried), "efficiency_factor": factor}
     if reason:
         out["reason"] = reason
+    return out
+
+
+def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
+    """Cluster sizes near n_gpus (whole nodes whose count the layouts can use) that have a layout for this model and
+    batch, nearest first, with the best layout's days: what to suggest when n_gpus itself has none."""
+    unit = sc.gpus_per_node
+    ladder = node_counts(max(1, MAX_GPUS // unit))
+    candidates = sorted((k * unit for k in ladder), key=lambda n: (abs(n - n_gpus), n))
+    out = []
+    for n in candidates[:12]:
+        if n == n_gpus:
+            continue
+        best = best_at(sc, n, quick=True)
+        if best is not None:
+            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best.get("wall_days") or best["train_days"],
+                        "layout": best["layout"]})
+        if len(out) == how_many:
+            break
     return out

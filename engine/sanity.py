@@ -1,0 +1,36 @@
+"""Plausibility warnings: a scenario the engine can compute but a planner most likely did not mean (a sequence of one
+token, fewer tokens than parameters, a run of ten years). Each warning says what looks wrong and what is usual."""
+from __future__ import annotations
+
+from engine.model import shape_of
+from engine.scenario import Scenario
+
+MIN_SEQ_LEN = 128                 # pre-training sequences are 2k-8k tokens (GPT-3 2,048; Llama 3 8,192)
+CHINCHILLA_TOKENS_PER_PARAM = 20  # Hoffmann et al. 2022: compute-optimal training uses ~20 tokens per parameter
+LONG_RUN_DAYS = 365.0
+MAX_SANE_DAYS = 3650.0
+
+
+def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
+    """What looks implausible in this scenario (and, given its estimate, in its result)."""
+    out = []
+    tr = sc.training
+    params = shape_of(sc.arch).total_params()
+    if tr.seq_len < MIN_SEQ_LEN:
+        out.append(f"Sequence length {tr.seq_len} is unusually short: pre-training uses 2,048-8,192 tokens per "
+                   "sequence, and every step's fixed costs are paid for very few tokens.")
+    if tr.total_tokens < params:
+        out.append(f"{tr.total_tokens:.3g} tokens is fewer than the model's {params:.3g} parameters: compute-optimal "
+                   f"training uses about {CHINCHILLA_TOKENS_PER_PARAM} tokens per parameter (Hoffmann et al. 2022); "
+                   "check the token count's units.")
+    if tr.global_batch_size * tr.seq_len > 128e6:
+        out.append(f"A global batch of {tr.global_batch_size * tr.seq_len / 1e6:,.0f}M tokens is larger than any "
+                   "published pre-training run (Llama 3 405B: 16M); convergence at this batch is unproven.")
+    if estimate is not None:
+        days = estimate.get("wall_days") or estimate.get("train_days")
+        if days is not None and days > MAX_SANE_DAYS:
+            out.append(f"The run would take {days / 365:,.0f} years: add accelerators, or check the token count.")
+        elif days is not None and days > LONG_RUN_DAYS:
+            out.append(f"The run would take {days:,.0f} days, longer than a year: hardware generations change "
+                       "faster than that; a larger cluster or a shorter run is usual.")
+    return out
