@@ -116,16 +116,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def local_server(tmp: Path):
+def local_server(tmp: Path, command: list[str] | None = None, cwd: Path = ROOT, env: dict[str, str] | None = None):
     """This planner on a free loopback port with a fresh store in `tmp`, as deployed (for the end-to-end tests and the
-    load test): yields (url ending in '/', server pid, log file); stopped with SIGTERM at the end."""
+    load test): yields (url ending in '/', server pid, log file); stopped with SIGTERM at the end. `command` starts it
+    another way (scripts/start.sh, an installed `planner serve`); it gets its port from STREAMLIT_SERVER_PORT."""
     port = free_port()
     log_path = tmp / "server.log"
-    env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb")}
+    env = {**os.environ, "APP_DB_PATH": str(tmp / "planner.duckdb"), "STREAMLIT_SERVER_PORT": str(port), **(env or {})}
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "serve.py", "--server.address", "127.0.0.1", "--server.port",
-                                 str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command or [sys.executable, "serve.py", "--server.address", LOOPBACK], cwd=cwd, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
