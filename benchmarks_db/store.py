@@ -22,7 +22,10 @@ import pandas as pd
 from benchmarks_db.migrations import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DB_PATH = ROOT / "var" / "planner.duckdb"
+# In a checkout: var/ beside the code. Installed (pip install .): the user's data folder (XDG_DATA_HOME).
+DEFAULT_DB_PATH = (ROOT / "var" if (ROOT / "pyproject.toml").is_file() else
+                   Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "llm-capacity-planner"
+                   ) / "planner.duckdb"
 log = logging.getLogger(__name__)
 CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False, "enable_external_access": False}
 
