@@ -45,7 +45,8 @@ def main(args: list[str]) -> int:
     try:
         settings = load_settings()
     except SettingsError as err:
-        log.error("The planner's settings are wrong, so it was not started:%s", "".join("\n  " + p for p in err.problems))
+        log.error("The planner's settings are wrong, so it was not started:%s",
+                  "".join("\n  " + problem for problem in err.problems))
         return 2
     log.info("store %s%s; uploads up to %d MB; served under '/%s'", settings.db_path,
              " (read-only)" if settings.read_only else "", settings.max_upload_mb, settings.base_url_path)

@@ -18,10 +18,12 @@ if [ ! -x .venv/bin/python ]; then
   for candidate in python3.11 python3; do
     if command -v "$candidate" >/dev/null && is_311 "$candidate"; then python=$candidate; break; fi
   done
-  [ -n "$python" ] || fail "Python 3.11 is needed (found: $(python3 --version 2>&1 || echo 'no python3')).
-  Debian 12 / Ubuntu: sudo apt-get install python3 python3-venv   (elsewhere: python.org or pyenv, Python 3.11)"
-  "$python" -c 'import ensurepip, venv' 2>/dev/null || fail "Python's venv module is missing.
-  Debian / Ubuntu: sudo apt-get install python3-venv   (then run this again)"
+  found=$(command -v python3 >/dev/null && python3 --version 2>&1 || echo "no python3 on the PATH")
+  [ -n "$python" ] || fail "Python 3.11 is needed (python3.11, or python3 being 3.11; found: $found).
+  Debian 12: sudo apt-get install python3 python3-venv
+  elsewhere: Python 3.11 from your distribution (Ubuntu: the deadsnakes PPA's python3.11 python3.11-venv), pyenv or python.org"
+  "$python" -c 'import ensurepip, venv' 2>/dev/null || fail "Python's venv module is missing for $python.
+  Debian / Ubuntu: sudo apt-get install python3-venv (or python3.11-venv), then run this again"
   echo "Creating .venv with $("$python" --version) ..."
   "$python" -m venv .venv || { rm -rf .venv; fail "could not create .venv with $python -m venv (message above)"; }
 fi
@@ -29,7 +31,7 @@ is_311 .venv/bin/python || fail ".venv is not Python 3.11 ($(.venv/bin/python --
 
 # The lock is installed again only when it changed since the last install (.venv/.requirements.lock is its copy).
 if ! cmp -s requirements.lock .venv/.requirements.lock; then
-  echo "Installing the locked requirements into .venv (first start: about 2 minutes, ~40 packages, ~600 MB) ..."
+  echo "Installing the locked requirements into .venv (first start: 40 packages, 650 MB; 1-2 minutes) ..."
   .venv/bin/python -m pip install --disable-pip-version-check --require-hashes --only-binary :all: \
     -r requirements.lock
   cp requirements.lock .venv/.requirements.lock

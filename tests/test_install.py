@@ -37,8 +37,9 @@ def installed(tmp_path_factory) -> Path:
     src, env = tmp / "src", tmp / "venv"
     shutil.copytree(ROOT, src, ignore=COPY_IGNORE)
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True, timeout=300)
-    site = Path(subprocess.run([env / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(subprocess.run([env / "bin" / "python", "-c", where], capture_output=True, text=True,
+                               check=True).stdout.strip())
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     done = subprocess.run([env / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", str(src)],
                           cwd=tmp, capture_output=True, text=True, timeout=600)
@@ -72,7 +73,8 @@ def test_planner_estimate_on_the_readme_example_matches_the_checkout(installed, 
 
 def test_the_engine_imports_from_the_installed_package_with_its_data(installed, elsewhere):
     code = ("import engine, engine.catalog; from engine.estimate import estimate; "
-            "print(engine.__file__); print(engine.catalog.DATA_DIR); print(len(engine.catalog.load_catalog().accelerators))")
+            "print(engine.__file__); print(engine.catalog.DATA_DIR); "
+            "print(len(engine.catalog.load_catalog().accelerators))")
     out = subprocess.run([installed / "python", "-c", code], cwd=elsewhere, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     module, data_dir, n_accelerators = out.stdout.split()

@@ -89,7 +89,8 @@ def test_start_sh_listens_on_loopback_only_and_makes_no_outside_request(tmp_path
         pytest.skip("scripts/start.sh would first install requirements.lock into .venv (minutes): run it once, or the "
                     "suite through scripts/test.sh, which installs it")
     monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)              # start.sh as a newcomer runs it
-    with local_server(tmp_path, command=["bash", "scripts/start.sh"], env=_audited_env(tmp_path)) as (url, pid, log_path):
+    start = ["bash", "scripts/start.sh"]
+    with local_server(tmp_path, command=start, env=_audited_env(tmp_path)) as (url, pid, log_path):
         port = int(url.rstrip("/").rsplit(":", 1)[1])
         assert _listening(pid) == [f"127.0.0.1:{port}"]
         log = log_path.read_text()
