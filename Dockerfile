@@ -8,12 +8,12 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 python3
  && useradd --system --uid 10001 --gid planner --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin planner \
  && mkdir /data && chown 10001:10001 /data
 WORKDIR /app
-COPY requirements.txt .
+COPY requirements.lock .
 # a build host behind a TLS-inspecting proxy passes its CA bundle (mounted read-only) as PIP_CERT_FILE
 ARG PIP_CERT_FILE=
 RUN python3 -m venv /opt/venv \
  && if [ -n "$PIP_CERT_FILE" ]; then export PIP_CERT="$PIP_CERT_FILE"; fi \
- && /opt/venv/bin/pip install -r requirements.txt \
+ && /opt/venv/bin/pip install --require-hashes --only-binary :all: -r requirements.lock \
  && find /opt/venv -depth -type d -name tests -exec rm -rf {} +
 COPY . .
 # Streamlit's own settings come from .streamlit/config.toml (headless, no file watcher, no telemetry)

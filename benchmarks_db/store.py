@@ -9,6 +9,7 @@ always bound, never formatted into SQL; the connection has no access to the file
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from contextlib import contextmanager
@@ -21,7 +22,11 @@ import pandas as pd
 from benchmarks_db.migrations import MIGRATIONS
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_DB_PATH = ROOT / "var" / "planner.duckdb"
+# In a checkout: var/ beside the code. Installed (pip install .): the user's data folder (XDG_DATA_HOME).
+DEFAULT_DB_PATH = (ROOT / "var" if (ROOT / "pyproject.toml").is_file() else
+                   Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "llm-capacity-planner"
+                   ) / "planner.duckdb"
+log = logging.getLogger(__name__)
 CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False, "enable_external_access": False}
 
 
@@ -97,6 +102,7 @@ class Store:
             with self.transaction() as cur:
                 cur.execute(sql)
                 cur.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, description, utc_now()])
+            log.info("%s: schema version %d applied (%s)", self.path, version, description)
 
     def close(self) -> None:
         with _STORES_LOCK:

@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.model import ModelArch
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+# data/ at the repository root; installed (pip install .), the same files are package data in engine/data
+_INSTALLED_DATA = Path(__file__).resolve().parent / "data"
+DATA_DIR = _INSTALLED_DATA if _INSTALLED_DATA.is_dir() else Path(__file__).resolve().parent.parent / "data"
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "fp4")
 
 

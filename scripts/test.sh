@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh Debian machine with Python 3.11: installs the test dependencies
-# (Python packages into .venv, Debian's chromium for the browser tests) and runs pytest.
+# Run the whole test suite on a fresh Debian machine with Python 3.11 (about 10 minutes on 2 cores; README "Set up").
+# Needs root or passwordless sudo: installs Debian's chromium for the browser tests here, and podman, runc and
+# debootstrap in the container tests, which build the image (and a debian:bookworm-slim base image with
+# debootstrap when podman has none). Python packages go into .venv from requirements-dev.lock (hashes checked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"
+  elif sudo -n true 2>/dev/null; then sudo -n "$@"
+  else echo "scripts/test.sh: installing $* needs root or passwordless sudo" >&2; return 1; fi
+}
 if [ ! -x /usr/bin/chromium ]; then
+  echo "Installing Debian's chromium for the browser tests ..."
   as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+if ! cmp -s requirements-dev.lock .venv/.requirements-dev.lock; then
+  echo "Installing the locked test requirements into .venv ..."
+  .venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes --only-binary :all: \
+    -r requirements-dev.lock
+  cp requirements-dev.lock .venv/.requirements-dev.lock
+  # the dev lock is resolved under the app's lock (scripts/lock.sh), so the app's packages are in place too
+  cp requirements.lock .venv/.requirements.lock
+fi
 # Optional: a local CPU build of torch lets the gloo collectives runner test run (tests skip it without torch).
-# Only from a local wheel: a plain `pip install torch` would pull gigabytes of CUDA packages.
+# Only from a local wheel (not in the lock): a plain `pip install torch` would pull gigabytes of CUDA packages.
 for whl in /opt/wheels/torch-2.13.0+cpu-*.whl; do
   [ -f "$whl" ] && .venv/bin/python -m pip install -q --disable-pip-version-check --find-links /opt/wheels "torch==2.13.0+cpu"
   break

@@ -79,3 +79,22 @@ def test_an_upload_survives_a_restart_after_a_clean_sigterm_stop(container, cont
     uploads = page.get_by_test_id("stDataFrame").nth(1)
     uploads.locator("td").first.wait_for(state="attached")            # the grid fills its cells after the run
     assert run_id in uploads.locator("td").all_inner_texts()
+
+
+def test_the_images_own_address_starts_without_an_outside_request(image):
+    """The image as published (STREAMLIT_SERVER_ADDRESS=0.0.0.0) in a container with no network but loopback: were
+    Streamlit to look up the external IP for its banner, the log would say "Did not auto detect external IP"."""
+    cid = podman("run", "--detach", "--network", "none", image).stdout.strip()
+    try:
+        deadline = time.monotonic() + 120
+        while "URL: " not in (logs := podman("logs", cid).stdout + podman("logs", cid).stderr):
+            assert podman("inspect", "--format", "{{.State.Status}}", cid).stdout.strip() == "running", logs[-3000:]
+            assert time.monotonic() < deadline, logs[-3000:]
+            time.sleep(0.5)
+        time.sleep(2)                                      # anything Streamlit logs after the banner
+        logs = podman("logs", cid).stdout + podman("logs", cid).stderr
+    finally:
+        podman("rm", "--force", "--time", "0", cid)
+    assert "URL: http://localhost:8501" in logs and "listening on every interface" in logs
+    for absent in ("External URL", "Network URL", "Did not auto detect external IP"):
+        assert absent not in logs

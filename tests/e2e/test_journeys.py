@@ -145,6 +145,8 @@ def test_uploads_a_runner_file_into_the_table_and_refuses_a_malformed_one(app_ur
     screenshot(page, "journey-upload-added")
     page.get_by_role("tab", name="Browse").click()
     choose(page, "Source", "user_submitted")
+    microbench = page.get_by_test_id("stDataFrame").nth(1)
+    microbench.locator("td", has_text=run_id).first.wait_for(state="attached")   # the grid fills its cells after the run
     assert run_id in table_cells(page, 1)                          # the microbenchmark table shows the upload
 
 

@@ -1,0 +1,1 @@
+"""The `planner` command (planner/cli.py); installed, planner/app holds the web app (pyproject.toml)."""

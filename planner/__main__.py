@@ -1,0 +1,4 @@
+"""python -m planner: the same as the `planner` command."""
+from planner.cli import main
+
+main()
