@@ -149,6 +149,8 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
         "flop_convention": {"mfu": CONVENTIONS["causal"], "mfu_full_square": CONVENTIONS["full_square"],
                             "hfu": "causal model FLOPs plus the recomputed forward work, over the dense peak"},
         "time_breakdown_s": {k: g(k) for k in BREAKDOWN},
+        "params_total": ctx.shape.total_params(),
+        "params_active": ctx.shape.active_params(),
         "train_days": g("train_s") / 86400,
         "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")),
         "gpu_hours": g("gpu_hours"),

@@ -1,0 +1,174 @@
+"""The engine's public API, for notebooks and scripts: typed results over the same functions the app and the command
+line use.
+
+    from engine import estimate, load, plan, search
+
+    sc = load({"model": {"preset": "llama3.1-70b"}, ...})   # a Scenario from a dict, JSON text or a file path
+    e = estimate(sc)                     # Estimate: memory, step time, MFU, days, cost, energy, CO2, whole run
+    best = search(sc).best[0]            # the fastest layouts, why the others were rejected, the Pareto front
+    answer = plan(sc, deadline_days=30)  # the manager's answer: accelerator, cluster, days, cost, CO2 with ranges
+
+Every function takes a Scenario, a dict, JSON text or a path to a JSON file, and raises ScenarioError (a ValueError
+with .problems, a list of (field, message)) for anything it cannot use.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.scenario import Layout, Scenario, ScenarioError, parse_scenario
+
+ScenarioLike = Scenario | dict | str | Path
+
+
+def load(scenario: ScenarioLike) -> Scenario:
+    """A validated Scenario from a Scenario, a dict, JSON text or the path of a JSON file."""
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, Path) or (isinstance(scenario, str) and not scenario.lstrip().startswith("{")):
+        path = Path(scenario)
+        if not path.is_file():
+            raise ScenarioError([("(file)", f"{path}: no such file")])
+        return parse_scenario(path.read_text())
+    return parse_scenario(scenario)
+
+
+class _Result(BaseModel):
+    # the typed fields below are the contract; the detail blocks (cost, energy, reliability inputs and their sources)
+    # ride along as extra fields
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class MemoryGiB(_Result):
+    weights: float
+    gradients: float
+    optimizer_states: float
+    activations: float
+    other: float
+    total: float
+
+
+class Estimate(_Result):
+    """One layout's figures (engine.estimate.estimate / engine.estimate.row)."""
+    layout: Layout
+    fits: bool
+    memory_gib: MemoryGiB
+    memory_capacity_gib: float
+    step_time_s: float = Field(description="one optimizer step")
+    tokens_per_s: float
+    mfu: float = Field(description="model FLOP utilisation, causal attention counted (current Megatron-LM)")
+    mfu_full_square: float = Field(description="the same with the full attention square (PaLM, Megatron-LM 2024)")
+    hfu: float = Field(description="hardware FLOP utilisation: recomputed work included")
+    model_tflops_per_gpu: float
+    time_breakdown_s: dict[str, float]
+    train_days: float = Field(description="compute days of the whole run: steps, phases, evaluation")
+    wall_days: float | None = Field(description="with failures, checkpoints and restarts")
+    gpu_hours: float
+    cost_usd: float | None
+    energy_mwh: float | None
+    co2_t: float | None
+    params_total: int | None = None
+    params_active: int | None = None
+
+
+class ParetoPoint(_Result):
+    n_gpus: int
+    wall_days: float
+    gpu_hours: float
+    cost_usd: float | None
+    layout: Layout
+
+
+class SearchResult(_Result):
+    """engine.search.search: the best layouts of the scenario's cluster and what the rules rejected."""
+    n_gpus: int
+    objective: str
+    candidates_evaluated: int
+    feasible: int
+    best: list[Estimate]
+    rejected: dict[str, int]
+    pareto: list[ParetoPoint]
+    cluster_search: dict | None = None
+
+
+class Comparison(_Result):
+    """engine.vendor.compare: every accelerator with its best layout, ranked by the weighted decision score."""
+    recommendation: str | None
+    why: str
+    weights: dict[str, float]
+    rows: list[dict]
+
+
+class Figure(_Result):
+    value: float
+    low: float
+    high: float
+
+
+class PlanAnswer(_Result):
+    accelerator: str
+    name: str
+    vendor: str
+    n_gpus: int
+    nodes: int
+    gpus_per_node: int
+    global_batch_size: int
+    layout: Layout
+    wall_days: float
+    gpu_hours: float
+    cost_usd: float | None
+    energy_mwh: float | None
+    co2_t: float | None
+    ranges: dict[str, Figure | None]
+
+
+class Plan(_Result):
+    """engine.plan.plan: the cluster for a deadline or budget, with ranges and the nearest alternatives."""
+    target: str
+    efficiency: str
+    efficiency_explain: str
+    answer: PlanAnswer | None
+    alternatives: list[dict]
+    options: list[dict]
+    reason: str | None = None
+
+
+def estimate(scenario: ScenarioLike) -> Estimate:
+    """Memory, step time, throughput, MFU, days, GPU-hours, cost, energy and CO2 of a scenario with a layout."""
+    from engine.estimate import estimate as run
+    return Estimate.model_validate(run(load(scenario)))
+
+
+def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadline_days: float | None = None,
+           gpu_hour_budget: float | None = None, pareto_sizes: list[int] | None = None) -> SearchResult:
+    """The best layouts for the scenario's cluster (its layout is ignored), the Pareto front over cluster sizes and,
+    with a deadline or GPU-hour budget, the cluster size for it."""
+    from engine.search import search as run
+    sc = load(scenario).model_copy(update={"layout": None})
+    return SearchResult.model_validate(run(sc, top=top, objective=objective, deadline_days=deadline_days,
+                                           gpu_hour_budget=gpu_hour_budget, pareto_sizes=pareto_sizes,
+                                           summaries=False))
+
+
+def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,
+            accelerators: list[str] | None = None) -> Comparison:
+    """Every catalog accelerator (or the given ids) on the scenario, each with its own best layout, ranked."""
+    from engine.vendor import compare as run
+    return Comparison.model_validate(run(load(scenario).model_copy(update={"layout": None}), weights=weights,
+                                         deadline_days=deadline_days, accelerators=accelerators))
+
+
+def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd: float | None = None,
+         gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
+         batch_range: tuple[int, int] | None = None) -> Plan:
+    """The manager's answer for a deadline, a money budget or a GPU-hour budget (see engine.plan)."""
+    from engine.plan import plan as run
+    return Plan.model_validate(run(load(scenario), deadline_days=deadline_days, budget_usd=budget_usd,
+                                   gpu_hours=gpu_hours, vendor=vendor, efficiency=efficiency, batch_range=batch_range))
+
+
+def as_dict(result: Any) -> dict:
+    """A result as plain JSON-ready data."""
+    return result.model_dump(mode="json") if isinstance(result, BaseModel) else result
