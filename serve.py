@@ -6,7 +6,6 @@ go to `streamlit run`.
 
     python serve.py [--server.port 8501 ...]
 """
-import fcntl
 import os
 import socket
 import subprocess
@@ -16,24 +15,12 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from benchmarks_db.__main__ import seed_store
+from benchmarks_db.store import another_planner, serving_lock
 from pages.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent
 START_TIMEOUT_S = 120
-
-
-def serving_lock(store: Path) -> int | None:
-    """An exclusive lock on <store>.lock for as long as this process (then Streamlit) lives, or None when another
-    planner holds it. DuckDB's own lock is taken only when the first session opens the store, so without this a
-    second replica would start and its users would meet lock errors."""
-    store.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(store.with_name(store.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def main(args: list[str]) -> int:
@@ -44,13 +31,11 @@ def main(args: list[str]) -> int:
         return 2
     print(f"store {settings.db_path}{' (read-only)' if settings.read_only else ''}; uploads up to "
           f"{settings.max_upload_mb} MB; served under '/{settings.base_url_path}'", flush=True)
-    lock = serving_lock(settings.db_path)
-    if lock is None:
-        print(f"Another planner is already serving {settings.db_path}: DuckDB lets one process write a store, so run "
-              "one planner (one replica) per store.", file=sys.stderr)
+    if serving_lock(settings.db_path) is None:       # held (the descriptor stays open) until the process ends
+        print(another_planner(settings.db_path), file=sys.stderr)
         return 2
     os.chdir(ROOT)
-    if subprocess.run([sys.executable, "-m", "benchmarks_db", "seed", "--db", str(settings.db_path)]).returncode:
+    if seed_store(settings.db_path):                   # in this process: a seed command would meet the lock
         return 2
     return run_streamlit([f"--server.maxUploadSize={settings.max_upload_mb}", *args])
 
