@@ -38,6 +38,9 @@ from engine import json_input
 
 MAX_FILE_BYTES = 64 * 2**20           # per file, and per unpacked .zip (the app passes APP_MAX_UPLOAD_MB's instead)
 MAX_ZIP_ENTRIES = 20_000
+# Validating runner JSON takes about 19x its size in memory (a 60 MiB file: 1.15 GB); `run all` writes well under
+# 1 MiB, so 8 MiB bounds one upload's parse to about 150 MB.
+MAX_RUNNER_JSON_CHARS = 8 * 2**20
 # Deflate packs ordinary text 3-25x (the MLPerf sample logs in tests/data: 11-21x); a member packed more than this
 # is a decompression bomb (a run of one byte deflates about 1,000x). Small members may pack tighter harmlessly.
 MAX_ZIP_RATIO = 100
@@ -62,6 +65,7 @@ class IngestReport(BaseModel):
     dry_run: bool = False                 # checked only: rows_added are the rows it would add
     rows_added: dict[str, int] = {}
     source_id: str | None = None          # the stored upload (delete_upload removes it again)
+    trusted_by: str | None = None         # who let it into calibration on arrival (None: untrusted)
     run_ids: list[str] = []
     errors: list[str] = []
     warnings: list[str] = []
@@ -117,6 +121,10 @@ def parse_file(name: str, text: str, accelerator: str | None) -> Parsed:
     """One stand-alone file, recognised by its content (and suffix for CSV)."""
     head = text[:4000]
     if runner_file.looks_like(head):
+        if len(text) > MAX_RUNNER_JSON_CHARS:
+            return Parsed(name, "runner_json", errors=[
+                f"{name}: {len(text):,} characters; a runner result file is at most {MAX_RUNNER_JSON_CHARS:,} (about "
+                f"15,000 results): split the sweep into several files"])
         runs, errors, warnings = runner_file.parse(text, accelerator)
         return Parsed(name, "runner_json", runs, [f"{name}: {e}" for e in errors], warnings)
     if name.lower().endswith(".json"):
@@ -289,6 +297,7 @@ def _commit(store: Store, units: list[Parsed], source: Source, report: IngestRep
         return report
     report.ingested = not dry_run
     report.source_id = source.source_id if report.ingested else None
+    report.trusted_by = source.trusted_by if report.ingested else None
     report.run_ids = [r.run_id for r in runs]
     report.flags = [f"{r.benchmark}: {f}" for r in runs for f in r.flags]
     return report

@@ -3,7 +3,7 @@ import streamlit as st
 
 from engine.catalog import load_catalog
 from engine.cost import PRICING, price_table
-from engine.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
+from engine.edit import CALIBRATION_FIELDS, default_scenario, describe_layout, with_layout
 from engine.report import model_size_text
 from engine.scenario import PresetRef
 from pages import common
@@ -22,9 +22,9 @@ def _model_kind_changed() -> None:
     kind = st.session_state[common.WIDGET + "model"]
     current = common.scenario()
     if kind == "custom":
-        edit = apply_edit(current, "model", current.arch.model_dump(exclude_none=True))
+        edit = common.edit(current, "model", current.arch.model_dump(exclude_none=True))
     else:
-        edit = apply_edit(current, "model.preset", next(iter(cat.models)))
+        edit = common.edit(current, "model.preset", next(iter(cat.models)))
     common.commit(edit, "model")
 
 
@@ -49,7 +49,7 @@ def _efficiency_source_changed(overrides: dict) -> None:
     cluster = {k: v for k, v in current.cluster.model_dump(exclude_none=True).items() if k not in CALIBRATION_FIELDS}
     if st.session_state[EFFICIENCY] == "calibrated":
         cluster.update(overrides)
-    common.commit(apply_edit(current, "cluster", cluster), EFFICIENCY)
+    common.commit(common.edit(current, "cluster", cluster), EFFICIENCY)
 
 
 def _reset() -> None:
@@ -119,11 +119,12 @@ with inputs:
                       "trusted measurements of this accelerator from the Benchmarks page (uploads that passed every "
                       "check, and published tables).")
         common.field_problems(EFFICIENCY)
-        for name, evidence in calibration["evidence"].items():
-            st.caption(f"Measured {name.replace('_', ' ')} {evidence['value']:g}: {evidence['how']}; runs "
-                       f"{', '.join(evidence['runs'][:5])} ({'; '.join(evidence['sources'][:3])}).")
+        for name, evidence in calibration["evidence"].items():      # run ids and source titles come from uploads
+            st.caption(f"Measured {name.replace('_', ' ')} {evidence['value']:g}: {common.md_escape(evidence['how'])}; "
+                       f"runs {common.md_escape(', '.join(evidence['runs'][:5]))} "
+                       f"({common.md_escape('; '.join(evidence['sources'][:3]))}).")
         for name, why in calibration["missing"].items():
-            st.caption(f"No calibration for {name.replace('_', ' ')}: {why}.")
+            st.caption(f"No calibration for {name.replace('_', ' ')}: {common.md_escape(why)}.")
         cols = st.columns(2)
         common.bind("cluster.intra_node_bw_gbs", st.number_input, F["cluster.intra_node_bw_gbs"], container=cols[0],
                     step=10.0, placeholder="catalog")
