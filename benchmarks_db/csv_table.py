@@ -71,6 +71,8 @@ def _check(row: dict, line: int) -> list[str]:
     for key in ("time_s", "algbw", "cv_pct"):
         if key in row and not (math.isfinite(row[key]) and row[key] >= 0 and (key == "cv_pct" or row[key] > 0)):
             errors.append(f"{where}, column {key!r}: {row[key]} must be a finite number above zero")
+    if errors:                                  # the checks below divide by these numbers
+        return errors
     if metric == "matmul_tflops":
         if row.get("dtype") not in DTYPES or not all(k in row for k in "mnk"):
             errors.append(f"{where}: matmul_tflops needs dtype (one of {', '.join(DTYPES)}) and m, n, k")

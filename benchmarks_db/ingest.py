@@ -140,12 +140,12 @@ def parse_file(name: str, text: str, accelerator: str | None) -> Parsed:
         res = mlperf.parse_single_log(text, name, accelerator)
         return Parsed(name, "mlperf_log", [res.run] if res.run else [], res.errors, res.warnings,
                       {name: res.score_minutes} if res.score_minutes is not None else {})
+    if name.lower().endswith(".csv") or csv_table.looks_like(head):      # before nccl-tests: a table may have
+        runs, errors, warnings = csv_table.parse(text, name, accelerator)   # algbw and busbw columns too
+        return Parsed(name, "csv", runs, errors, warnings)
     if nccl_tests.looks_like(head):
         run, errors = nccl_tests.parse(text, name, accelerator)
         return Parsed(name, "nccl_tests", [run] if run else [], errors)
-    if name.lower().endswith(".csv") or csv_table.looks_like(head):
-        runs, errors, warnings = csv_table.parse(text, name, accelerator)
-        return Parsed(name, "csv", runs, errors, warnings)
     return Parsed(name, "unknown", errors=[f"{name}: not a recognised format; expected {FORMATS}"])
 
 
@@ -388,8 +388,11 @@ def _zip_members(data: bytes, name: str, max_bytes: int) -> dict[PurePosixPath, 
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, struct.error) as err:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, struct.error,
+            NotImplementedError) as err:
         raise Refused(f"{name}: not a readable .zip archive ({err})") from None
+    if any(not info.filename for info in infos):
+        raise Refused(f"{name}: not a readable .zip archive (an entry has no name)")
     files = [info for info in infos if not info.is_dir()]
     seen, total = set(), 0
     for info in files:
