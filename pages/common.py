@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable
@@ -35,6 +36,7 @@ LINK_PROBLEMS = "link_problems"  # why the link this session was opened with cou
 SAVED_IDS = "saved_ids"          # ids of scenarios saved or opened in this session (the URL then uses ?s=)
 URL_LOADED = "url_loaded"        # the URL is read once per session
 MARKDOWN_SPECIAL = set("\\`*_{}[]()<>#+-.!|~$&:")
+AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=@)|(?<=www)(?=\.)", re.IGNORECASE)
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")   # a spreadsheet reads a cell starting so as a formula (OWASP CSV injection)
 MAY_SEARCH = ("model", "training", "cluster")       # edits that can break the layout, so that a new one is searched
 OPTION = "opt:"                  # prefix of option widget keys
@@ -322,9 +324,11 @@ def problems_text(problems: list[tuple[str, str]]) -> str:
 
 
 def md_escape(text) -> str:
-    """Text from users or the store, safe inside markdown: every markdown and HTML special character escaped (':'
-    too, so that no 'javascript:' or 'https:' turns into a link)."""
-    return "".join("\\" + ch if ch in MARKDOWN_SPECIAL else ch for ch in str(text))
+    """Text from users or the store, safe inside markdown: every markdown and HTML special character escaped, and a
+    word joiner (invisible) in '://', after '@' and in 'www.', where the renderer would otherwise link the plain text
+    (GitHub-flavoured autolinks are found after escapes are resolved)."""
+    text = AUTOLINK.sub("\u2060", str(text))
+    return "".join("\\" + ch if ch in MARKDOWN_SPECIAL else ch for ch in text)
 
 
 def plot_text(text) -> str:
