@@ -4,10 +4,12 @@ systems/ JSON, given as any folder above it, as a .zip of such folders, or as a 
 Everything is parsed and checked before anything is written; one file (or one MLPerf results folder when a folder
 is given) is one transaction: all of it or none, with errors that name the line or field and the fix.
 
-    python -m benchmarks_db.ingest FILE_OR_FOLDER... [--json] [--submitter NAME] [--accelerator CATALOG_ID]
+    python -m benchmarks_db.ingest FILE_OR_FOLDER... [--json] [--submitter NAME] [--accelerator CATALOG_ID] [--trusted]
 
 prints per input whether it was ingested, the rows added, the errors and (MLPerf) the computed score in minutes,
-and exits 1 if any input was refused. The app must not be running on the same store (DuckDB allows one process).
+every input on its own (one that is refused or breaks a parser does not stop the others), and exits 1 if any input
+was refused. It takes the store's serving lock: beside a running planner it stops with the planner's message.
+Uploads calibrate the engine only once trusted (benchmarks_db/trust.py); --trusted: the operator vouches for them.
 """
 from __future__ import annotations
 
