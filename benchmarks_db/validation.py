@@ -107,7 +107,9 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                "predicted_minutes": None, "ratio": None, "precision": None, "tokens": None, "token_basis": None,
                "layout": None, "mfu": None}
         acc = accelerator(accel_id)
-        if r.benchmark in NOT_MODELLED:
+        if not r.trusted:                              # an untrusted upload costs no search (issue 13)
+            out["status"] = "not predicted: an upload the deployment's operator has not trusted"
+        elif r.benchmark in NOT_MODELLED:
             out["status"] = NOT_MODELLED[r.benchmark]
         elif r.benchmark not in REFERENCE:
             out["status"] = "not modelled: no model preset for this benchmark"

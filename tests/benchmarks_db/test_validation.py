@@ -1,6 +1,6 @@
 import pytest
 
-from benchmarks_db.ingest import ingest_path
+from benchmarks_db.ingest import Uploader, ingest_path
 from benchmarks_db.validation import REFERENCE, predicted_vs_measured
 
 from .helpers import GPT3
@@ -32,7 +32,15 @@ def test_gpt3_predictions_beside_published_minutes(seeded):
 
 
 def test_uploaded_log_uses_its_own_tokens(store):
-    assert next(r for r in ingest_path(store, GPT3) if r.format == "mlperf_results").ingested
+    trusted = Uploader(trusted=True)                                # the operator's own upload
+    assert next(r for r in ingest_path(store, GPT3, uploader=trusted) if r.format == "mlperf_results").ingested
     row = predicted_vs_measured(store).iloc[0]
     assert row.token_basis == "this result's log" and row.tokens == 1_207_959_552
     assert row.status == "predicted"
+
+
+def test_an_untrusted_upload_costs_no_search(store):
+    assert next(r for r in ingest_path(store, GPT3) if r.format == "mlperf_results").ingested
+    row = predicted_vs_measured(store).iloc[0]
+    assert row.status == "not predicted: an upload the deployment's operator has not trusted"
+    assert row.predicted_minutes is None
