@@ -75,10 +75,10 @@ def _layout_outcome(scenario_json: str) -> tuple[str | None, list[str], list[tup
     Busy is not cached."""
     try:
         with work_limits.slot("layout search"):
-            edit = with_layout(parse_scenario(scenario_json))
+            chosen = with_layout(parse_scenario(scenario_json))
     except ScenarioError as err:
         return None, [], err.problems
-    return (edit.scenario.model_dump_json() if edit.scenario else None), edit.notes, edit.problems
+    return (chosen.scenario.model_dump_json() if chosen.scenario else None), chosen.notes, chosen.problems
 
 
 def with_layout_once(sc: Scenario) -> Edit:
