@@ -118,7 +118,8 @@ def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: in
         out["overrides"]["inter_node_busbw_gbs"] = value
         out["evidence"]["inter_node_busbw_gbs"] = _evidence(
             value, row, f"plateau busbw {row.busbw_gbs:.1f} GB/s of {row.n_ranks} ranks on {row.n_nodes} nodes "
-                        f"({', '.join(row.ops)}) / {row.ranks_per_node} GPUs per node, median of {row.n_systems} system(s)")
+                        f"({', '.join(row.ops)}) / {row.ranks_per_node} GPUs per node, median of {row.n_systems} "
+                        f"system(s)")
     elif n_gpus > gpus_per_node:
         out["missing"]["inter_node_busbw_gbs"] = (f"no trustworthy multi-node collective measurement for "
                                                   f"{accelerator_id} with messages of at least "

@@ -226,7 +226,8 @@ def record_problems(run: Run) -> list[str]:
     JSON that is not plain JSON. Each message names where in the input the value came from."""
     where_run = f"{run.benchmark} run"
     problems = []
-    for obj, where in ((run.system, f"{where_run}, system"), (run.software, f"{where_run}, software"), (run, where_run)):
+    parts = ((run.system, f"{where_run}, system"), (run.software, f"{where_run}, software"), (run, where_run))
+    for obj, where in parts:
         if obj is None:
             continue
         for f in fields(obj):

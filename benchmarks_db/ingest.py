@@ -326,8 +326,8 @@ def _upload_source(name: str, sha: str, n_bytes: int | None, uploader: Uploader)
 
 def _prechecks(store: Store, sha: str, uploader: Uploader, accelerator: str | None) -> list[str]:
     errors = []
-    for field, value in (("submitter", uploader.submitter), ("uploader identity", uploader.identity)):
-        if value is not None and (msg := checks.text_problem(field, value)):
+    for what, value in (("submitter", uploader.submitter), ("uploader identity", uploader.identity)):
+        if value is not None and (msg := checks.text_problem(what, value)):
             errors.append(msg)
     if accelerator is not None and catalog_accelerator(accelerator) is None:
         errors.append(f"accelerator {accelerator[:60]!r} is not a catalog id (see python -m engine catalog)")

@@ -17,8 +17,8 @@ from benchmarks_db.checks import COLLECTIVE_OPS, bus_factor, close, lines, text_
 from benchmarks_db.records import Measurement, Run, Software, System, sha256_text
 
 # ASCII digits only: int() also reads other scripts' digits, and str.isdigit() accepts '²', which int() refuses
-RANK_LINE = re.compile(r"^#\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$",
-                       re.ASCII)
+RANK_LINE = re.compile(r"^#\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+"
+                       r"\[[^\]]*\]\s+(.+?)\s*$", re.ASCII)
 VERSION = re.compile(r"nccl-tests version (\S+).*?nccl-library=(\d{1,9})", re.ASCII)
 TEST_NAME = re.compile(r"Collective test starting:\s*(\w+)", re.ASCII)
 NUMBER = r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?"

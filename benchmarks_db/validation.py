@@ -60,7 +60,8 @@ def minimum_minutes(benchmark: str, accelerator_id: str | None, n_accelerators: 
     flops = shape_of(load_catalog().models[ref["preset"]].arch).model_flops_per_token(ref["seq_len"]) * ref["tokens"]
     floor = flops / (n_accelerators * FLOOR_PEAK_FACTOR * max(peaks) * 1e12) / 60
     return floor, (f"{ref['tokens']:,} tokens of {ref['preset']} need {flops:.3g} FLOP, at least {floor:.3g} min "
-                   f"even at {FLOOR_PEAK_FACTOR:g}x the fastest {accelerator_id} datasheet peak ({max(peaks):g} TFLOP/s)")
+                   f"even at {FLOOR_PEAK_FACTOR:g}x the fastest {accelerator_id} datasheet peak "
+                   f"({max(peaks):g} TFLOP/s)")
 
 
 @lru_cache(maxsize=512)
