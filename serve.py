@@ -1,23 +1,26 @@
 """Start the planner as it is deployed (scripts/start.sh and the container image run this): check the settings
 (pages/settings.py), take the store's serving lock (one planner per store), create, upgrade and seed the store
-(`python -m benchmarks_db seed`), then run `streamlit run app.py` in this process, so that signals such as the
-container's SIGTERM reach Streamlit itself. Streamlit's upload limit is set from APP_MAX_UPLOAD_MB; extra arguments
-go to `streamlit run`.
+(what `python -m benchmarks_db seed` does), then run `streamlit run app.py` in this process, so that signals such as
+the container's SIGTERM reach Streamlit itself. Streamlit's upload limit is set from APP_MAX_UPLOAD_MB, its pending
+uploads are capped (APP_MAX_PENDING_UPLOAD_MB), every response carries the anti-framing headers and the metrics
+endpoint is closed (Guard); extra arguments go to `streamlit run`.
 
     python serve.py [--server.port 8501 ...]
 """
-import fcntl
 import logging
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+from benchmarks_db.__main__ import seed_store
+from benchmarks_db.store import another_planner, serving_lock
 from pages.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent
@@ -25,20 +28,6 @@ START_TIMEOUT_S = 120
 LOOPBACK = "127.0.0.1"
 WILDCARDS = ("0.0.0.0", "::", "")
 log = logging.getLogger("planner.serve")
-
-
-def serving_lock(store: Path) -> int | None:
-    """An exclusive lock on <store>.lock for as long as this process (then Streamlit) lives, or None when another
-    planner holds it. DuckDB's own lock is taken only when the first session opens the store, so without this a
-    second replica would start and its users would meet lock errors."""
-    store.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(store.with_name(store.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def main(args: list[str]) -> int:
@@ -50,13 +39,11 @@ def main(args: list[str]) -> int:
         return 2
     log.info("store %s%s; uploads up to %d MB; served under '/%s'", settings.db_path,
              " (read-only)" if settings.read_only else "", settings.max_upload_mb, settings.base_url_path)
-    lock = serving_lock(settings.db_path)
-    if lock is None:
-        log.error("Another planner is already serving %s: DuckDB lets one process write a store, so run one planner "
-                  "(one replica) per store.", settings.db_path)
+    if serving_lock(settings.db_path) is None:       # held (the descriptor stays open) until the process ends
+        log.error("%s", another_planner(settings.db_path))
         return 2
     os.chdir(ROOT)
-    if subprocess.run([sys.executable, "-m", "benchmarks_db", "seed", "--db", str(settings.db_path)]).returncode:
+    if seed_store(settings.db_path):                   # in this process: a seed command would meet the lock
         return 2
     return run_streamlit([f"--server.maxUploadSize={settings.max_upload_mb}", *listen_args(args, os.environ), *args])
 
@@ -93,6 +80,78 @@ def listen_args(args: list[str], env: dict) -> list[str]:
     return []
 
 
+# Sent with every HTTP response: no other site may frame the planner (clickjacking); behind a reverse proxy set the
+# same headers there too (README "Deployment"). 'self' keeps Streamlit's own same-origin component frames working.
+SECURITY_HEADERS = ((b"x-frame-options", b"SAMEORIGIN"), (b"content-security-policy", b"frame-ancestors 'self'"),
+                    (b"x-content-type-options", b"nosniff"))
+CLOSED_PATHS = ("_stcore/metrics",)      # Streamlit's metrics: no access control, and they list every session
+MAX_FILES_PER_SESSION = 8                # a session's uploaders hold one or two files; more is not a person
+
+
+class Guard:
+    """ASGI middleware around Streamlit's server: the security headers on every HTTP response, and 404 for
+    CLOSED_PATHS (Streamlit has no setting to turn its metrics endpoint off)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if scope.get("path", "").rstrip("/").endswith(CLOSED_PATHS):
+            await send({"type": "http.response.start", "status": 404,
+                        "headers": [(b"content-type", b"text/plain"), *SECURITY_HEADERS]})
+            return await send({"type": "http.response.body", "body": b"not found"})
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *(h for h in SECURITY_HEADERS if h[0] not in present)]}
+            await send(message)
+        return await self.app(scope, receive, send_with_headers)
+
+
+def capped_upload_manager(max_pending_bytes: int):
+    """Streamlit's in-memory store of uploaded files, with a total for every session together and a count per
+    session: Streamlit keeps each file under any file id a client invents until its session ends, with no total."""
+    from starlette.exceptions import HTTPException
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+
+    class CappedUploadedFileManager(MemoryUploadedFileManager):
+        def __init__(self, endpoint: str):
+            super().__init__(endpoint)
+            self._cap_lock = threading.Lock()          # check and add as one step (the parent's lock is not reentrant)
+
+        def add_file(self, session_id, file) -> None:
+            with self._cap_lock:
+                with self._lock:
+                    held = self.file_storage.get(session_id, {})
+                    replaced = held.get(file.file_id)
+                    pending = self._total_bytes - (len(replaced.data) if replaced else 0) + len(file.data)
+                    files = len(held) + (0 if replaced else 1)
+                if files > MAX_FILES_PER_SESSION:
+                    raise HTTPException(status_code=429, detail=f"at most {MAX_FILES_PER_SESSION} uploaded files "
+                                                                "per session; remove one first")
+                if pending > max_pending_bytes:
+                    raise HTTPException(status_code=413, detail="the server holds as many uploads as it may; try "
+                                                                "again in a minute")
+                super().add_file(session_id, file)
+
+    return CappedUploadedFileManager
+
+
+def install_guards(max_pending_upload_bytes: int) -> None:
+    """Put Guard in front of Streamlit's middleware and cap its uploads; before the server starts."""
+    from starlette.middleware import Middleware
+    from streamlit.web.server import server
+    from streamlit.web.server.starlette import starlette_app
+
+    streamlit_middleware = starlette_app.create_streamlit_middleware
+    starlette_app.create_streamlit_middleware = lambda: [Middleware(Guard), *streamlit_middleware()]
+    server.MemoryUploadedFileManager = capped_upload_manager(max_pending_upload_bytes)
+
+
 def run_streamlit(args: list[str]) -> int:
     """`streamlit run app.py` in this process (which keeps holding the serving lock).
 
@@ -105,6 +164,7 @@ def run_streamlit(args: list[str]) -> int:
     from streamlit.web import cli
 
     PagesManager.uses_pages_directory = False
+    install_guards(load_settings().max_pending_upload_mb * 2**20)
     sys.argv = ["streamlit", "run", "app.py", *args]
     return cli.main()
 

@@ -6,6 +6,7 @@ started here: serve.py on a free loopback port with a fresh store (loopback only
 errors, p50/p95 response times of each step, the server's CPU time and its peak RSS; exits 1 on any error.
 
     python benchmarks/load_test.py [--sessions 20] [--url http://127.0.0.1:8501/ --pid 1234] [--step-timeout 240]
+    python benchmarks/load_test.py --hostile     # issue 13: layout-less links and zip bombs, others working meanwhile
 """
 from __future__ import annotations
 
@@ -124,6 +125,182 @@ async def _all_sessions(url: str, files: list[tuple[str, bytes]], step_timeout_s
             figures.seconds[step].append(s)
 
 
+# ------------------------------------------------------------------------------------------------ hostile load
+# Links without a layout whose search is near the engine's candidate limit (5 million): opening one makes the planner
+# search 4.1-4.9 million layouts (issue 13: "a 74-character shared link ... ~7 s CPU and 1.2 GB").
+HOSTILE_SCENARIOS = [{"model": {"preset": "llama3.1-405b"},
+                      "training": {"seq_len": 8192, "global_batch_size": gbs, "total_tokens": 1e12},
+                      "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 1260}} for gbs in (2520, 1680)]
+BOMB_MIB = 60                           # a zip of a few dozen KB that unpacks to 60 MiB (the default limit is 64)
+HOSTILE_STEPS = ("link", "bomb", "other")
+
+
+@dataclass
+class HostileFigures:
+    """What every kind of session saw, and the server's memory and CPU."""
+    links: int
+    bombs: int
+    others: int
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in HOSTILE_STEPS})
+    outcomes: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in HOSTILE_STEPS})
+    errors: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+    server_cpu_s: float | None = None
+    peak_rss_mib: float | None = None
+
+    def report(self) -> str:
+        lines = [f"{self.links} sessions opening layout-less links, {self.bombs} uploading {BOMB_MIB} MiB zip bombs, "
+                 f"{self.others} others working meanwhile: errors {len(self.errors)}, wall {self.wall_s:.1f} s"
+                 + (f", server CPU {self.server_cpu_s:.0f} s, server peak RSS {self.peak_rss_mib:.0f} MiB"
+                    if self.peak_rss_mib is not None else "")]
+        for step, values in self.seconds.items():
+            if values:
+                p50, p95 = np.percentile(values, [50, 95])
+                seen = sorted(set(self.outcomes[step]))
+                lines.append(f"  {step:<6} p50 {p50:5.1f} s  p95 {p95:5.1f} s  max {max(values):5.1f} s  "
+                             f"(n={len(values)}): {'; '.join(seen)}")
+        lines += [f"  error: {e}" for e in self.errors]
+        return "\n".join(lines)
+
+
+def hostile_links() -> list[str]:
+    """?sc= tokens of the layout-less scenarios (each under 80 characters)."""
+    from engine.scenario import parse_scenario
+    from engine.share import encode
+    return [encode(parse_scenario(sc)) for sc in HOSTILE_SCENARIOS]
+
+
+def zip_bomb() -> bytes:
+    """An MLPerf-looking result log of 60 MiB of newlines, deflated to about 61 KB."""
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("NVIDIA/results/sys/gpt3/result_0.txt", b"\n" * (BOMB_MIB * 2**20))
+    return buf.getvalue()
+
+
+async def _idle(page) -> None:
+    """Until the app has connected and its script run is over (Streamlit's own e2e signals)."""
+    await page.locator("[data-testid='stApp'][data-test-connection-state='CONNECTED']").wait_for(state="attached")
+    await page.wait_for_timeout(300)
+    await page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(state="attached")
+
+
+async def _exception(page) -> str | None:
+    found = page.get_by_test_id("stException")
+    return await found.first.inner_text() if await found.count() else None
+
+
+async def _link_session(browser, url: str, token: str, timeout_ms: float) -> tuple[float, str]:
+    """Open a layout-less link: the planner picks a layout (one search per scenario) or says it is busy."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 1600})
+    context.set_default_timeout(timeout_ms)
+    page = await context.new_page()
+    try:
+        t = time.perf_counter()
+        await page.goto(f"{url}?sc={token}")
+        await page.get_by_text("Layout:").first.wait_for()
+        await _idle(page)
+        seconds = time.perf_counter() - t
+        if crash := await _exception(page):
+            raise AssertionError(crash)
+        busy = await page.get_by_text("The planner is busy").count()
+        chosen = await page.get_by_text("Layout chosen:").count()
+        return seconds, "busy, said so" if busy else "layout chosen" if chosen else "opened"
+    finally:
+        await context.close()
+
+
+async def _bomb_session(browser, url: str, data: bytes, timeout_ms: float) -> tuple[float, str]:
+    """Upload the zip bomb on the Benchmarks page: refused with a message, nothing unpacked."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 1600})
+    context.set_default_timeout(timeout_ms)
+    page = await context.new_page()
+    try:
+        await page.goto(url)
+        await page.get_by_test_id("stSidebarNav").get_by_text("Benchmarks", exact=True).click()
+        await page.get_by_role("tab", name="Upload results").click()
+        t = time.perf_counter()
+        await page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+            files=[{"name": "bomb.zip", "mimeType": "application/zip", "buffer": data}])
+        await page.get_by_role("button", name="Remove bomb.zip").wait_for()
+        await page.get_by_role("button", name="Check and add to the store").click()
+        await page.get_by_text("Refused bomb.zip").wait_for()
+        seconds = time.perf_counter() - t
+        if crash := await _exception(page):
+            raise AssertionError(crash)
+        bomb = await page.get_by_text("decompression bomb").count()
+        busy = await page.get_by_text("The planner is busy").count()
+        return seconds, "refused as a bomb" if bomb else "busy, said so" if busy else "refused"
+    finally:
+        await context.close()
+
+
+async def _other_session(browser, url: str, timeout_ms: float) -> tuple[float, str]:
+    """Somebody else planning meanwhile: open the planner, then the Memory and Cost & carbon pages."""
+    context = await browser.new_context(viewport={"width": 1280, "height": 1600})
+    context.set_default_timeout(timeout_ms)
+    page = await context.new_page()
+    try:
+        t = time.perf_counter()
+        await page.goto(url)
+        await page.get_by_role("heading", name="Scenario").first.wait_for()
+        for title, heading in (("Memory", "Memory"), ("Cost & carbon", "Cost & carbon")):
+            await page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
+            await page.get_by_role("heading", name=heading).first.wait_for()
+        await _idle(page)
+        if crash := await _exception(page):
+            raise AssertionError(crash)
+        return time.perf_counter() - t, "answered"
+    finally:
+        await context.close()
+
+
+async def _hostile_sessions(url: str, figures: HostileFigures, step_timeout_s: float, others_after_s: float) -> None:
+    from playwright.async_api import async_playwright
+    tokens, bomb = hostile_links(), zip_bomb()
+    timeout_ms = step_timeout_s * 1000
+
+    async def others():
+        await asyncio.sleep(others_after_s)          # while the searches and the bombs are under way
+        return await asyncio.gather(*(_other_session(browser, url, timeout_ms) for _ in range(figures.others)),
+                                    return_exceptions=True)
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        try:
+            kinds = ["link"] * figures.links + ["bomb"] * figures.bombs
+            jobs = [_link_session(browser, url, tokens[i % len(tokens)], timeout_ms) for i in range(figures.links)]
+            jobs += [_bomb_session(browser, url, bomb, timeout_ms) for _ in range(figures.bombs)]
+            *results, other_results = await asyncio.gather(*jobs, others(), return_exceptions=True)
+        finally:
+            await browser.close()
+    if isinstance(other_results, BaseException):
+        other_results = [other_results] * figures.others
+    for kind, result in zip(kinds + ["other"] * figures.others, [*results, *other_results]):
+        if isinstance(result, BaseException):
+            figures.errors.append(f"{kind}: {type(result).__name__}: {str(result).splitlines()[0][:300]}")
+            continue
+        figures.seconds[kind].append(result[0])
+        figures.outcomes[kind].append(result[1])
+
+
+def run_hostile(url: str, pid: int | None, links: int = 8, bombs: int = 4, others: int = 4,
+                step_timeout_s: float = 300, others_after_s: float = 5) -> HostileFigures:
+    """Issue 13's load: `links` sessions open layout-less links and `bombs` upload zip bombs at once, and `others`
+    sessions use the planner meanwhile (starting `others_after_s` later)."""
+    figures = HostileFigures(links, bombs, others)
+    cpu_before = cpu_seconds(pid) if pid is not None else None
+    t = time.perf_counter()
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, _hostile_sessions(url, figures, step_timeout_s, others_after_s)).result()
+    figures.wall_s = time.perf_counter() - t
+    if pid is not None:
+        figures.server_cpu_s = cpu_seconds(pid) - cpu_before
+        figures.peak_rss_mib = peak_rss_mib(pid)
+    return figures
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -164,13 +341,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", help="a running planner (loopback), e.g. http://127.0.0.1:8501/ (default: start one)")
     ap.add_argument("--pid", type=int, help="the running planner's server process, for its CPU time and memory")
     ap.add_argument("--step-timeout", type=float, default=240, help="seconds one step of a session may take")
+    ap.add_argument("--hostile", action="store_true",
+                    help="issue 13's load instead: 8 layout-less links, 4 zip bombs and 4 other sessions at once")
     args = ap.parse_args(argv)
+    load = (lambda url, pid: run_hostile(url, pid, step_timeout_s=args.step_timeout)) if args.hostile else \
+        (lambda url, pid: run(url, pid, args.sessions, args.step_timeout))
     if args.url:
-        figures = run(args.url.rstrip("/") + "/", args.pid, args.sessions, args.step_timeout)
+        figures = load(args.url.rstrip("/") + "/", args.pid)
         print(figures.report())
         return 1 if figures.errors else 0
     with tempfile.TemporaryDirectory() as tmp, local_server(Path(tmp)) as (url, pid, log_path):
-        figures = run(url, pid, args.sessions, args.step_timeout)
+        figures = load(url, pid)
         locks = lock_errors(log_path.read_text())
     figures.errors += [f"server log: {line}" for line in locks]
     print(figures.report())

@@ -3,7 +3,9 @@
 They reach the engine only as the scenario's cluster overrides (engine/scenario.py Cluster): matmul_efficiency
 (measured MAMF-style TFLOP/s over the catalog's dense peak, the quantity the engine's default uses),
 intra_node_busbw_gbs and inter_node_busbw_gbs. Only trustworthy runs count: published tables, and user uploads that
-passed every check with complete metadata (validation 'accepted'); illustrative and flagged runs never do.
+passed every check with complete metadata (validation 'accepted') and that the deployment's operator trusts
+(benchmarks_db/trust.py); illustrative, flagged and untrusted runs never do. Each system counts once per shape or
+scale, so one machine's results uploaded many times do not outvote the others.
 """
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ import math
 import pandas as pd
 
 from benchmarks_db.store import Store
+from benchmarks_db.trust import TRUSTED_SOURCE
 
-TRUSTED = "r.validation = 'accepted' AND src.kind IN ('published', 'user_submitted') AND s.accelerator_id IS NOT NULL"
+TRUSTED = f"r.validation = 'accepted' AND {TRUSTED_SOURCE} AND s.accelerator_id IS NOT NULL"
 BASE = "FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)"
 # Bus bandwidth is calibrated on its large-message plateau only: nccl-tests curves flatten from tens to hundreds of
 # MiB (benchmarks-formats.md 2.1: A100 reaches ~230 GB/s at 8 GiB; H100 NVLS needs more than 256 MiB).
@@ -21,37 +24,57 @@ MIN_PLATEAU_MESSAGE_BYTES = 64 * 2**20
 
 
 def matmul_calibration(store: Store) -> pd.DataFrame:
-    """Per accelerator and dtype: the median over trustworthy runs of each run's best matmul efficiency."""
+    """Per accelerator and dtype: the median over systems of each system's best matmul efficiency, where a system's
+    figure for a shape is the median over its trustworthy runs of that shape. Each system and shape counts once, so
+    uploading the same machine's results again (or reordered) adds no weight."""
     return store.df(f"""
-WITH per_run AS (
-  SELECT s.accelerator_id, m.dtype, r.run_id, src.title AS source, max(m.efficiency) AS efficiency,
-         max(m.value) AS tflops
+WITH per_run_shape AS (
+  SELECT s.accelerator_id, m.dtype, s.system_id, m.m, m.n, m.k, r.run_id, src.title AS source,
+         max(m.efficiency) AS efficiency, max(m.value) AS tflops
   {BASE}
   WHERE m.metric = 'matmul_tflops' AND m.stat IN ('median', 'mean') AND m.efficiency IS NOT NULL AND {TRUSTED}
-  GROUP BY ALL)
-SELECT accelerator_id, dtype, median(efficiency) AS matmul_efficiency, median(tflops) AS tflops, count(*) AS n_runs,
-       list(run_id ORDER BY run_id) AS run_ids, list(DISTINCT source ORDER BY source) AS sources
-FROM per_run GROUP BY ALL ORDER BY ALL""")
+  GROUP BY ALL),
+per_system_shape AS (
+  SELECT accelerator_id, dtype, system_id, m, n, k, median(efficiency) AS efficiency, median(tflops) AS tflops,
+         list(run_id) AS run_ids, list(source) AS sources
+  FROM per_run_shape GROUP BY ALL),
+per_system AS (
+  SELECT accelerator_id, dtype, system_id, max(efficiency) AS efficiency, arg_max(tflops, efficiency) AS tflops,
+         flatten(list(run_ids)) AS run_ids, flatten(list(sources)) AS sources
+  FROM per_system_shape GROUP BY ALL)
+SELECT accelerator_id, dtype, median(efficiency) AS matmul_efficiency, median(tflops) AS tflops,
+       count(*) AS n_systems, len(list_distinct(flatten(list(run_ids)))) AS n_runs,
+       list_sort(list_distinct(flatten(list(run_ids)))) AS run_ids,
+       list_sort(list_distinct(flatten(list(sources)))) AS sources
+FROM per_system GROUP BY ALL ORDER BY ALL""")
 
 
 def collective_calibration(store: Store) -> pd.DataFrame:
-    """Per accelerator and scale (nodes, ranks): the median over trustworthy runs of each run's plateau bus bandwidth
-    (its highest busbw at messages of at least MIN_PLATEAU_MESSAGE_BYTES)."""
+    """Per accelerator and scale (nodes, ranks): the median over systems of each system's plateau bus bandwidth
+    (a run's highest busbw at messages of at least MIN_PLATEAU_MESSAGE_BYTES, the median over the system's runs):
+    each system counts once per scale."""
     return store.df(f"""
 WITH per_run AS (
-  SELECT s.accelerator_id, m.n_nodes, m.n_ranks, r.run_id, src.title AS source, m.op, max(m.value) AS busbw_gbs
+  SELECT s.accelerator_id, s.system_id, m.n_nodes, m.n_ranks, r.run_id, src.title AS source, m.op,
+         max(m.value) AS busbw_gbs
   {BASE}
   WHERE m.metric = 'busbw' AND m.stat IN ('median', 'mean') AND m.message_bytes >= ? AND {TRUSTED}
-  GROUP BY ALL)
+  GROUP BY ALL),
+per_system AS (
+  SELECT accelerator_id, system_id, n_nodes, n_ranks, median(busbw_gbs) AS busbw_gbs, list(run_id) AS run_ids,
+         list(op) AS ops, list(source) AS sources
+  FROM per_run GROUP BY ALL)
 SELECT accelerator_id, n_nodes, n_ranks, n_ranks // n_nodes AS ranks_per_node, median(busbw_gbs) AS busbw_gbs,
-       count(*) AS n_runs, list(DISTINCT op ORDER BY op) AS ops, list(run_id ORDER BY run_id) AS run_ids,
-       list(DISTINCT source ORDER BY source) AS sources
-FROM per_run GROUP BY ALL ORDER BY ALL""", [MIN_PLATEAU_MESSAGE_BYTES])
+       count(*) AS n_systems, len(list_distinct(flatten(list(run_ids)))) AS n_runs,
+       list_sort(list_distinct(flatten(list(ops)))) AS ops,
+       list_sort(list_distinct(flatten(list(run_ids)))) AS run_ids,
+       list_sort(list_distinct(flatten(list(sources)))) AS sources
+FROM per_system GROUP BY ALL ORDER BY ALL""", [MIN_PLATEAU_MESSAGE_BYTES])
 
 
 def _evidence(value: float, row: pd.Series, how: str) -> dict:
     return {"value": value, "runs": list(row["run_ids"]), "sources": list(row["sources"]), "n_runs": int(row["n_runs"]),
-            "how": how}
+            "n_systems": int(row["n_systems"]), "how": how}
 
 
 def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: int, gpus_per_node: int) -> dict:
@@ -65,8 +88,9 @@ def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: in
         row = hit.iloc[0]
         eff = round(min(float(row.matmul_efficiency), 1.0), 4)
         out["overrides"]["matmul_efficiency"] = eff
-        out["evidence"]["matmul_efficiency"] = _evidence(eff, row, f"median over {row.n_runs} run(s) of the best "
-                                                                   f"{dtype} matmul TFLOP/s over the datasheet peak")
+        out["evidence"]["matmul_efficiency"] = _evidence(eff, row, f"median over {row.n_systems} system(s) ("
+                                                                   f"{row.n_runs} run(s)) of the best {dtype} matmul "
+                                                                   f"TFLOP/s over the datasheet peak")
     else:
         out["missing"]["matmul_efficiency"] = f"no trustworthy {dtype} matmul measurement for {accelerator_id}"
     coll = collective_calibration(store)
@@ -80,7 +104,7 @@ def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: in
         out["overrides"]["intra_node_busbw_gbs"] = value
         out["evidence"]["intra_node_busbw_gbs"] = _evidence(
             value, row, f"plateau busbw of {row.n_ranks} ranks in one node ({', '.join(row.ops)}), median of "
-                        f"{row.n_runs} run(s)")
+                        f"{row.n_systems} system(s)")
     else:
         out["missing"]["intra_node_busbw_gbs"] = (f"no trustworthy single-node collective measurement for "
                                                   f"{accelerator_id} with messages of at least "
@@ -94,7 +118,8 @@ def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: in
         out["overrides"]["inter_node_busbw_gbs"] = value
         out["evidence"]["inter_node_busbw_gbs"] = _evidence(
             value, row, f"plateau busbw {row.busbw_gbs:.1f} GB/s of {row.n_ranks} ranks on {row.n_nodes} nodes "
-                        f"({', '.join(row.ops)}) / {row.ranks_per_node} GPUs per node, median of {row.n_runs} run(s)")
+                        f"({', '.join(row.ops)}) / {row.ranks_per_node} GPUs per node, median of {row.n_systems} "
+                        f"system(s)")
     elif n_gpus > gpus_per_node:
         out["missing"]["inter_node_busbw_gbs"] = (f"no trustworthy multi-node collective measurement for "
                                                   f"{accelerator_id} with messages of at least "

@@ -6,8 +6,10 @@ keeps it visible but out of calibration.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
+from dataclasses import fields
 
 from benchmarks_db.accelerators import accelerator
 from benchmarks_db.records import Measurement, Run
@@ -30,8 +32,14 @@ NVLS_CAPABLE = {"H100-SXM5-80GB", "H200-SXM-141GB", "B200-SXM-180GB", "GB200"}
 FLAG_BELOW_EFFICIENCY = 0.2            # "misconfigured, thermal or shared" (benchmarks-formats.md 4.1 rule 3)
 MIN_SAMPLES = 5                        # rule 4: n_samples >= 5
 FLAG_CV_PCT = 10.0                     # rule 4: cv above 10% flagged (torch Timer warns at a large IQR)
+FLAG_ABOVE_PEAK_UPLOAD = 0.95          # uploads: matmul above 95% of the dense peak is flagged (published MAMF: 51-87%
+                                       # of peak on every accelerator but Gaudi 2, ml-engineering's table)
 MAX_TEXT = 500                         # longest accepted free-text field
 CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+MAX_LINES = 1_000_000                  # lines of one text file (an MLPerf result log has about 50-10,000)
+INT32_MAX, INT64_MAX = 2**31 - 1, 2**63 - 1     # the store's INTEGER and BIGINT columns (benchmarks_db/migrations.py)
+INT64_COLUMNS = {"m", "n", "k", "message_bytes"}
+INT32_COLUMNS = {"n_samples", "n_ranks", "n_nodes", "accelerators_per_node", "n_accelerators"}
 
 
 def bus_factor(op: str, n_ranks: int) -> float:
@@ -45,7 +53,8 @@ def bus_factor(op: str, n_ranks: int) -> float:
 
 
 def close(a: float, b: float, tol: float = CONSISTENCY_TOL, abs_tol: float = 0.0) -> bool:
-    return abs(a - b) <= max(tol * max(abs(a), abs(b)), abs_tol)
+    """a and b agree within tol (relative) or abs_tol; never for NaN or infinity (inf - x <= tol x inf would hold)."""
+    return math.isfinite(a) and math.isfinite(b) and abs(a - b) <= max(tol * max(abs(a), abs(b)), abs_tol)
 
 
 def to_canonical(metric: str, value: float, unit: str) -> tuple[float | None, str | None]:
@@ -58,7 +67,10 @@ def to_canonical(metric: str, value: float, unit: str) -> tuple[float | None, st
         return None, f"unit {unit!r} does not fit metric {metric}; use one of {', '.join(factors)}"
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
         return None, f"value {value!r} must be a finite number above zero"
-    return value * factors[unit], None
+    converted = value * factors[unit]
+    if not (math.isfinite(converted) and converted > 0):
+        return None, f"value {value:g} {unit} is {converted:g} {canon}, not a finite number above zero; check the unit"
+    return converted, None
 
 
 def text_problem(field: str, value) -> str | None:
@@ -108,7 +120,14 @@ def plausibility(run: Run) -> list[str]:
                          f"not used for calibration (name the catalog id to fix)")
     rpn = run.system.accelerators_per_node
     best_eff = {}
+    floor = None
+    if run.suite == "mlperf_training":
+        from benchmarks_db.validation import minimum_minutes     # (validation reads the store: import when needed)
+        floor = minimum_minutes(run.benchmark, accel_id, run.system.n_accelerators)
     for m in run.measurements:
+        if m.metric == "time_to_train" and floor and m.value < floor[0]:
+            errors.append(f"{m.where or run.benchmark}: {m.value:g} min on {run.system.n_accelerators} {accel_id} is "
+                          f"impossible: {floor[1]}; check the unit (minutes) and the accelerator count")
         if m.metric in ("busbw", "algbw") and accel_id:
             limit = link_limit_gbs(accel_id, m.op, m.n_nodes, rpn)
             if m.metric == "busbw" and limit and m.value > limit:
@@ -162,3 +181,84 @@ def metadata(run: Run) -> None:
         missing += [] if sw and sw.driver_version else ["driver version"]
     if missing:
         run.flags.append(f"incomplete metadata (no {', '.join(missing)}): kept for reference, not used for calibration")
+
+
+def lines(text: str):
+    """(line number, line) one at a time, without a list of every line (60 MiB of newlines would be a 480 MB list);
+    ValueError past MAX_LINES."""
+    if text.count("\n") >= MAX_LINES:
+        raise ValueError(f"more than {MAX_LINES:,} lines; no result file of this kind is that long")
+    start, lineno, end_of_text = 0, 0, len(text)
+    while start < end_of_text:
+        end = text.find("\n", start)
+        end = end_of_text if end < 0 else end
+        lineno += 1
+        yield lineno, text[start:end].rstrip("\r")
+        start = end + 1
+
+
+def _number_problem(where: str, name: str, value) -> str | None:
+    """Why a number cannot go into its column: not finite, or outside the column's integer type."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where}: {name} is {value}; only finite numbers are stored (check the units)"
+    if isinstance(value, int):
+        top = INT64_MAX if name in INT64_COLUMNS else INT32_MAX if name in INT32_COLUMNS else None
+        if top is not None and not -top <= value <= top:
+            return f"{where}: {name} {str(value)[:30]} is out of range (at most {top:,})"
+    return None
+
+
+def _json_problem(where: str, name: str, value) -> str | None:
+    try:
+        json.dumps(value, allow_nan=False, default=str)
+    except ValueError:
+        return f"{where}: {name} holds a number that is not finite (NaN or infinity); only finite numbers are stored"
+    except RecursionError:
+        return f"{where}: {name} is nested too deeply"
+    return None
+
+
+def record_problems(run: Run) -> list[str]:
+    """Everything about a run the store's columns cannot hold, whichever parser made it: numbers that are not finite
+    (after unit conversion), integers outside INTEGER/BIGINT, text that is too long or has control characters, and
+    JSON that is not plain JSON. Each message names where in the input the value came from."""
+    where_run = f"{run.benchmark} run"
+    problems = []
+    parts = ((run.system, f"{where_run}, system"), (run.software, f"{where_run}, software"), (run, where_run))
+    for obj, where in parts:
+        if obj is None:
+            continue
+        for f in fields(obj):
+            value = getattr(obj, f.name)
+            if isinstance(value, str):
+                problems.append(text_problem(f"{where}: {f.name}", value))
+            elif isinstance(value, (int, float)):
+                problems.append(_number_problem(where, f.name, value))
+            elif isinstance(value, (dict, list)) and f.name not in ("measurements", "flags", "notes"):
+                problems.append(_json_problem(where, f.name, value))
+    for m in run.measurements:
+        where = m.where or where_run
+        for f in fields(m):
+            value = getattr(m, f.name)
+            if f.name == "params":
+                problems.append(_json_problem(where, "params", value))
+            elif f.name != "where" and isinstance(value, str):
+                problems.append(text_problem(f"{where}: {f.name}", value))
+            elif isinstance(value, (int, float)):
+                problems.append(_number_problem(where, f.name, value))
+    found = [p for p in problems if p]
+    return found[:20] + ([f"... and {len(found) - 20} more values that cannot be stored"] if len(found) > 20 else [])
+
+
+def upload_flags(run: Run) -> None:
+    """Flags for uploads only (published tables are taken as published): matmul above FLAG_ABOVE_PEAK_UPLOAD of the
+    datasheet peak, a figure few accelerators reach, stays out of calibration until checked."""
+    high = [m for m in run.measurements if m.metric == "matmul_tflops" and m.efficiency is not None
+            and m.efficiency > FLAG_ABOVE_PEAK_UPLOAD]
+    if high:
+        best = max(high, key=lambda m: m.efficiency)
+        run.flags.append(f"{best.where}: matmul at {best.efficiency:.0%} of the {run.system.accelerator_id} dense "
+                         f"{best.dtype} peak, above {FLAG_ABOVE_PEAK_UPLOAD:.0%}: published maximum achievable "
+                         f"matmul is 51-87% on almost every accelerator; not used for calibration")

@@ -9,12 +9,11 @@ time_to_train (min, s or h; needs benchmark and n_accelerators), matmul_tflops (
 from __future__ import annotations
 
 import csv
-import io
 import math
 
 from benchmarks_db.accelerators import catalog_id, device_type
-from benchmarks_db.checks import (CANONICAL_UNIT, COLLECTIVE_OPS, DTYPES, bus_factor, close, text_problem,
-                                  to_canonical)
+from benchmarks_db.checks import (CANONICAL_UNIT, COLLECTIVE_OPS, DTYPES, INT32_MAX, INT64_COLUMNS, INT64_MAX,
+                                  bus_factor, close, lines, text_problem, to_canonical)
 from benchmarks_db.records import Measurement, Run, Software, System
 
 REQUIRED = ("accelerator", "metric", "value", "unit")
@@ -27,6 +26,7 @@ STATS = ("median", "mean", "max", "single", "score")
 BENCHMARK_OF = {"matmul_tflops": "matmul", "mem_bw": "membw", "copy_bw": "h2d", "busbw": "collectives",
                 "algbw": "collectives", "io_bw": "storage"}
 MAX_ROWS = 100_000
+MAX_ERRORS = 50                        # reading stops at this many; the report shows them all
 
 
 def looks_like(head: str) -> bool:
@@ -63,11 +63,16 @@ def _check(row: dict, line: int) -> list[str]:
     if row.get("stat", "median") not in STATS:
         errors.append(f"{where}, column 'stat': {row['stat']!r}; use one of {', '.join(STATS)}")
     for key in INTS:
+        top = INT64_MAX if key in INT64_COLUMNS else INT32_MAX
         if key in row and row[key] < (2 if key == "n_ranks" else 1):
             errors.append(f"{where}, column {key!r}: {row[key]} is too small")
+        elif key in row and row[key] > top:
+            errors.append(f"{where}, column {key!r}: {str(row[key])[:30]} is too large (at most {top:,})")
     for key in ("time_s", "algbw", "cv_pct"):
         if key in row and not (math.isfinite(row[key]) and row[key] >= 0 and (key == "cv_pct" or row[key] > 0)):
             errors.append(f"{where}, column {key!r}: {row[key]} must be a finite number above zero")
+    if errors:                                  # the checks below divide by these numbers
+        return errors
     if metric == "matmul_tflops":
         if row.get("dtype") not in DTYPES or not all(k in row for k in "mnk"):
             errors.append(f"{where}: matmul_tflops needs dtype (one of {', '.join(DTYPES)}) and m, n, k")
@@ -94,8 +99,19 @@ def _check(row: dict, line: int) -> list[str]:
 
 def parse(text: str, filename: str, accelerator: str | None) -> tuple[list[Run], list[str], list[str]]:
     """(runs, errors, warnings)."""
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    header = [h.strip() for h in (reader.fieldnames or [])]
+    try:
+        return _parse(text, filename, accelerator)
+    except ValueError as err:                   # checks.lines: more lines than any table
+        return [], [f"{filename}: {err}"], []
+
+
+def _parse(text: str, filename: str, accelerator: str | None) -> tuple[list[Run], list[str], list[str]]:
+    # the lines one at a time: io.StringIO would hold a copy of the text at 4 bytes per character
+    reader = csv.DictReader(line + "\n" for _, line in lines(text))
+    try:
+        header = [h.strip() for h in (reader.fieldnames or [])]
+    except csv.Error as err:
+        return [], [f"{filename}: line 1: {err}"], []
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         return [], [f"{filename}: header lacks column(s) {', '.join(missing)}; required: {', '.join(REQUIRED)}"], []
@@ -106,6 +122,8 @@ def parse(text: str, filename: str, accelerator: str | None) -> tuple[list[Run],
             line = reader.line_num
             if len(rows) >= MAX_ROWS:
                 return [], [f"{filename}: more than {MAX_ROWS} rows"], []
+            if len(errors) >= MAX_ERRORS:
+                break
             row, problems = _row(raw, line)
             errors += problems
             if row is None:
@@ -122,7 +140,7 @@ def parse(text: str, filename: str, accelerator: str | None) -> tuple[list[Run],
     except csv.Error as err:
         errors.append(f"line {reader.line_num}: {err}")
     if errors:
-        return [], errors[:50], []
+        return [], errors[:MAX_ERRORS], []
     if not rows:
         return [], [f"{filename}: no data rows"], []
     runs: dict[tuple, Run] = {}

@@ -74,4 +74,9 @@ CREATE TABLE saved_scenario (
   created_at TIMESTAMP NOT NULL,         -- UTC
   scenario_json VARCHAR NOT NULL);       -- canonical JSON: non-default fields, sorted keys
 """),
+    ("uploads: who uploaded them (the reverse proxy's identity header) and whether the operator trusts them", """
+ALTER TABLE source ADD COLUMN uploaded_by VARCHAR;   -- the signed-on user (APP_IDENTITY_HEADER); NULL: anonymous
+ALTER TABLE source ADD COLUMN trusted_by VARCHAR;    -- who marked the upload trusted (python -m benchmarks_db trust,
+ALTER TABLE source ADD COLUMN trusted_at TIMESTAMP;  -- or APP_TRUSTED_UPLOADERS); NULL: not used for calibration
+"""),
 ]

@@ -11,13 +11,13 @@ drop the fastest and (unless a run already failed) the slowest, average the rest
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 
 from benchmarks_db.accelerators import catalog_id, device_type
-from benchmarks_db.checks import text_problem
+from benchmarks_db.checks import lines, text_problem
 from benchmarks_db.records import Measurement, Run, Software, System
+from engine import json_input
 
 # Runs required per benchmark and the most that may be dropped (mlperf_logging benchmark_meta.py; unet3d drops 4).
 REQUIRED_RUNS = {"gpt3": 3, "llama31_405b": 3, "deepseekv3_671b": 3, "llama2_70b_lora": 10, "llama31_8b": 10,
@@ -41,6 +41,10 @@ STORED_KEYS = ("accelerator_interconnect", "host_processor_model_name", "host_me
                "accelerator_memory_capacity", "host_networking", "operating_system", "framework")
 ROUND_IN_PATH = re.compile(r"training_results_(v\d+\.\d+)")
 RESULT_FILE = re.compile(r"^result_\d+\.txt$")
+MAX_TIME_MS = 2**53                    # MLLOG time_ms is Unix time in ms; larger is not an exact number of ms
+MAX_RUN_MINUTES = 30 * 24 * 60         # 30 days; the longest seeded MLPerf run (v3.0-v5.1) took 460 minutes
+MAX_COUNT = 10**12                     # batch size, sequence length, samples: anything larger is not a real log
+MAX_ACCELERATORS = 10_000_000          # the scenario's own limit on cluster size
 
 
 @dataclass
@@ -63,48 +67,61 @@ class LogRun:
     sysjson: dict | None = None
 
 
+def _number(value, top: float = MAX_COUNT) -> float | None:
+    """A JSON number within [0, top] (bools are not numbers here), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= top:
+        return value
+    return None
+
+
+def _event(line: str, marker: str):
+    """The JSON after ':::MLLOG' / ':::SYSJSON' (finite numbers, shallow nesting), or None."""
+    try:
+        return json_input.loads(line.split(marker, 1)[1])
+    except json_input.JsonInputError:
+        return None
+
+
 def parse_log(text: str, name: str) -> LogRun:
+    """One result log. ValueError when the text has more lines than any log (checks.MAX_LINES)."""
     run = LogRun(name)
     start = stop = None
     first_bad = None
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in lines(text):
         if line.startswith(":::SYSJSON") and run.sysjson is None:
-            try:
-                run.sysjson = json.loads(line.split(":::SYSJSON", 1)[1])
-            except ValueError:
-                pass
+            doc = _event(line, ":::SYSJSON")
+            run.sysjson = doc if isinstance(doc, dict) else None
             continue
         if ":::MLLOG" not in line:
             continue
-        try:
-            ev = json.loads(line.split(":::MLLOG", 1)[1])
-            key, t_ms = ev["key"], ev["time_ms"]
-            if not isinstance(t_ms, (int, float)):
-                raise ValueError
-        except (ValueError, KeyError, TypeError):
-            first_bad = first_bad or lineno
+        ev = _event(line, ":::MLLOG")
+        key = ev.get("key") if isinstance(ev, dict) else None
+        t_ms = _number(ev.get("time_ms"), MAX_TIME_MS) if isinstance(ev, dict) else None
+        if not isinstance(key, str) or t_ms is None:
+            first_bad = first_bad or lineno          # not JSON, no string key, or no time_ms of real Unix time
             continue
         md = ev.get("metadata") if isinstance(ev.get("metadata"), dict) else {}
-        value = ev.get("value")
+        raw = ev.get("value")
+        value = _number(raw)
         if key == "run_start" and start is None:
             start = t_ms
         elif key == "run_stop" and stop is None:
             stop = (t_ms, md.get("status"))
-            samples = md.get("samples_count", md.get("epoch_num"))
-            run.samples_at_stop = samples if isinstance(samples, (int, float)) else run.samples_at_stop
-        elif key in ("trained_samples", "train_samples") and stop is not None and isinstance(value, (int, float)):
+            samples = _number(md.get("samples_count", md.get("epoch_num")))
+            run.samples_at_stop = samples if samples is not None else run.samples_at_stop
+        elif key in ("trained_samples", "train_samples") and stop is not None and value is not None:
             run.samples_at_stop = run.samples_at_stop or value
-        elif key == "eval_accuracy" and isinstance(value, (int, float)):
+        elif key == "eval_accuracy" and value is not None:
             run.final_eval = value
-        elif key == "target_accuracy" and isinstance(value, (int, float)):
+        elif key == "target_accuracy" and value is not None:
             run.target = value
-        elif key in ("global_batch_size", "max_sequence_length") and isinstance(value, (int, float)):
+        elif key in ("global_batch_size", "max_sequence_length") and value is not None:
             setattr(run, key, int(value))
-        elif key.startswith("submission_") and isinstance(value, str):
+        elif key.startswith("submission_") and isinstance(raw, str):
             attr = {"submission_benchmark": "benchmark", "submission_org": "org", "submission_division": "division",
                     "submission_status": "status", "submission_platform": "platform"}.get(key)
             if attr and getattr(run, attr) is None:
-                setattr(run, attr, value)
+                setattr(run, attr, raw)
     run.start_ms = start
     if first_bad:
         run.failure = f"line {first_bad} is not a valid MLLOG event (the summarizer's compliance check rejects the run)"
@@ -113,9 +130,12 @@ def parse_log(text: str, name: str) -> LogRun:
     elif stop is None:
         run.failure = "no run_stop event (truncated log or the run did not finish)"
     elif stop[1] != "success":
-        run.failure = f"run_stop status is {stop[1]!r}, not 'success' (did not converge)"
+        run.failure = f"run_stop status is {str(stop[1])[:40]!r}, not 'success' (did not converge)"
     elif stop[0] <= start:
         run.failure = "run_stop is not after run_start"
+    elif (stop[0] - start) / 60000 > MAX_RUN_MINUTES:
+        run.failure = (f"run_stop is {(stop[0] - start) / 60000:.4g} minutes after run_start, more than "
+                       f"{MAX_RUN_MINUTES:,} (30 days); the times are not milliseconds")
     else:
         run.minutes = (stop[0] - start) / 60000
     return run
@@ -132,10 +152,11 @@ def olympic_score(minutes: list[float], n_failed: int, benchmark: str, scaling: 
 
 
 def _int(text) -> int | None:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        return None
+    """A whole number written in ASCII digits (MLPerf system files write them as strings), else None."""
+    found = re.fullmatch(r"\s*([0-9]{1,12})\s*", text) if isinstance(text, str) else None
+    if found is None and isinstance(text, int) and not isinstance(text, bool):
+        return text
+    return int(found.group(1)) if found else None
 
 
 def system_from_json(doc: dict, where: str) -> tuple[System | None, Software | None, list[str]]:
@@ -146,9 +167,10 @@ def system_from_json(doc: dict, where: str) -> tuple[System | None, Software | N
     if errors:
         return None, None, errors
     apn, nodes = _int(doc["accelerators_per_node"]), _int(doc["number_of_nodes"])
-    if apn is None or nodes is None or apn < 0 or nodes < 1:
-        return None, None, [f"{where}: accelerators_per_node and number_of_nodes must be whole numbers "
-                            f"(got {doc['accelerators_per_node']!r}, {doc['number_of_nodes']!r})"]
+    if apn is None or nodes is None or apn < 0 or nodes < 1 or nodes * max(apn, 1) > MAX_ACCELERATORS:
+        return None, None, [f"{where}: accelerators_per_node and number_of_nodes must be whole numbers, at least 0 "
+                            f"and 1, with at most {MAX_ACCELERATORS:,} accelerators in all (got "
+                            f"{str(doc['accelerators_per_node'])[:30]!r}, {str(doc['number_of_nodes'])[:30]!r})"]
     raw = str(doc["accelerator_model_name"]).strip() or "unknown"
     accel = catalog_id(raw)
     sw_stack = doc.get("other_software_stack") if isinstance(doc.get("other_software_stack"), dict) else {}
@@ -179,7 +201,14 @@ def parse_results_folder(logs: dict[str, str], system_doc: dict | None, scaling_
                          mlperf_system: str, submitter: str | None, path: str) -> MlperfResult:
     """One results folder: its result_*.txt texts (by file name), the parsed systems/<system>.json and scaling.json."""
     errors, warnings = [], []
-    runs = [parse_log(text, name) for name, text in sorted(logs.items())]
+    runs = []
+    for name, text in sorted(logs.items()):
+        try:
+            runs.append(parse_log(text, name))
+        except ValueError as err:
+            errors.append(f"{path}/{name}: {err}")
+    if errors:
+        return MlperfResult(None, None, errors)
     for r in runs:
         if r.benchmark and r.benchmark != benchmark:
             errors.append(f"{r.name}: submission_benchmark is {r.benchmark!r} but the folder is {benchmark!r}")
@@ -239,7 +268,10 @@ def parse_results_folder(logs: dict[str, str], system_doc: dict | None, scaling_
 
 def parse_single_log(text: str, name: str, accelerator: str | None) -> MlperfResult:
     """A lone result_N.txt: one run's minutes (not an official score), system from :::SYSJSON or the platform name."""
-    r = parse_log(text, name)
+    try:
+        r = parse_log(text, name)
+    except ValueError as err:
+        return MlperfResult(None, None, [f"{name}: {err}"])
     problems = [p for f in ("benchmark", "org", "division", "status", "platform")
                 if (p := text_problem(f"{name}: submission_{f}", getattr(r, f)))]
     if problems:

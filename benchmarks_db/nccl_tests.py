@@ -8,17 +8,23 @@ algbw and busbw in GB/s (1e9 B/s): algbw = size / time, busbw = algbw x factor(o
 """
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 
 from benchmarks_db.accelerators import catalog_id, device_type
-from benchmarks_db.checks import COLLECTIVE_OPS, bus_factor, close, text_problem
+from benchmarks_db.checks import COLLECTIVE_OPS, bus_factor, close, lines, text_problem
 from benchmarks_db.records import Measurement, Run, Software, System, sha256_text
 
-RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
-VERSION = re.compile(r"nccl-tests version (\S+).*?nccl-library=(\d+)")
-TEST_NAME = re.compile(r"Collective test starting:\s*(\w+)")
-NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# ASCII digits only: int() also reads other scripts' digits, and str.isdigit() accepts '²', which int() refuses
+RANK_LINE = re.compile(r"^#\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+"
+                       r"\[[^\]]*\]\s+(.+?)\s*$", re.ASCII)
+VERSION = re.compile(r"nccl-tests version (\S+).*?nccl-library=(\d{1,9})", re.ASCII)
+TEST_NAME = re.compile(r"Collective test starting:\s*(\w+)", re.ASCII)
+NUMBER = r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?"
+WHOLE = re.compile(r"[0-9]{1,18}")         # below 2^63: the store's BIGINT
 MAX_ROWS = 10_000
+MAX_NODES = 100_000                        # as the runner result schema (result_schema.py SystemInfo.n_nodes)
 
 
 def looks_like(text: str) -> bool:
@@ -38,7 +44,8 @@ def _op(test: str | None, filename: str) -> str | None:
 def _timed_iters(words: list[str]) -> int | None:
     """'warmup iters: 1 iters: 20 agg iters: 1' -> 20 (the timed iterations per size)."""
     for i, w in enumerate(words[:-1]):
-        if w == "iters:" and (i == 0 or words[i - 1] not in ("warmup", "agg")) and words[i + 1].isdigit():
+        if w == "iters:" and (i == 0 or words[i - 1] not in ("warmup", "agg")) \
+                and re.fullmatch(r"[0-9]{1,9}", words[i + 1]):
             return int(words[i + 1])
     return None
 
@@ -50,13 +57,20 @@ def _nccl_version(code: str) -> str:
 
 
 def parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | None, list[str]]:
+    try:
+        return _parse(text, filename, accelerator)
+    except ValueError as err:                   # checks.lines: more lines than any output
+        return None, [f"{filename}: {err}"]
+
+
+def _parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | None, list[str]]:
     errors: list[str] = []
     ranks: dict[int, tuple[str, str]] = {}
     version = nccl = test = None
     iters = None
     rows: list[tuple[int, list[str]]] = []
     header: list[str] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in lines(text):
         s = line.strip()
         if not s:
             continue
@@ -76,6 +90,8 @@ def parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | None
         fields = s.split()
         if fields and fields[0].isdigit():
             rows.append((lineno, fields))
+            if len(rows) > MAX_ROWS:
+                return None, [f"{filename}: more than {MAX_ROWS} result rows; at most {MAX_ROWS} are accepted"]
     op = _op(test, filename)
     if op is None:
         return None, [f"{filename}: cannot tell which collective this is: the '# Collective test starting: <name>' "
@@ -85,21 +101,23 @@ def parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | None
                       f"placement are unknown; upload the complete output"]
     if not rows:
         return None, [f"{filename}: no result rows (size count type redop ... time algbw busbw)"]
-    if len(rows) > MAX_ROWS:
-        return None, [f"{filename}: {len(rows)} result rows; at most {MAX_ROWS} are accepted"]
     n = len(ranks)
     if n < 2 or sorted(ranks) != list(range(n)):
         return None, [f"{filename}: ranks {sorted(ranks)[:10]} must be 0..n-1 with n >= 2 for a collective"]
     hosts = sorted({h for h, _ in ranks.values()})
+    if len(hosts) > MAX_NODES:
+        return None, [f"{filename}: {len(hosts):,} hosts; at most {MAX_NODES:,} nodes are accepted"]
     devices = sorted({d for _, d in ranks.values()})
     for field, value in (("device name", devices[0]), ("host name", hosts[0])):
         if msg := text_problem(f"{filename}: {field}", value):
             errors.append(msg)
     if len(devices) > 1:
         errors.append(f"{filename}: mixed devices {devices[:4]}; one result file must come from one accelerator type")
-    per_node = {h: sum(1 for hh, _ in ranks.values() if hh == h) for h in hosts}
+    per_node = dict(Counter(h for h, _ in ranks.values()))
     if len(set(per_node.values())) > 1:
-        errors.append(f"{filename}: uneven ranks per node {per_node}: busbw is not comparable")
+        shown = ", ".join(f"{h[:40]}: {k}" for h, k in list(per_node.items())[:4])
+        errors.append(f"{filename}: uneven ranks per node ({shown}{', ...' if len(per_node) > 4 else ''}): busbw is "
+                      f"not comparable")
     if not header:
         return None, [f"{filename}: the column header line '#  size  count  type  redop ... time  algbw  busbw' is "
                       f"missing; upload the complete output"]
@@ -112,7 +130,8 @@ def parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | None
         if len(f) < lead + 3 or len(rest) not in (per_half, 2 * per_half) or not all(re.fullmatch(NUMBER, x) for x in rest):
             errors.append(f"line {lineno}: expected the columns {' '.join(header)}; got {' '.join(f)[:120]!r}")
             continue
-        if not (f[1].isdigit() and re.fullmatch(r"[a-z0-9_]{1,16}", f[2]) and re.fullmatch(r"[a-z0-9_]{1,16}", f[3])):
+        if not (WHOLE.fullmatch(f[0]) and WHOLE.fullmatch(f[1]) and re.fullmatch(r"[a-z0-9_]{1,16}", f[2])
+                and re.fullmatch(r"[a-z0-9_]{1,16}", f[3])):
             errors.append(f"line {lineno}: count, type and redop look wrong in {' '.join(f[:4])[:80]!r}")
             continue
         size, count = int(f[0]), int(f[1])
@@ -121,8 +140,8 @@ def parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | None
             if not vals:
                 continue
             t_us, algbw, busbw = (float(v) for v in vals[:3])
-            if t_us <= 0 or size <= 0:
-                errors.append(f"line {lineno}: size and time must be above zero")
+            if t_us <= 0 or size <= 0 or not all(math.isfinite(x) for x in (t_us, algbw, busbw)):
+                errors.append(f"line {lineno}: size and time must be finite numbers above zero")
                 break
             # printed with 2 decimals: allow half a unit of rounding on each figure on top of 1%
             if not close(algbw, size / t_us / 1e3, abs_tol=0.006):
@@ -141,7 +160,7 @@ def parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | None
             measurements.append(Measurement("busbw", busbw, "GB/s", **common))
             measurements.append(Measurement("algbw", algbw, "GB/s", **common))
     if errors:
-        return None, errors
+        return None, errors[:50]
     raw = devices[0]
     accel = accelerator or catalog_id(raw)
     system = System(accelerator_raw=raw, accelerator_id=accel, device_type=device_type(accel, raw),

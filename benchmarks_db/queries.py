@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks_db.store import Store
+from benchmarks_db.trust import TRUSTED_SOURCE
 
 BASE = """
 FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)
@@ -33,7 +34,7 @@ def mlperf_results(store: Store, benchmark: str | None = None, accelerator: str 
 SELECT r.run_id, r.mlperf_round AS round, r.submitter_org AS submitter, s.system_name, r.benchmark,
        s.accelerator_raw, s.accelerator_id, s.n_accelerators, s.accelerators_per_node, s.n_nodes,
        m.value AS score_minutes, m.value / 60 * s.n_accelerators AS accelerator_hours_derived,
-       r.availability, r.division, src.kind AS source_kind, src.title AS source,
+       r.availability, r.division, src.kind AS source_kind, {TRUSTED_SOURCE} AS trusted, src.title AS source,
        coalesce(json_extract_string(r.params, '$.url'), src.url) AS url, r.validation, r.validation_msgs
 {BASE}
 WHERE r.suite = 'mlperf_training' AND m.stat = 'score'
@@ -68,7 +69,8 @@ def microbench_results(store: Store, metric: str | None = None, accelerator: str
 SELECT r.run_id, r.benchmark, m.metric, m.value, m.unit, m.stat, m.value_min, m.value_max, m.cv_pct, m.n_samples,
        m.dtype, m.m, m.n, m.k, m.op, m.message_bytes, m.n_ranks, m.n_nodes, m.backend, m.peak_value, m.efficiency,
        {ACCEL} AS accelerator, s.device_type, s.accelerator_raw, r.tool, r.started_at, src.kind AS source_kind,
-       src.title AS source, src.submitter, r.validation, r.validation_msgs
+       {TRUSTED_SOURCE} AS trusted, src.title AS source, src.submitter, src.uploaded_by, r.validation,
+       r.validation_msgs
 {BASE}
 WHERE r.suite = 'microbench'
   AND ($metric IS NULL OR m.metric = $metric)
@@ -83,7 +85,8 @@ def datasheet_efficiency(store: Store, metric: str = "matmul_tflops") -> pd.Data
     peak of the same dtype, with where the number comes from and whether it is trusted."""
     return store.df(f"""
 SELECT {ACCEL} AS accelerator, s.accelerator_id, m.dtype, m.op, m.value, m.unit, m.stat, m.peak_value, m.efficiency,
-       src.kind AS source_kind, src.title AS source, r.tool, r.validation, r.validation_msgs, r.run_id
+       src.kind AS source_kind, {TRUSTED_SOURCE} AS trusted, src.title AS source, r.tool, r.validation,
+       r.validation_msgs, r.run_id
 {BASE}
 WHERE m.metric = $metric
 QUALIFY row_number() OVER (PARTITION BY r.run_id, m.dtype, m.op ORDER BY m.value DESC) = 1

@@ -107,14 +107,15 @@ class Run:
     @property
     def content_sha256(self) -> str:
         """Identity of the result itself (system, software, benchmark, measured values, start time): the same
-        measurements uploaded twice, under any file name, are one result."""
+        measurements uploaded twice, under any file name and in any order, are one result."""
         body = {
             "system": asdict(self.system), "software": asdict(self.software) if self.software else None,
             "suite": self.suite, "benchmark": self.benchmark, "round": self.mlperf_round,
             "submitter": self.submitter_org,
             "mlperf_folder": [self.params.get("submitter_folder"), self.params.get("mlperf_system")],
             "started_at": self.started_at,
-            "measurements": [[getattr(m, c) for c in COLUMNS] + [m.params] for m in self.measurements],
+            "measurements": sorted(canonical_json([getattr(m, c) for c in COLUMNS] + [m.params])
+                                   for m in self.measurements),
         }
         return sha256_text(canonical_json(body))
 
@@ -134,3 +135,6 @@ class Source:
     file_sha256: str | None = None
     n_bytes: int | None = None
     notes: str | None = None
+    uploaded_by: str | None = None          # identity from the reverse proxy, when the deployment names its header
+    trusted_by: str | None = None           # uploads: who let it into calibration (None: not yet)
+    trusted_at: datetime | None = None

@@ -14,7 +14,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from benchmarks_db.checks import CONTROL_CHARS, MAX_TEXT
+from benchmarks_db.checks import CONTROL_CHARS, INT64_MAX, MAX_TEXT
 
 SCHEMA_VERSION = 1
 
@@ -27,10 +27,12 @@ def _printable(text: str) -> str:
 
 Text = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_printable)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Bytes = Annotated[int, Field(ge=1, le=INT64_MAX)]           # sizes in bytes: the store's BIGINT
+Count = Annotated[int, Field(ge=1, le=1_000_000)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Stats(Strict):
@@ -71,8 +73,8 @@ class MembwResult(Measured):
     metric: Literal["mem_bw"] = "mem_bw"
     op: Literal["copy", "scale", "add", "triad"]
     element_bytes: int = Field(ge=1, le=16)
-    array_elements: int = Field(ge=1)
-    bytes_per_iter: int = Field(ge=1, description="STREAM counting: copy, scale 2 words per element; add, triad 3")
+    array_elements: Bytes
+    bytes_per_iter: Bytes = Field(description="STREAM counting: copy, scale 2 words per element; add, triad 3")
     implementation: Text
 
 
@@ -81,7 +83,7 @@ class CopyResult(Measured):
     metric: Literal["copy_bw"] = "copy_bw"
     op: Literal["h2d", "d2h"]
     pinned: bool
-    message_bytes: int = Field(ge=1)
+    message_bytes: Bytes
 
 
 class CollectiveResult(Measured):
@@ -92,7 +94,7 @@ class CollectiveResult(Measured):
     op: Literal["all_reduce", "all_gather", "reduce_scatter"]
     backend: Literal["gloo", "nccl"]
     dtype: Literal["fp32", "bf16", "fp16"]
-    message_bytes: int = Field(ge=1)
+    message_bytes: Bytes
     n_ranks: int = Field(ge=2, le=1_000_000)
     n_nodes: int = Field(ge=1, le=100_000)
     algbw: Stats
@@ -102,8 +104,8 @@ class StorageResult(Measured):
     benchmark: Literal["storage"]
     metric: Literal["io_bw"] = "io_bw"
     op: Literal["write", "read"]
-    file_bytes: int = Field(ge=1)
-    block_bytes: int = Field(ge=1)
+    file_bytes: Bytes
+    block_bytes: Bytes
     fsync: bool
     page_cache_dropped: bool
     filesystem: Text | None = None
@@ -130,7 +132,7 @@ class SystemInfo(Strict):
     accelerator_id: Text | None = None
     device_memory_gib: float | None = Field(default=None, gt=0)
     cpu_model: Text | None = None
-    cpu_cores: int | None = Field(default=None, ge=1)
+    cpu_cores: Count | None = None
     host_memory_gib: float | None = Field(default=None, gt=0)
     hostname_sha256: Text | None = None
 
@@ -141,7 +143,7 @@ class SoftwareInfo(Strict):
     python: Text | None = None
     numpy: Text | None = None
     blas: Text | None = None
-    threads: int | None = Field(default=None, ge=1)
+    threads: Count | None = None
     torch: Text | None = None
     cuda: Text | None = None
     rocm: Text | None = None

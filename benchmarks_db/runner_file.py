@@ -137,7 +137,7 @@ def parse(text: str, accelerator_override: str | None) -> tuple[list[Run], list[
                               message_bytes=r.file_bytes, **common)]
         groups.setdefault(r.benchmark, []).extend(ms)
     if errors:
-        return [], errors, []
+        return [], errors[:50] + ([f"... and {len(errors) - 50} more"] if len(errors) > 50 else []), []
     runs = []
     for benchmark, ms in groups.items():
         run = Run(suite="microbench", benchmark=benchmark, tool=doc.runner.name, tool_version=doc.runner.version,

@@ -10,6 +10,7 @@ always bound, never formatted into SQL; the connection has no access to the file
 from __future__ import annotations
 
 import logging
+import fcntl
 import os
 import threading
 from contextlib import contextmanager
@@ -37,6 +38,42 @@ def utc_now() -> datetime:
 
 class SchemaVersionError(RuntimeError):
     """The store's schema is not the one this code writes (newer code wrote it, or a read-only store is behind)."""
+
+
+class StoreBusy(RuntimeError):
+    """Another process (a planner, or a seed or ingest command) holds the store's serving lock."""
+
+
+def another_planner(path: Path) -> str:
+    """What a second planner, and every command that would write the store, says when the lock is taken."""
+    return (f"Another planner is already serving {path}: DuckDB lets one process write a store, so run one planner "
+            "(one replica) per store.")
+
+
+def serving_lock(path: Path) -> int | None:
+    """An exclusive lock on <store>.lock for as long as this process lives (or until the descriptor is closed), or
+    None when another process holds it. DuckDB's own lock is taken only when the first session opens the store, so
+    without this a second replica, or a command run beside the planner, would start and its users meet lock errors."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+@contextmanager
+def serving(path: Path):
+    """Hold the serving lock for a command that writes the store; StoreBusy (another_planner's message) if taken."""
+    fd = serving_lock(path)
+    if fd is None:
+        raise StoreBusy(another_planner(path))
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 class Store:

@@ -84,6 +84,32 @@ def precision_for(mlperf_round: str, submitter: str, system: str, acc) -> tuple[
     return "bf16", "no rule"
 
 
+# A time to train below the reference run's model FLOPs over every accelerator at FLOOR_PEAK_FACTOR x its fastest
+# datasheet peak is impossible. 2 allows for FP4 (twice the FP8 rate on Blackwell; not in the catalog) and for runs
+# that converge on fewer tokens: the fastest of the 59 seeded results the engine models is at 1.24x this floor at 1x
+# the peak (v4.0 Google TPU-v5p, GPT-3 on 1,024 chips, 56.9 min).
+FLOOR_PEAK_FACTOR = 2.0
+FLOOR_DTYPES = ("fp8", "bf16", "fp16")
+
+
+@lru_cache(maxsize=256)
+def minimum_minutes(benchmark: str, accelerator_id: str | None, n_accelerators: int | None) -> tuple[float, str] | None:
+    """(floor, why) for an MLPerf time to train on this system, or None where the benchmark or system is unknown."""
+    from engine.catalog import load_catalog
+    from engine.flops import model_flops_per_token
+    from engine.model import shape_of
+    ref, acc = REFERENCE.get(benchmark), accelerator(accelerator_id)
+    peaks = [p for d in FLOOR_DTYPES if acc is not None and (p := acc.peak(d))]
+    if ref is None or not peaks or not n_accelerators or n_accelerators < 1:
+        return None
+    shape = shape_of(load_catalog().models[ref["preset"]].arch)
+    flops = model_flops_per_token(shape, ref["seq_len"], "full_square") * ref["tokens"]
+    floor = flops / (n_accelerators * FLOOR_PEAK_FACTOR * max(peaks) * 1e12) / 60
+    return floor, (f"{ref['tokens']:,} tokens of {ref['preset']} need {flops:.3g} FLOP, at least {floor:.3g} min "
+                   f"even at {FLOOR_PEAK_FACTOR:g}x the fastest {accelerator_id} datasheet peak "
+                   f"({max(peaks):g} TFLOP/s)")
+
+
 @lru_cache(maxsize=512)
 def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int,
              eval_share: float) -> dict:
@@ -134,7 +160,9 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                "predicted_minutes": None, "ratio": None, "precision": None, "precision_source": None, "tokens": None,
                "token_basis": None, "global_batch_size": None, "layout": None, "mfu": None}
         acc = accelerator(accel_id)
-        if r.benchmark in NOT_MODELLED:
+        if not r.trusted:                              # an untrusted upload costs no search (issue 13)
+            out["status"] = "not predicted: an upload the deployment's operator has not trusted"
+        elif r.benchmark in NOT_MODELLED:
             out["status"] = NOT_MODELLED[r.benchmark]
         elif r.benchmark not in REFERENCE:
             out["status"] = "not modelled: no model preset for this benchmark"

@@ -15,7 +15,7 @@ from benchmarks_db.store import utc_now
 S, I, F, TS = pa.string(), pa.int64(), pa.float64(), pa.timestamp("us")
 SOURCE = {"source_id": S, "kind": S, "dataset": S, "title": S, "publisher": S, "url": S, "source_commit": S,
           "published_date": S, "submitter": S, "filename": S, "file_sha256": S, "n_bytes": I, "ingested_at": TS,
-          "notes": S}
+          "notes": S, "uploaded_by": S, "trusted_by": S, "trusted_at": TS}
 SYSTEM = {"system_id": S, "system_name": S, "device_type": S, "accelerator_id": S, "accelerator_raw": S,
           "accelerators_per_node": I, "n_nodes": I, "n_accelerators": I, "interconnect": S, "host_cpu": S,
           "host_memory": S, "extra": S}
@@ -45,7 +45,8 @@ def _insert(cur: duckdb.DuckDBPyConnection, table: str, schema: dict, rows: list
 
 
 def _json(obj) -> str:
-    return json.dumps(obj, sort_keys=True, default=str)
+    """JSON as the store keeps it: no NaN or Infinity (not JSON; checks.record_problems refuses them first)."""
+    return json.dumps(obj, sort_keys=True, default=str, allow_nan=False)
 
 
 def write(cur: duckdb.DuckDBPyConnection, source: Source, runs: list[Run]) -> dict[str, int]:

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.catalog import load_catalog
-from engine.estimate import row
 from engine.scenario import (PRECISION_DTYPE, Cost, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
                              parse_scenario)
 from engine.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster

@@ -48,3 +48,9 @@ def flops_per_token(shape: Shape, training: Training, lay: Layouts) -> dict[str,
         out[f"model_{name}"] = 3.0 * fwd
         out[f"hardware_{name}"] = 3.0 * fwd + recomputed
     return out
+
+
+def model_flops_per_token(shape: Shape, seq_len: int, convention: str = "causal") -> float:
+    """Model FLOPs per trained token of one convention (CONVENTIONS), independent of the layout."""
+    keys = attention_keys(shape, seq_len) if convention == "causal" else float(seq_len)
+    return 3.0 * _forward(shape, keys)[0]

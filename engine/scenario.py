@@ -1,7 +1,6 @@
 """The scenario: what a planner enters, validated with messages that name the field and what would be valid."""
 from __future__ import annotations
 
-import json
 import math
 from functools import lru_cache
 
@@ -9,6 +8,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from engine import json_input
 from engine.catalog import load_catalog
 from engine.cost import price_problems
 from engine.energy import region_problem
@@ -207,9 +207,9 @@ def parse_scenario(data: dict | str | bytes) -> Scenario:
     """Validate a scenario (dict or JSON text) against the schema and the catalog; raise ScenarioError."""
     if isinstance(data, (str, bytes)):
         try:
-            data = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ScenarioError([("(scenario)", f"not valid JSON: {err}")]) from None
+            data = json_input.loads(data)
+        except json_input.JsonInputError as err:
+            raise ScenarioError([("(scenario)", str(err))]) from None
     if not isinstance(data, dict):
         raise ScenarioError([("(scenario)", "a scenario is a JSON object with model, training, cluster and optionally layout")])
     try:

@@ -20,6 +20,7 @@ from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine import json_input
 from engine.scenario import Scenario, ScenarioError, parse_scenario
 
 FORMAT_VERSION = 1
@@ -127,9 +128,10 @@ def decode(token: str) -> Shared:
         raise _link_error(f"the link uses format {version}, and this version of the planner reads format "
                           f"{FORMAT_VERSION} only; ask the sender for a saved scenario (?s=) or its JSON file")
     try:
-        payload = json.loads(_inflate(match.group(2)))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise _link_error("the link is damaged (its content is not JSON); copy the whole address again") from None
+        payload = json_input.loads(_inflate(match.group(2)))
+    except json_input.JsonInputError as err:
+        raise _link_error(f"the link is damaged: its content is not JSON this planner writes ({err}); copy the "
+                          "whole address again") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("scenario"), dict) \
             or set(payload) - {"scenario", "options"}:
         raise _link_error("the link's content is not a planner scenario")

@@ -5,11 +5,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from benchmarks_db import queries
-from benchmarks_db.ingest import delete_upload, ingest_bytes
+from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
 from benchmarks_db.validation import predicted_vs_measured
 from engine.catalog import load_catalog
-from pages import common
+from pages import common, work_limits
 from pages.settings import load_settings
+from pages.work_limits import Busy
 
 STORE_TTL_S = 60             # other sessions' uploads show up within a minute; this session's at once
 UPLOAD, SUBMITTER, UPLOAD_ACCEL, LAST_INGEST = "bench_upload", "bench_submitter", "bench_accelerator", "bench_ingest"
@@ -51,7 +52,8 @@ def datasheet_table(metric) -> pd.DataFrame:
 
 @st.cache_data(ttl=3600, show_spinner="Predicting every MLPerf result with the engine (a layout search each) ...")
 def validation_table(benchmark) -> pd.DataFrame:
-    return predicted_vs_measured(common.store(), benchmark)
+    with work_limits.slot("validation"):
+        return predicted_vs_measured(common.store(), benchmark)
 
 
 def _none_if_all(value):
@@ -68,11 +70,28 @@ def _ingest(dry_run: bool) -> None:
         return
     store = common.store()
     before = store.counts()
-    report = ingest_bytes(store, file.name, file.getvalue(), submitter=ss.get(SUBMITTER) or None,
-                          accelerator=ss.get(UPLOAD_ACCEL), max_bytes=load_settings().max_upload_bytes, dry_run=dry_run)
+    try:
+        with work_limits.slot("upload check"):
+            report = ingest_bytes(store, file.name, file.getvalue(), accelerator=ss.get(UPLOAD_ACCEL),
+                                  max_bytes=load_settings().max_upload_bytes, dry_run=dry_run, uploader=uploader())
+    except Busy as err:
+        ss[LAST_INGEST] = {"input": file.name, "errors": [str(err)], "before": before, "after": before}
+        return
     ss[LAST_INGEST] = {**report.model_dump(), "before": before, "after": store.counts()}
     if report.ingested:
         _clear_store_caches()
+
+
+def uploader() -> Uploader:
+    """Who this session's uploads come from: the typed name, the identity the reverse proxy set in
+    APP_IDENTITY_HEADER (a browser cannot forge it when the proxy sets that header itself), and whether that identity
+    is one of APP_TRUSTED_UPLOADERS."""
+    settings = load_settings()
+    identity = None
+    if settings.identity_header:
+        identity = (st.context.headers.get(settings.identity_header) or "").strip() or None
+    return Uploader(submitter=st.session_state.get(SUBMITTER) or None, identity=identity,
+                    trusted=identity is not None and identity in settings.trusted_uploaders)
 
 
 def _remove_upload(source_id: str) -> None:
@@ -86,17 +105,24 @@ def _remove_upload(source_id: str) -> None:
 
 
 def _clear_store_caches() -> None:
-    for cached in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table):
+    for cached in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table,
+                   common.calibration_of):
         cached.clear()
+
+
+def _plot_texts(part: pd.DataFrame, columns: list[str]) -> list[list]:
+    """Columns of store data as plotly customdata, text escaped (plotly draws the HTML tags in hover labels)."""
+    return [[common.plot_text(v) if isinstance(v, str) else v for v in row] for row in part[columns].values.tolist()]
 
 
 def systems_figure(df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for accelerator, part in df.groupby("accelerator", sort=True):
-        fig.add_scatter(x=part["n_accelerators"], y=part["best_minutes"], mode="lines+markers", name=accelerator,
-                        customdata=part[["submitter", "round"]].values,
-                        hovertemplate=f"{accelerator}: " + "%{x} accelerators, %{y:.1f} min<br>%{customdata[0]} "
-                                                            "%{customdata[1]}<extra></extra>")
+        fig.add_scatter(x=part["n_accelerators"], y=part["best_minutes"], mode="lines+markers",
+                        name=common.plot_text(accelerator),
+                        customdata=_plot_texts(part.assign(name=accelerator), ["submitter", "round", "name"]),
+                        hovertemplate="%{customdata[2]}: %{x} accelerators, %{y:.1f} min<br>%{customdata[0]} "
+                                      "%{customdata[1]}<extra></extra>")
     fig.update_xaxes(type="log", title="accelerators in the system")
     fig.update_yaxes(type="log", title="best time to train (minutes)")
     fig.update_layout(height=430, margin=dict(t=10, b=10))
@@ -105,10 +131,10 @@ def systems_figure(df: pd.DataFrame) -> go.Figure:
 
 def efficiency_figure(df: pd.DataFrame) -> go.Figure:
     shown = df.dropna(subset=["efficiency"])
-    labels = shown["accelerator"] + " " + shown["dtype"].fillna("") + " " + shown["op"].fillna("")
+    labels = (shown["accelerator"] + " " + shown["dtype"].fillna("") + " " + shown["op"].fillna("")).map(common.plot_text)
     colors = ["#4C78A8" if v == "accepted" else "#BAB0AC" for v in shown["validation"]]
     fig = go.Figure(go.Bar(x=shown["efficiency"], y=labels, orientation="h", marker_color=colors,
-                           customdata=shown[["value", "unit", "peak_value", "source_kind"]].values,
+                           customdata=_plot_texts(shown, ["value", "unit", "peak_value", "source_kind"]),
                            hovertemplate="%{y}: %{x:.0%} of datasheet (%{customdata[0]:.1f} of %{customdata[2]:.1f} "
                                          "%{customdata[1]}, %{customdata[3]})<extra></extra>"))
     fig.update_layout(xaxis_title="measured / datasheet peak", xaxis_tickformat=".0%", yaxis_autorange="reversed",
@@ -120,8 +146,9 @@ def validation_figure(df: pd.DataFrame) -> go.Figure:
     shown = df.dropna(subset=["predicted_minutes"])
     fig = go.Figure()
     for accelerator, part in shown.groupby("accelerator"):
-        fig.add_scatter(x=part["published_minutes"], y=part["predicted_minutes"], mode="markers", name=accelerator,
-                        customdata=part[["n_accelerators", "round", "submitter"]].values,
+        fig.add_scatter(x=part["published_minutes"], y=part["predicted_minutes"], mode="markers",
+                        name=common.plot_text(accelerator),
+                        customdata=_plot_texts(part, ["n_accelerators", "round", "submitter"]),
                         hovertemplate="%{customdata[0]} accelerators, %{customdata[1]} %{customdata[2]}: published "
                                       "%{x:.1f} min, predicted %{y:.1f} min<extra></extra>")
     if len(shown):
@@ -153,13 +180,14 @@ with browse:
                                                                      "storage")]], key="f_bench")
     rnd = cols[3].selectbox("MLPerf round", [ALL, *found["mlperf_rounds"]], key="f_round")
     st.markdown("**MLPerf Training results** (time to train in minutes; accelerator-hours are derived)")
-    st.dataframe(mlperf_table(_none_if_all(bench), _none_if_all(accel), _none_if_all(rnd), _none_if_all(kind)),
+    st.dataframe(common.csv_safe(mlperf_table(_none_if_all(bench), _none_if_all(accel), _none_if_all(rnd),
+                                              _none_if_all(kind))),
                  hide_index=True, key="mlperf_table", column_config={"url": st.column_config.LinkColumn()})
     metric = st.selectbox("Microbenchmark metric", [ALL, *[m for m in found["metrics"] if m != "time_to_train"]],
                           key="f_metric")
     st.markdown("**Microbenchmark results**")
-    st.dataframe(microbench_table(_none_if_all(metric), _none_if_all(accel), _none_if_all(kind)), hide_index=True,
-                 key="microbench_table")
+    st.dataframe(common.csv_safe(microbench_table(_none_if_all(metric), _none_if_all(accel), _none_if_all(kind))),
+                 hide_index=True, key="microbench_table")
 
 with compare_tab:
     mlperf_benchmarks = [b for b in found["benchmarks"] if b not in ("matmul", "membw", "h2d", "collectives",
@@ -168,7 +196,7 @@ with compare_tab:
         chosen = st.selectbox("Benchmark", mlperf_benchmarks, key="cmp_bench")
         systems = systems_table(chosen)
         st.plotly_chart(systems_figure(systems), key="systems_chart")
-        st.dataframe(systems, hide_index=True, key="systems_table")
+        st.dataframe(common.csv_safe(systems), hide_index=True, key="systems_table")
     else:
         st.info("No MLPerf results in the store yet: run `python -m benchmarks_db seed`.")
 
@@ -180,7 +208,7 @@ with datasheet_tab:
         st.plotly_chart(efficiency_figure(eff), key="efficiency_chart")
         st.caption("Blue: trusted (accepted); grey: flagged or illustrative. The engine's default matmul efficiency "
                    "is the published MAMF measurement over the datasheet peak.")
-        st.dataframe(eff, hide_index=True, key="efficiency_table")
+        st.dataframe(common.csv_safe(eff), hide_index=True, key="efficiency_table")
     else:
         st.info("No measurement of this kind with a datasheet peak yet.")
 
@@ -191,9 +219,13 @@ with validation_tab:
     target = st.selectbox("Benchmark to predict", ["gpt3", "llama31_405b"], key="val_bench")
     if st.toggle("Compute the predictions", key="val_on",
                  help="Runs a layout search for every result (several seconds the first time, then cached)."):
-        val = validation_table(target)
+        try:
+            val = validation_table(target)
+        except Busy as err:
+            st.warning(str(err))
+            st.stop()
         st.plotly_chart(validation_figure(val), key="validation_chart")
-        st.dataframe(val, hide_index=True, key="validation_table",
+        st.dataframe(common.csv_safe(val), hide_index=True, key="validation_table",
                      column_config={"ratio": st.column_config.NumberColumn("predicted / published",
                                                                            format="%.2f")})
 
@@ -229,6 +261,13 @@ with upload_tab:
             st.success(f"Added {common.md_escape(outcome['input'])} ({outcome['format']}): "
                        + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
                        + f". Run ids: {', '.join(outcome['run_ids'][:10])} (source 'user_submitted' in Browse).")
+            if outcome.get("trusted_by"):
+                st.info(f"Trusted on arrival ({common.md_escape(outcome['trusted_by'])} is one of this deployment's "
+                        "trusted uploaders): its accepted runs calibrate the engine for everyone.")
+            else:
+                st.info("Kept as an untrusted upload: shown in Browse, but used for calibration only once the "
+                        "deployment's operator trusts it (`python -m benchmarks_db trust "
+                        f"{common.md_escape(outcome['source_id'])}`).")
             if outcome.get("source_id") and not settings.read_only:
                 st.button("Remove this upload", on_click=_remove_upload, args=(outcome["source_id"],),
                           help="Take it out of the store again, e.g. to upload it with the right accelerator.")

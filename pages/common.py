@@ -3,11 +3,14 @@ per field, seeded from the scenario, written back through engine.edit on change)
 scenario, the process-wide store, and cached engine calls keyed on the scenario's JSON."""
 from __future__ import annotations
 
+import html
 import json
+import re
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
+import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
@@ -15,13 +18,15 @@ from benchmarks_db.calibration import calibrated_cluster
 from benchmarks_db.scenarios import load_scenario, scenario_id
 from benchmarks_db.store import Store, open_store
 from engine.catalog import load_catalog
-from engine.edit import CALIBRATION_FIELDS, Edit, apply_edit, default_scenario, field_value, layout_choices, load, with_layout
+from engine.edit import CALIBRATION_FIELDS, Edit, apply_edit, default_scenario, field_value, layout_choices, with_layout
 from engine.estimate import estimate
 from engine.report import key_figures
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError, parse_scenario
 from engine.share import PlannerOptions, decode, encode
 from engine.vendor import DEFAULT_WEIGHTS, compare, rescore
+from pages import work_limits
 from pages.settings import load_settings
+from pages.work_limits import Busy
 
 SCENARIO = "scenario"            # the last valid Scenario: drives every page
 OPTIONS = "options"              # PlannerOptions (search objective, deadline, vendor weights)
@@ -30,7 +35,10 @@ NOTES = "notes"                  # what the last change did besides the edited f
 LINK_PROBLEMS = "link_problems"  # why the link this session was opened with could not be used
 SAVED_IDS = "saved_ids"          # ids of scenarios saved or opened in this session (the URL then uses ?s=)
 URL_LOADED = "url_loaded"        # the URL is read once per session
-MARKDOWN_SPECIAL = set("\\`*_{}[]()<>#+-.!|~$&")
+MARKDOWN_SPECIAL = set("\\`*_{}[]()<>#+-.!|~$&:")
+AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=@)|(?<=www)(?=\.)", re.IGNORECASE)
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")   # a spreadsheet reads a cell starting so as a formula (OWASP CSV injection)
+MAY_SEARCH = ("model", "training", "cluster")       # edits that can break the layout, so that a new one is searched
 OPTION = "opt:"                  # prefix of option widget keys
 WIDGET = "w:"                    # prefix of widget keys; the rest is the scenario field path
 
@@ -54,7 +62,45 @@ def layout_choices_of(scenario_json: str) -> dict:
 
 @st.cache_data(max_entries=32, show_spinner="Searching the best layout on every accelerator ...")
 def comparison_of(scenario_json: str, deadline_days: float | None, calibrations_json: str) -> dict:
-    return compare(parse_scenario(scenario_json), deadline_days=deadline_days, calibrations=json.loads(calibrations_json))
+    with work_limits.slot("vendor comparison"):
+        return compare(parse_scenario(scenario_json), deadline_days=deadline_days,
+                       calibrations=json.loads(calibrations_json))
+
+
+@st.cache_data(max_entries=256, show_spinner="Choosing the fastest layout that fits ...")
+def _layout_outcome(scenario_json: str) -> tuple[str | None, list[str], list[tuple[str, str]]]:
+    """engine.edit.with_layout for a scenario without a layout, once per scenario for the whole process (every tab
+    that opens the same link shares one search) and in a work slot: (scenario JSON with its layout or None, notes,
+    problems). A search the engine refuses (ScenarioError, e.g. too many candidates) is cached as problems too;
+    Busy is not cached."""
+    try:
+        with work_limits.slot("layout search"):
+            chosen = with_layout(parse_scenario(scenario_json))
+    except ScenarioError as err:
+        return None, [], err.problems
+    return (chosen.scenario.model_dump_json() if chosen.scenario else None), chosen.notes, chosen.problems
+
+
+def with_layout_once(sc: Scenario) -> Edit:
+    """The scenario itself when it has a layout, else with the fastest layout that fits (cached per scenario)."""
+    if sc.layout is not None:
+        return Edit(sc)
+    try:
+        found, notes, problems = _layout_outcome(sc.model_dump_json())
+    except Busy as err:
+        return Edit(None, [("layout", str(err))])
+    return Edit(parse_scenario(found), notes=notes) if found else Edit(None, problems)
+
+
+def edit(current: Scenario, path: str, value) -> Edit:
+    """engine.edit.apply_edit, in a work slot when the edit may search a new layout (model, training, cluster)."""
+    try:
+        if path.split(".")[0] in MAY_SEARCH:
+            with work_limits.slot("change"):
+                return apply_edit(current, path, value)
+        return apply_edit(current, path, value)
+    except (ScenarioError, Busy) as err:
+        return Edit(None, err.problems if isinstance(err, ScenarioError) else [(path, str(err))])
 
 
 @st.cache_data(ttl=60, show_spinner=False)
@@ -118,9 +164,9 @@ def _open_link(params) -> tuple[Edit, PlannerOptions, list[str]]:
         sc, saved = load_scenario(store(), params["s"])
         st.session_state[SAVED_IDS].add(saved.scenario_id)
         opened = f"Opened the saved scenario '{saved.name}' (saved {saved.created_at:%Y-%m-%d %H:%M} UTC)."
-        return with_layout(sc), PlannerOptions(), [opened]
+        return with_layout_once(sc), PlannerOptions(), [opened]
     shared = decode(params["sc"])
-    return with_layout(shared.scenario), shared.options, []
+    return with_layout_once(shared.scenario), shared.options, []
 
 
 def init_session() -> None:
@@ -198,7 +244,7 @@ def commit(edit: Edit, path: str | None = None) -> bool:
 
 def _field_changed(path: str, to_scenario: Callable | None) -> None:
     raw = st.session_state[WIDGET + path]
-    commit(apply_edit(scenario(), path, to_scenario(raw) if to_scenario else raw), path)
+    commit(edit(scenario(), path, to_scenario(raw) if to_scenario else raw), path)
 
 
 def field_problems(path: str) -> None:
@@ -238,7 +284,11 @@ def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
 
 def replace_scenario(data) -> bool:
     """Adopt a whole new scenario (uploaded JSON, reset); problems are shown under '(scenario)'."""
-    return commit(load(data))
+    try:
+        sc = parse_scenario(data)
+    except ScenarioError as err:
+        return commit(Edit(None, err.problems))
+    return commit(with_layout_once(sc))
 
 
 def _option_changed(name: str) -> None:
@@ -273,9 +323,35 @@ def problems_text(problems: list[tuple[str, str]]) -> str:
     return "; ".join(f"{md_escape(field)}: {md_escape(msg)}" for field, msg in problems)
 
 
-def md_escape(text: str) -> str:
-    """User text safe inside markdown: every markdown and HTML special character escaped."""
+def md_escape(text) -> str:
+    """Text from users or the store, safe inside markdown: every markdown and HTML special character escaped, and a
+    word joiner (invisible) in '://', after '@' and in 'www.', where the renderer would otherwise link the plain text
+    (GitHub-flavoured autolinks are found after escapes are resolved)."""
+    text = AUTOLINK.sub("\u2060", str(text))
     return "".join("\\" + ch if ch in MARKDOWN_SPECIAL else ch for ch in text)
+
+
+def plot_text(text) -> str:
+    """Text from the store, safe as a plotly label, legend name or hover value: plotly draws <a href>, <b>, <br>
+    from its text, and shows &lt; &gt; &amp; as the characters again."""
+    return html.escape(str(text), quote=False)
+
+
+def csv_cell(value):
+    """A value as a CSV export may hold it: text a spreadsheet would run as a formula (starting with = + - @, tab or
+    carriage return) gets a leading apostrophe, which spreadsheets show as text (OWASP CSV injection)."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """The table with every text cell through csv_cell: for downloads, and for tables of store text on screen (the
+    table's own toolbar exports CSV in the browser, beyond the server's reach)."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(csv_cell)
+    out.columns = [csv_cell(str(c)) for c in out.columns]
+    return out
 
 
 def show_key_figures(est: dict, columns: int = 3) -> None:

@@ -9,7 +9,8 @@ from engine.report import (breakdown_rows, dimension_rows, dimension_value, fmt_
                            ranked_rows, rejected_rows)
 from engine.scenario import ScenarioError, parse_scenario
 from engine.search import DIMENSIONS, explain, search, search_cluster
-from pages import common
+from pages import common, work_limits
+from pages.work_limits import Busy
 
 RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": search(...) output}
 TOP = 20
@@ -23,7 +24,8 @@ run_key = (sc.model_copy(update={"layout": None}).model_dump_json(), opts.model_
 @st.cache_data(max_entries=64, show_spinner=False)
 def why_not(scenario_json: str, allow_span_nodes: bool, objective: str, dimension: str, value) -> dict:
     sc_ = parse_scenario(scenario_json)
-    return explain(search_cluster(sc_, sc_.cluster.n_gpus, allow_span_nodes), objective, **{dimension: value})
+    with work_limits.slot("layout search"):
+        return explain(search_cluster(sc_, sc_.cluster.n_gpus, allow_span_nodes), objective, **{dimension: value})
 
 
 def _use_layout(layout: dict) -> None:
@@ -77,14 +79,18 @@ with cols[3]:
            "Normally tensor-, context- and expert-parallel groups stay inside one node, on its fast links.")
 
 if st.button("Run layout search", type="primary"):
-    bar = st.progress(0.0, text="starting")
+    bar = st.progress(0.0, text="waiting for a free search slot")
     try:
-        result = search(sc, top=TOP, objective=opts.objective, deadline_days=opts.deadline_days,
-                        gpu_hour_budget=opts.gpu_hour_budget, allow_span_nodes=opts.allow_span_nodes,
-                        progress=lambda fraction, message: bar.progress(min(fraction, 1.0), text=message))
+        with work_limits.slot("layout search"):
+            result = search(sc, top=TOP, objective=opts.objective, deadline_days=opts.deadline_days,
+                            gpu_hour_budget=opts.gpu_hour_budget, allow_span_nodes=opts.allow_span_nodes,
+                            progress=lambda fraction, message: bar.progress(min(fraction, 1.0), text=message))
     except ScenarioError as err:
         bar.empty()
         st.error("The search cannot run: " + common.problems_text(err.problems))
+    except Busy as err:
+        bar.empty()
+        st.warning(str(err))
     else:
         bar.empty()
         st.session_state[RESULT] = {"key": run_key, "result": result}
@@ -118,7 +124,8 @@ else:
                                              "cost USD": st.column_config.NumberColumn(format="dollar"),
                                              "energy MWh": st.column_config.NumberColumn(format="%.0f"),
                                              "step s": st.column_config.NumberColumn(format="%.2f")})
-        st.download_button("Download ranked layouts (CSV)", table.to_csv(index=False), "ranked_layouts.csv",
+        st.download_button("Download ranked layouts (CSV)", common.csv_safe(table).to_csv(index=False),
+                           "ranked_layouts.csv",
                            "text/csv", on_click="ignore")
         rows = picked.selection.rows
         chosen = rows[0] if rows else 0
@@ -159,9 +166,15 @@ else:
     st.dataframe(dimension_rows(result, dimension), hide_index=True, key="dimension_table")
     values = list(result["by_dimension"][dimension])
     value = st.selectbox(f"Why not {dimension} =", values, key="why_value")
-    answer = why_not(common.scenario_json(), opts.allow_span_nodes, result["objective"], dimension,
-                     dimension_value(dimension, value))
-    if "best" in answer:
+    try:
+        answer = why_not(common.scenario_json(), opts.allow_span_nodes, result["objective"], dimension,
+                         dimension_value(dimension, value))
+    except Busy as err:
+        answer = None
+        st.warning(str(err))
+    if answer is None:
+        pass
+    elif "best" in answer:
         st.markdown(f"The best layout with {dimension}={value}: {describe_layout(answer['best']['layout'])}, "
                     f"{fmt_days(answer['best'].get('wall_days') or answer['best']['train_days'])}, "
                     f"{answer['best']['memory_gib']['total']:.1f} GiB per accelerator.")

@@ -21,6 +21,9 @@ try:
 except ScenarioError as err:
     vendor = None
     st.warning("The vendor recommendation is left out: " + common.problems_text(err.problems))
+except common.Busy as err:
+    vendor = None
+    st.warning(f"The vendor recommendation is left out for now: {err}")
 link = f"{app_url()}?{urlencode(common.share_params())}"
 report = summary_html(sc, est, utc_now(), link=link, vendor=vendor)
 sid = scenario_id(sc)

@@ -26,9 +26,9 @@ def _model_kind_changed() -> None:
     kind = st.session_state[common.WIDGET + "model"]
     current = common.scenario()
     if kind == "custom":
-        edit = apply_edit(current, "model", current.arch.model_dump(exclude_none=True))
+        edit = common.edit(current, "model", current.arch.model_dump(exclude_none=True))
     else:
-        edit = apply_edit(current, "model.preset", next(iter(cat.models)))
+        edit = common.edit(current, "model.preset", next(iter(cat.models)))
     common.commit(edit, "model")
 
 
@@ -81,7 +81,7 @@ def _efficiency_source_changed(overrides: dict) -> None:
     cluster = {k: v for k, v in current.cluster.model_dump(exclude_none=True).items() if k not in CALIBRATION_FIELDS}
     if st.session_state[EFFICIENCY] == "calibrated":
         cluster.update(overrides)
-    common.commit(apply_edit(current, "cluster", cluster), EFFICIENCY)
+    common.commit(common.edit(current, "cluster", cluster), EFFICIENCY)
 
 
 def _reset() -> None:
@@ -159,11 +159,12 @@ with inputs:
                       "trusted measurements of this accelerator from the Benchmarks page (uploads that passed every "
                       "check, and published tables).")
         common.field_problems(EFFICIENCY)
-        for name, evidence in calibration["evidence"].items():
-            st.caption(f"Measured {name.replace('_', ' ')} {evidence['value']:g}: {evidence['how']}; runs "
-                       f"{', '.join(evidence['runs'][:5])} ({'; '.join(evidence['sources'][:3])}).")
+        for name, evidence in calibration["evidence"].items():      # run ids and source titles come from uploads
+            st.caption(f"Measured {name.replace('_', ' ')} {evidence['value']:g}: {common.md_escape(evidence['how'])}; "
+                       f"runs {common.md_escape(', '.join(evidence['runs'][:5]))} "
+                       f"({common.md_escape('; '.join(evidence['sources'][:3]))}).")
         for name, why in calibration["missing"].items():
-            st.caption(f"No calibration for {name.replace('_', ' ')}: {why}.")
+            st.caption(f"No calibration for {name.replace('_', ' ')}: {common.md_escape(why)}.")
         cols = st.columns(2)
         common.bind("cluster.intra_node_bw_gbs", st.number_input, F["cluster.intra_node_bw_gbs"], container=cols[0],
                     step=10.0, placeholder="catalog")

@@ -7,6 +7,14 @@ serve.py checks them before the server starts).
                                     upload widget's and the store's ingestion limit
     APP_READ_ONLY                   true: uploads and saving scenarios are off and the store is opened read-only
     APP_TITLE                       the browser tab's title and the heading of the sidebar
+    APP_IDENTITY_HEADER             the request header in which the reverse proxy names the signed-on user (e.g.
+                                    X-Forwarded-Email); recorded with every upload. The proxy must set it itself
+    APP_TRUSTED_UPLOADERS           comma-separated identities (values of that header) whose uploads calibrate the
+                                    engine on arrival; everybody else's wait for `python -m benchmarks_db trust`
+    APP_MAX_CONCURRENT_WORK         layout searches, vendor comparisons and ingestions running at once (default 1);
+                                    more wait their turn, each may take about a GB at the search's candidate limit
+    APP_MAX_PENDING_UPLOAD_MB       all uploaded files the server holds at once, every session together (default 4x
+                                    APP_MAX_UPLOAD_MB); an upload past it is refused with 413 until others are done
 """
 from __future__ import annotations
 
@@ -24,6 +32,8 @@ DEFAULT_TITLE = "LLM Training Capacity Planner"
 MAX_TITLE_CHARS = 80
 TRUE, FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 URL_SEGMENT = re.compile(r"[A-Za-z0-9._~-]+")
+HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,64}")
+MAX_CONCURRENT_WORK_LIMIT = 64
 
 
 class SettingsError(ValueError):
@@ -39,6 +49,10 @@ class Settings:
     max_upload_mb: int
     read_only: bool
     title: str
+    identity_header: str | None = None          # lower case, as Streamlit's st.context.headers matches any case
+    trusted_uploaders: frozenset[str] = frozenset()
+    max_concurrent_work: int = 1
+    max_pending_upload_mb: int = 4 * DEFAULT_MAX_UPLOAD_MB
 
     @property
     def max_upload_bytes(self) -> int:
@@ -68,7 +82,32 @@ def load_settings() -> Settings:
     title = env.get("APP_TITLE", "").strip() or DEFAULT_TITLE
     if len(title) > MAX_TITLE_CHARS or not title.isprintable():
         problems.append(f"APP_TITLE: at most {MAX_TITLE_CHARS} printable characters (default {DEFAULT_TITLE!r})")
+    header = env.get("APP_IDENTITY_HEADER", "").strip()
+    if header and not HEADER_NAME.fullmatch(header):
+        problems.append(f"APP_IDENTITY_HEADER={header[:80]!r}: an HTTP header name (letters, digits and '-'), e.g. "
+                        "X-Forwarded-Email")
+    trusted = frozenset(u.strip() for u in env.get("APP_TRUSTED_UPLOADERS", "").split(",") if u.strip())
+    if trusted and not header:
+        problems.append("APP_TRUSTED_UPLOADERS needs APP_IDENTITY_HEADER: without the reverse proxy's identity "
+                        "header no upload can be told apart from an anonymous one")
+    work = _whole(env, "APP_MAX_CONCURRENT_WORK", 1, 1, MAX_CONCURRENT_WORK_LIMIT, problems)
+    pending = _whole(env, "APP_MAX_PENDING_UPLOAD_MB", 4 * max_mb, max_mb, 64 * MAX_UPLOAD_MB_LIMIT, problems,
+                     "APP_MAX_UPLOAD_MB")
     if problems:
         raise SettingsError(problems)
-    return Settings(db_path=path, base_url_path=base, max_upload_mb=max_mb, read_only=raw_ro in TRUE, title=title)
+    return Settings(db_path=path, base_url_path=base, max_upload_mb=max_mb, read_only=raw_ro in TRUE, title=title,
+                    identity_header=header.lower() or None, trusted_uploaders=trusted, max_concurrent_work=work,
+                    max_pending_upload_mb=pending)
+
+
+def _whole(env, name: str, default: int, low: int, high: int, problems: list[str], low_name: str = "") -> int:
+    """A whole-number setting within [low, high] (default when unset); the problem is appended when it is not."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    value = int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 10 else 0
+    if not low <= value <= high:
+        problems.append(f"{name}={raw[:40]!r}: a whole number from {low}{f' ({low_name})' if low_name else ''} to "
+                        f"{high} (default {default})")
+    return value
 

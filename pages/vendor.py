@@ -73,6 +73,9 @@ try:
 except ScenarioError as err:
     st.error("The comparison cannot run: " + common.problems_text(err.problems))
     st.stop()
+except common.Busy as err:
+    st.warning(str(err))
+    st.stop()
 
 rows = vendor_rows(result)
 if result["recommendation"]:
@@ -101,7 +104,8 @@ st.dataframe(table, hide_index=True, key="vendor_table",
                             "CO2 t": st.column_config.NumberColumn(format="%.0f"),
                             "MFU": st.column_config.NumberColumn(format="percent"),
                             "memory headroom": st.column_config.NumberColumn(format="percent")})
-st.download_button("Download the comparison (CSV)", table.to_csv(index=False), "vendor_comparison.csv", "text/csv",
+st.download_button("Download the comparison (CSV)", common.csv_safe(table).to_csv(index=False),
+                   "vendor_comparison.csv", "text/csv",
                    on_click="ignore")
 
 with st.expander("How to read this"):

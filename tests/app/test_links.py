@@ -117,5 +117,5 @@ def test_text_from_a_link_is_shown_as_text_not_markdown():
     crafted = token_of({"scenario": {**DEFAULT_SCENARIO, "site": {"region": "[click me](http://evil.example)"}}})
     at = run_app({"sc": crafted})
     raw = " ".join(e.value for e in at.error)
-    assert "\\[click me\\]\\(http://evil\\.example\\)" in raw         # escaped: rendered literally, no link
-    assert "[click me](http" in " ".join(texts(at.error))
+    assert "\\[click me\\]\\(http\\:\u2060//evil\\.example\\)" in raw  # escaped, no autolink: no link at all
+    assert "[click me](http:\u2060//evil.example)" in " ".join(texts(at.error))

@@ -1,7 +1,7 @@
 import pytest
 
 from benchmarks_db.calibration import calibrated_cluster, collective_calibration, matmul_calibration
-from benchmarks_db.ingest import ingest_bytes
+from benchmarks_db.ingest import Uploader, ingest_bytes
 from engine.hardware import resolve_hardware
 from engine.scenario import parse_scenario
 
@@ -9,6 +9,7 @@ from .helpers import matmul_result, runner_file
 from .test_nccl_tests import _full_format
 
 H100_BF16 = 794.5 / 989.4            # published MAMF over the catalog's dense bf16 peak
+OPERATOR = Uploader(identity="ops@example.com", trusted=True)      # an identity the deployment trusts
 
 
 def test_published_mamf_is_the_default_calibration(seeded_ro):
@@ -24,9 +25,9 @@ def test_trusted_uploads_join_the_median_and_flagged_ones_do_not(seeded):
     t700 = 2 * 8192**3 / 700e12                                 # a run whose best shape reaches 700 TFLOP/s
     good = runner_file([matmul_result(8192, 8192, 8192, "bf16", [t700] * 7),
                         matmul_result(2048, 2048, 2048, "bf16", [2 * 2048**3 / 500e12] * 7)])
-    assert ingest_bytes(seeded, "mine.json", good).ingested
+    assert ingest_bytes(seeded, "mine.json", good, uploader=OPERATOR).ingested
     quick = runner_file([matmul_result(8192, 8192, 8192, "bf16", [2 * 8192**3 / 900e12] * 7)], quick=True)
-    assert ingest_bytes(seeded, "quick.json", quick).flags
+    assert ingest_bytes(seeded, "quick.json", quick, uploader=OPERATOR).flags
     out = calibrated_cluster(seeded, "H100-SXM5-80GB", "bf16", 64, 8)
     assert out["overrides"]["matmul_efficiency"] == round((H100_BF16 + 700 / 989.4) / 2, 4)
     assert out["evidence"]["matmul_efficiency"]["n_runs"] == 2
@@ -39,11 +40,11 @@ def test_collective_bus_bandwidth_by_scale(store):
     # one node, 8 H100: plateau 360 GB/s busbw at 1 GiB (algbw = busbw / 1.75); small messages are ignored
     t_1g = 1024 * mib / (360 / 1.75) / 1e3                       # us
     intra = _full_format(rows=((mib, 40.0), (64 * mib, 350.0), (1024 * mib, t_1g)))
-    assert ingest_bytes(store, "intra.txt", intra.encode()).ingested
+    assert ingest_bytes(store, "intra.txt", intra.encode(), uploader=OPERATOR).ingested
     # two nodes of 8: 16 ranks, busbw 180 GB/s at 1 GiB (algbw = busbw / (2 * 15 / 16))
     t = 1024 * mib / (180 / (30 / 16)) / 1e3
     inter = _full_format(n_ranks=16, hosts=("a", "b"), rows=((1024 * mib, t),))
-    assert ingest_bytes(store, "inter.txt", inter.encode()).ingested
+    assert ingest_bytes(store, "inter.txt", inter.encode(), uploader=OPERATOR).ingested
     table = collective_calibration(store)
     assert sorted(zip(table.n_nodes, table.n_ranks)) == [(1, 8), (2, 16)]
     out = calibrated_cluster(store, "H100-SXM5-80GB", "bf16", 1024, 8)

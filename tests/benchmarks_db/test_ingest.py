@@ -34,7 +34,7 @@ def test_rate_that_does_not_match_its_times_is_refused(store):
     bad = matmul_result(4096, 4096, 4096, "bf16", [1.0e-3, 0.8e-3, 1.2e-3, 1.1e-3, 0.9e-3])
     bad["stats"]["median"] *= 1.1                                  # still between min and max, but not work / time
     report = refused(store, "r.json", runner_file([bad]))
-    assert report.errors[0].startswith("results[0].stats.median") and "2*m*n*k/t/1e12" in report.errors[0]
+    assert report.errors[0].startswith("r.json: results[0].stats.median") and "2*m*n*k/t/1e12" in report.errors[0]
 
 
 def test_busbw_must_be_algbw_times_the_ring_factor(store):
@@ -115,7 +115,9 @@ def test_zip_with_path_tricks_or_bombs_is_refused(store):
     assert "unsafe path" in refused(store, "b.zip", make([("/etc/passwd", "x")])).errors[0]
     bomb = make([("zeros.txt", "0" * 5_000_000)])                      # 5 MB that compresses to a few KB
     assert len(bomb) < 20_000
-    assert "unpacks to more than" in refused(store, "c.zip", bomb, max_bytes=1_000_000).errors[0]
+    assert "decompression bomb" in refused(store, "c.zip", bomb).errors[0]
+    text = "".join(f"{i} {i * 7919 % 10007}\n" for i in range(120_000)).encode()       # packs about 3x
+    assert "unpacks to more than" in refused(store, "e.zip", make([("a.txt", text)]), max_bytes=1_000_000).errors[0]
     assert "not a readable .zip" in refused(store, "d.zip", b"PK\x03\x04" + b"\x00" * 50).errors[0]
 
 
@@ -140,7 +142,8 @@ def test_sql_in_every_text_field_is_stored_as_text(store):
 
 def test_control_characters_and_overlong_text_are_refused(store):
     data = runner_file([matmul_result(1024, 1024, 1024, "bf16", [1e-5] * 5)], device_name="H100\x1b[2J")
-    assert refused(store, "c.json", data).errors == ["system.device_name: contains control characters; remove them"]
+    assert refused(store, "c.json", data).errors == ["c.json: system.device_name: contains control characters; "
+                                                     "remove them"]
     assert "control characters" in refused(store, "c.json", b"x", submitter="a\x07b").errors[0]
     assert "at most 500" in refused(store, "c.json", b"x", submitter="a" * 501).errors[0]
 

@@ -1,6 +1,6 @@
 import pytest
 
-from benchmarks_db.ingest import ingest_path
+from benchmarks_db.ingest import Uploader, ingest_path
 from benchmarks_db.validation import REFERENCE, predicted_vs_measured
 
 from .helpers import GPT3
@@ -32,7 +32,8 @@ def test_gpt3_predictions_beside_published_minutes(seeded):
 
 
 def test_uploaded_log_uses_its_own_tokens(store):
-    assert next(r for r in ingest_path(store, GPT3) if r.format == "mlperf_results").ingested
+    trusted = Uploader(trusted=True)                                # the operator's own upload
+    assert next(r for r in ingest_path(store, GPT3, uploader=trusted) if r.format == "mlperf_results").ingested
     row = predicted_vs_measured(store).iloc[0]
     assert row.token_basis == "this result's log" and row.tokens == 1_207_959_552
     assert row.status == "predicted"
@@ -61,3 +62,10 @@ def test_logged_batch_and_tokens_are_used_where_the_log_was_read(seeded_ro):
     assert (eos["global_batch_size"], eos["seq_len"], eos["tokens"]) == (2048, 2048, 288 * 2048 * 2048)
     theia = params["mlperf:v5.1:NVIDIA:theia_ngpu512_ngc25.09_nemo:llama31_405b"]
     assert (theia["global_batch_size"], theia["tokens"]) == (1152, 288 * 1152 * 8192)
+
+
+def test_an_untrusted_upload_costs_no_search(store):
+    assert next(r for r in ingest_path(store, GPT3) if r.format == "mlperf_results").ingested
+    row = predicted_vs_measured(store).iloc[0]
+    assert row.status == "not predicted: an upload the deployment's operator has not trusted"
+    assert row.predicted_minutes is None

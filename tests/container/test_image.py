@@ -77,7 +77,8 @@ def test_an_upload_survives_a_restart_after_a_clean_sigterm_stop(container, cont
     no_exception(page)
     choose(page, "Source", "user_submitted")
     uploads = page.get_by_test_id("stDataFrame").nth(1)
-    uploads.locator("td").first.wait_for(state="attached")            # the grid fills its cells after the run
+    # the grid fills its cells after the run, and its cells of the unfiltered table are there until then
+    uploads.locator("td", has_text=run_id).first.wait_for(state="attached")
     assert run_id in uploads.locator("td").all_inner_texts()
 
 

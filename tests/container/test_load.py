@@ -1,7 +1,9 @@
 """Under load: 20 sessions at once in headless Chromium, each running a layout search and uploading its own result
 (benchmarks/load_test.py), against the container when this machine can run it (the image tests' container, after
 its restart), otherwise against serve.py (`streamlit run`) on loopback with a fresh store. Every session completes,
-the server logs no store lock error, and its memory stays bounded; the figures are printed (-s), not asserted."""
+the server logs no store lock error, and its memory stays bounded; the figures are printed (-s), not asserted.
+Then issue 13's hostile load: 8 sessions open layout-less links (4-5 million layouts to search each) and 4 upload
+zip bombs at once, while 4 other sessions use the planner: the server stays under 2 GiB and everybody answers."""
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,5 +47,16 @@ def test_20_sessions_search_and_upload_at_once(server):
     figures = load_test.run(server.url, server.pid, SESSIONS, STEP_TIMEOUT_S)
     print(f"\nload test against {server.what}:\n{figures.report()}")
     assert figures.errors == [] and figures.completed == SESSIONS
+    assert load_test.lock_errors(server.log()) == []
+    assert figures.peak_rss_mib < PEAK_RSS_LIMIT_MIB
+
+
+def test_layout_less_links_and_zip_bombs_keep_the_server_answering(server):
+    figures = load_test.run_hostile(server.url, server.pid, links=8, bombs=4, others=4, step_timeout_s=STEP_TIMEOUT_S)
+    print(f"\nhostile load against {server.what}:\n{figures.report()}")
+    assert figures.errors == []
+    assert len(figures.seconds["other"]) == 4                       # everybody else got every page
+    assert set(figures.outcomes["link"]) <= {"layout chosen", "busy, said so"} and len(figures.outcomes["link"]) == 8
+    assert set(figures.outcomes["bomb"]) <= {"refused as a bomb", "busy, said so"} and len(figures.outcomes["bomb"]) == 4
     assert load_test.lock_errors(server.log()) == []
     assert figures.peak_rss_mib < PEAK_RSS_LIMIT_MIB

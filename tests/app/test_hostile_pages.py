@@ -1,0 +1,208 @@
+"""Issue 13 in the pages (AppTest, the real app on a real store): text from the store is shown as text in Markdown
+and in plotly charts, tables of store text neutralise spreadsheet formulas, a link without a layout is searched once
+per scenario for every tab, and hostile links and scenario files get a message instead of Streamlit's error box."""
+import csv
+import io
+import json
+import threading
+
+import pandas as pd
+import pytest
+import streamlit as st
+
+from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
+from engine.edit import DEFAULT_SCENARIO, default_scenario
+from pages import common, work_limits
+from pages.work_limits import Busy, WorkLimiter
+from tests.app.conftest import button, on_page, run_app, texts
+from tests.app.test_links import token_of
+from tests.engine.test_share import raw_token
+from tests.benchmarks_db.helpers import matmul_result, runner_file
+
+INJECTED_NAME = "[x](javascript:alert(1))<img src=x onerror=alert(1)>.json"
+LINK_OP = '<a href="https://evil.example">click</a>'
+FORMULA = '=HYPERLINK("https://evil.example","x")'
+NO_LAYOUT = {k: v for k, v in DEFAULT_SCENARIO.items() if k != "layout"}
+# 5,040 GPUs and a global batch of 5,040 have many divisors: 17 million layouts, over engine.search's 5 million
+HOSTILE = {"model": {"preset": "llama3.1-405b"},
+           "training": {"seq_len": 8192, "global_batch_size": 5040, "total_tokens": 1e12},
+           "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 5040}}
+
+
+@pytest.fixture
+def upload_into_app_store(app_store):
+    """Ingest into the app's store (as the upload page does) and take every upload out again afterwards."""
+    added = []
+
+    def add(name: str, data: bytes, **kw):
+        report = ingest_bytes(app_store, name, data, **kw)
+        assert report.ingested, report.errors
+        added.append(report.source_id)
+        st.cache_data.clear()                  # the pages cache the store's tables for a minute
+        return report
+    yield add
+    for source_id in added:
+        delete_upload(app_store, source_id)
+    st.cache_data.clear()
+
+
+def test_upload_file_names_are_text_in_the_scenario_pages_calibration_caption(upload_into_app_store):
+    t = 2 * 8192**3 / 700e12
+    upload_into_app_store(INJECTED_NAME, runner_file([matmul_result(8192, 8192, 8192, "bf16", [t] * 7)]),
+                          uploader=Uploader(identity="ops@example.com", trusted=True))
+    at = run_app()
+    raw = [c.value for c in at.caption if "Measured matmul efficiency" in c.value]
+    assert raw, [c.value for c in at.caption]
+    assert "upload \\[x\\]\\(javascript\\:alert\\(1\\)\\)\\<img src=x onerror=alert\\(1\\)\\>\\.json" in raw[0]
+    assert f"upload {INJECTED_NAME}" in texts([c for c in at.caption if "Measured matmul" in c.value])[0]
+
+
+def test_a_csv_op_value_is_not_a_link_inside_the_efficiency_chart(upload_into_app_store):
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["accelerator", "metric", "value", "unit", "op"],
+                               ["H100-SXM5-80GB", "mem_bw", "3000", "GB/s", LINK_OP]])
+    upload_into_app_store("ops.csv", buf.getvalue().encode())
+    at = on_page(run_app(), "benchmarks")
+    at.radio(key="ds_metric").set_value("mem_bw").run()
+    chart = json.loads(at.get("plotly_chart")[1].proto.spec)
+    labels = [y for trace in chart["data"] for y in trace["y"]]
+    assert any("&lt;a href=\"https://evil.example\"&gt;click&lt;/a&gt;" in y for y in labels), labels
+    assert not any("<a " in y for y in labels)
+
+
+def test_tables_of_store_text_neutralise_formulas_for_csv_export(upload_into_app_store):
+    t = 2 * 4096**3 / 500e12
+    upload_into_app_store("formula.json", runner_file([matmul_result(4096, 4096, 4096, "bf16", [t] * 5)]),
+                          submitter=FORMULA)
+    at = on_page(run_app(), "benchmarks")
+    micro = at.dataframe[1].value
+    assert "'" + FORMULA in set(micro["submitter"]) and FORMULA not in set(micro["submitter"])
+
+
+def test_csv_cells_starting_like_a_formula_get_an_apostrophe():
+    df = pd.DataFrame({"name": ["=1+1", "+1", "-x", "@SUM(A1)", "\tx", "plain", None], "value": [-1, 2, 3, 4, 5, 6, 7]})
+    out = common.csv_safe(df)
+    assert list(out["name"])[:6] == ["'=1+1", "'+1", "'-x", "'@SUM(A1)", "'\tx", "plain"]
+    assert pd.isna(out["name"][6])
+    assert list(out["value"]) == [-1, 2, 3, 4, 5, 6, 7]                      # numbers stay numbers
+    assert list(df["name"])[0] == "=1+1"                                    # the page's own data is untouched
+
+
+def test_a_layout_less_link_is_searched_once_for_every_tab(monkeypatch):
+    common._layout_outcome.clear()
+    calls = []
+    real = common.with_layout
+    monkeypatch.setattr(common, "with_layout", lambda sc: calls.append(sc) or real(sc))
+    link = token_of({"scenario": {**NO_LAYOUT, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 512}}})
+    tabs = [run_app({"sc": link}) for _ in range(3)]
+    assert len(calls) == 1
+    layouts = {at.session_state["scenario"].layout for at in tabs}
+    assert len(layouts) == 1 and None not in layouts
+    assert all(not at.error for at in tabs)
+
+
+def test_a_link_whose_search_is_over_the_engines_limit_opens_the_defaults_with_the_reason():
+    at = run_app({"sc": token_of({"scenario": HOSTILE})})
+    assert at.session_state["scenario"] == default_scenario()
+    assert any("layouts to try, over the search's limit" in e for e in texts(at.error)), texts(at.error)
+
+
+def test_a_scenario_file_with_too_many_layouts_is_refused_with_a_message():
+    at = run_app()
+    at.file_uploader(key="scenario_upload").set_value(("many.json", json.dumps(HOSTILE).encode(), "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("many.json is not a usable scenario" in e for e in texts(at.error))
+    assert any("over the search's limit" in e for e in texts(at.error))
+    assert at.session_state["scenario"] == default_scenario()
+
+
+@pytest.mark.parametrize("depth", [40, 20_000])
+def test_a_deeply_nested_link_or_scenario_file_gets_a_message(depth):
+    at = run_app({"sc": raw_token(b"[" * depth + b"]" * depth)})
+    assert any("nested more than 32 levels" in e for e in texts(at.error)), texts(at.error)
+    assert at.session_state["scenario"] == default_scenario()
+    at.file_uploader(key="scenario_upload").set_value(("deep.json", b"[" * depth + b"]" * depth, "application/json"))
+    at.run()
+    assert not at.exception
+    assert any("nested more than 32 levels" in e for e in texts(at.error)), texts(at.error)
+
+
+def test_a_busy_planner_says_so_instead_of_searching(monkeypatch):
+    small = WorkLimiter(1, wait_s=0.2)
+    monkeypatch.setattr(work_limits, "limiter", lambda: small)
+    held, release = threading.Event(), threading.Event()
+
+    def occupy():
+        with small.slot("test"):
+            held.set()
+            release.wait(30)
+    worker = threading.Thread(target=occupy)
+    worker.start()
+    try:
+        held.wait(10)
+        at = on_page(run_app(), "layout_search")
+        button(at, "Run layout search").click().run()
+        assert not at.exception
+        assert any("The planner is busy" in w for w in texts(at.warning)), texts(at.warning)
+    finally:
+        release.set()
+        worker.join()
+    at = on_page(run_app(), "layout_search")
+    button(at, "Run layout search").click().run()
+    assert not at.warning and at.session_state["search_result"]["result"]["best"]
+
+
+# ------------------------------------------------------------------------------------- the limiter on its own
+def test_work_slots_run_jobs_one_at_a_time_and_refuse_past_the_queue():
+    limiter = WorkLimiter(1, wait_s=5, max_waiting=2)
+    running, most, lock = [0], [0], threading.Lock()
+    gate = threading.Event()
+    outcomes = []
+
+    def job():
+        try:
+            with limiter.slot("job"):
+                with lock:
+                    running[0] += 1
+                    most[0] = max(most[0], running[0])
+                gate.wait(5)
+                with lock:
+                    running[0] -= 1
+            outcomes.append("ran")
+        except Busy as err:
+            outcomes.append(str(err))
+    threads = [threading.Thread(target=job) for _ in range(3)]
+    for t in threads:
+        t.start()
+    while limiter.waiting < 2:
+        threading.Event().wait(0.01)
+    job()                                                   # a fourth: two wait already, so it is refused at once
+    gate.set()
+    for t in threads:
+        t.join()
+    assert most[0] == 1
+    assert outcomes.count("ran") == 3 and len(outcomes) == 4
+    assert "2 other jobs are waiting" in next(o for o in outcomes if o != "ran")
+    assert limiter.running == 0 and limiter.waiting == 0
+
+
+def test_a_job_that_waits_past_its_time_is_refused_and_nested_jobs_share_a_slot():
+    limiter = WorkLimiter(1, wait_s=0.1)
+    with limiter.slot("outer"):
+        with limiter.slot("inner"):                         # the same thread: no second slot, no deadlock
+            assert limiter.running == 1
+        got = []
+
+        def other():
+            try:
+                with limiter.slot("other"):
+                    got.append("ran")
+            except Busy as err:
+                got.append(str(err))
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        assert got and "this other waited" in got[0]
+    with limiter.slot("after"):
+        assert limiter.running == 1

@@ -1,0 +1,113 @@
+"""Issue 13 against the planner as deployed (serve.py) and real Chromium: no other site may frame it, Streamlit's
+metrics endpoint is closed, uploads under invented file ids are capped per session and in total, and the uploader
+is the identity the reverse proxy's header names (trusted on arrival when the deployment lists it)."""
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from serve import MAX_FILES_PER_SESSION, local_server
+from tests.conftest import runner_result
+from tests.e2e.conftest import VIEWPORT, go_to, no_exception, open_page, screenshot, upload, wait_for_app
+
+pytestmark = pytest.mark.e2e
+
+PUT_FILES = """async ([uploadUrl, n, size]) => {
+  const base = uploadUrl.slice(0, uploadUrl.lastIndexOf('/') + 1);          // .../upload_file/<session id>/
+  const xsrf = document.cookie.split('; ').find(c => c.startsWith('_streamlit_xsrf=')).split('=').slice(1).join('=');
+  const statuses = [];
+  for (let i = 0; i < n; i++) {
+    const form = new FormData();
+    form.append('file', new Blob([new Uint8Array(size)]), `invented-${i}.bin`);
+    const r = await fetch(base + crypto.randomUUID(), {method: 'PUT', body: form, headers: {'X-Xsrftoken': xsrf}});
+    statuses.push(r.status);
+  }
+  return statuses;
+}"""
+
+
+def status_and_headers(url: str):
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.status, resp.headers
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers
+
+
+def test_every_response_forbids_framing_by_other_sites_and_metrics_answer_404(app_url):
+    for path in ("/", "/_stcore/health", "/benchmarks", "/_stcore/host-config"):
+        status, headers = status_and_headers(app_url + path)
+        assert status == 200, path
+        assert headers["X-Frame-Options"] == "SAMEORIGIN" and headers["Content-Security-Policy"] == \
+            "frame-ancestors 'self'", (path, dict(headers))
+    for path in ("/_stcore/metrics", "/_stcore/metrics/", "/_stcore/metrics?families=session_events"):
+        status, headers = status_and_headers(app_url + path)
+        assert status == 404 and headers["X-Frame-Options"] == "SAMEORIGIN", path
+
+
+def _upload_url(page, tmp_path) -> str:
+    """The upload address Streamlit gives this session (caught from the page's own first upload)."""
+    seen = []
+    page.on("request", lambda r: seen.append(r.url) if r.method == "PUT" and "/upload_file/" in r.url else None)
+    go_to(page, "Benchmarks")
+    page.get_by_role("tab", name="Upload results").click()
+    page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+        files=[{"name": "real.json", "mimeType": "application/json", "buffer": b"{}"}])
+    page.get_by_role("button", name="Remove real.json").wait_for()
+    assert seen, "no upload request seen"
+    return seen[0]
+
+
+def test_40_uploads_under_invented_file_ids_stop_at_the_per_session_cap(app_url, page, tmp_path):
+    open_page(page, app_url)
+    url = _upload_url(page, tmp_path)
+    statuses = page.evaluate(PUT_FILES, [url, 40, 1000])
+    held = MAX_FILES_PER_SESSION - 1                          # the page's own file is one of them
+    assert statuses == [204] * held + [429] * (40 - held)
+    wait_for_app(page)
+    no_exception(page)
+
+
+def test_uploads_past_the_total_cap_are_refused_until_others_are_done(browser, tmp_path, monkeypatch):
+    monkeypatch.setenv("APP_MAX_UPLOAD_MB", "1")
+    monkeypatch.setenv("APP_MAX_PENDING_UPLOAD_MB", "2")
+    with local_server(tmp_path) as (url, _pid, _log):
+        ctx = browser.new_context(viewport=VIEWPORT)
+        try:
+            page = ctx.new_page()
+            open_page(page, url)
+            upload_url = _upload_url(page, tmp_path)
+            assert page.evaluate(PUT_FILES, [upload_url, 3, 900_000]) == [204, 204, 413]
+            other = ctx.new_page()                            # another session: the total is for all of them
+            open_page(other, url)
+            assert other.evaluate(PUT_FILES, [_upload_url(other, tmp_path), 1, 900_000]) == [413]
+        finally:
+            ctx.close()
+
+
+def test_the_uploader_is_the_proxys_identity_and_listed_ones_are_trusted(browser, tmp_path, monkeypatch):
+    monkeypatch.setenv("APP_IDENTITY_HEADER", "X-Forwarded-Email")
+    monkeypatch.setenv("APP_TRUSTED_UPLOADERS", "alice@example.com")
+    result = runner_result("matmul", tmp_path / "matmul.json")
+    with local_server(tmp_path) as (url, _pid, _log):
+        for who, started, expected in (("alice@example.com", "10", "Trusted on arrival (alice@"),
+                                       ("bob@example.com", "11", "Kept as an untrusted upload")):
+            ctx = browser.new_context(viewport=VIEWPORT, extra_http_headers={"X-Forwarded-Email": who})
+            try:
+                page = ctx.new_page()
+                open_page(page, url)
+                go_to(page, "Benchmarks")
+                upload(page, f"{who.split('@')[0]}.json", _distinct(result.read_bytes(), started))
+                assert page.get_by_text(expected).count() == 1, who
+                no_exception(page)
+                screenshot(page, f"upload-identity-{who.split('@')[0]}")
+            finally:
+                ctx.close()
+
+
+def _distinct(data: bytes, tag: str) -> bytes:
+    """The same real measurement under another start time, so the second upload is not a duplicate."""
+    doc = json.loads(data)
+    doc["runner"]["started_at"] = f"2026-01-{tag}T00:00:00Z"
+    return json.dumps(doc).encode()
