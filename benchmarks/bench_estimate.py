@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.estimate import estimate  # noqa: E402
+from engine.planning.estimate import estimate  # noqa: E402
 from engine.scenario import parse_scenario  # noqa: E402
 
 SCENARIO = {

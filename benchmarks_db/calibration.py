@@ -113,7 +113,7 @@ def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: in
     if len(inter) and n_gpus > gpus_per_node:
         distance = (inter.n_ranks.map(lambda r: abs(math.log(r / n_gpus)))).values
         row = inter.iloc[int(distance.argmin())]
-        # the engine's inter-node figure is per GPU: a ring across nodes runs at k x per-GPU network (engine/comm.py)
+        # the engine's inter-node figure is per GPU: a ring across nodes runs at k x per-GPU network (engine/physics/comm.py)
         value = round(float(row.busbw_gbs) / int(row.ranks_per_node), 2)
         out["overrides"]["inter_node_busbw_gbs"] = value
         out["evidence"]["inter_node_busbw_gbs"] = _evidence(

@@ -93,7 +93,7 @@ def link_limit_gbs(accel_id: str, op: str, n_nodes: int | None, ranks_per_node: 
         return None
     limit = acc.intra_node_link.bandwidth_gbs
     if n_nodes and n_nodes > 1:
-        # across nodes a ring is limited by min(node link, GPUs per node x per-GPU NIC) (engine/comm.py)
+        # across nodes a ring is limited by min(node link, GPUs per node x per-GPU NIC) (engine/physics/comm.py)
         limit = min(limit, (ranks_per_node or 1) * acc.network.bandwidth_gbs)
     factor = REJECT_ABOVE_PEAK_NVLS if (op == "all_reduce" and accel_id in NVLS_CAPABLE) else REJECT_ABOVE_PEAK
     return limit * factor

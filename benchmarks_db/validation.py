@@ -96,8 +96,8 @@ FLOOR_DTYPES = ("fp8", "bf16", "fp16")
 def minimum_minutes(benchmark: str, accelerator_id: str | None, n_accelerators: int | None) -> tuple[float, str] | None:
     """(floor, why) for an MLPerf time to train on this system, or None where the benchmark or system is unknown."""
     from engine.catalog import load_catalog
-    from engine.flops import model_flops_per_token
-    from engine.model import shape_of
+    from engine.physics.flops import model_flops_per_token
+    from engine.physics.model import shape_of
     ref, acc = REFERENCE.get(benchmark), accelerator(accelerator_id)
     peaks = [p for d in FLOOR_DTYPES if acc is not None and (p := acc.peak(d))]
     if ref is None or not peaks or not n_accelerators or n_accelerators < 1:
@@ -114,7 +114,7 @@ def minimum_minutes(benchmark: str, accelerator_id: str | None, n_accelerators: 
 def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int,
              eval_share: float) -> dict:
     from engine.scenario import ScenarioError, parse_scenario
-    from engine.search import search
+    from engine.planning.search import search
     try:
         sc = parse_scenario({"model": {"preset": preset},
                              "training": {"seq_len": seq_len, "global_batch_size": gbs, "total_tokens": tokens,
@@ -201,7 +201,7 @@ def implied_mfu(row) -> float | None:
     params = parse_scenario({"model": {"preset": REFERENCE[row.benchmark]["preset"]},
                              "training": {"seq_len": 2048, "global_batch_size": 1, "total_tokens": 1.0},
                              "cluster": {"accelerator": acc.id, "n_gpus": 1}}).arch
-    from engine.model import shape_of
+    from engine.physics.model import shape_of
     n_params = shape_of(params).active_params()
     seconds = row.published_minutes * 60 * (1 - EVAL_SHARE[row.benchmark][0])
     peak = load_catalog().accelerator(acc.id).peak(PRECISION_DTYPE[row.precision]) * 1e12

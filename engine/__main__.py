@@ -33,12 +33,12 @@ def _load(path: str):
 
 
 def cmd_estimate(args) -> dict:
-    from engine.estimate import estimate
+    from engine.planning.estimate import estimate
     return estimate(parse_scenario(_load(args.scenario)))
 
 
 def cmd_search(args) -> dict:
-    from engine.search import search
+    from engine.planning.search import search
     data = _load(args.scenario)
     data.pop("layout", None)                     # the search finds the layout
     if args.top < 1 or args.top > 1000:
@@ -65,7 +65,7 @@ def _weights(text: str | None) -> dict | None:
 
 
 def cmd_compare(args) -> dict:
-    from engine.vendor import compare
+    from engine.planning.vendor import compare
     data = _load(args.scenario)
     data.pop("layout", None)
     if args.deadline_days is not None and not (args.deadline_days > 0):
@@ -76,7 +76,7 @@ def cmd_compare(args) -> dict:
 
 
 def cmd_energy(args) -> dict:
-    from engine.energy import calculator_problems, energy_calculator
+    from engine.economics.energy import calculator_problems, energy_calculator
     given = dict(gpu_hours=args.gpu_hours, power_w=args.power_w, pue=args.pue, region=args.region,
                  carbon_intensity_g_per_kwh=args.carbon_intensity_g_per_kwh, price_usd_per_gpu_hour=args.price_usd_per_gpu_hour)
     if problems := calculator_problems(**given):
@@ -95,7 +95,7 @@ def _batch_range(text: str | None) -> tuple[int, int] | None:
 
 
 def cmd_plan(args) -> dict:
-    from engine.plan import plan
+    from engine.planning.plan import plan
     data = _load(args.scenario)
     data.pop("layout", None)
     if args.deadline_days is None and args.budget_usd is None and args.gpu_hours is None:
@@ -116,7 +116,7 @@ def _source(s) -> str:
 
 def cmd_catalog(args) -> dict:
     from engine.catalog import load_catalog
-    from engine.model import shape_of
+    from engine.physics.model import shape_of
     cat = load_catalog()
     return {
         "accelerators": [{"id": a.id, "name": a.name, "vendor": a.vendor, "year": a.year, "memory_gib": a.memory_gib,

@@ -51,7 +51,7 @@ class MemoryGiB(_Result):
 
 
 class Estimate(_Result):
-    """One layout's figures (engine.estimate.estimate / engine.estimate.row)."""
+    """One layout's figures (engine.planning.estimate.estimate / engine.planning.estimate.row)."""
     layout: Layout
     fits: bool
     memory_gib: MemoryGiB
@@ -82,7 +82,7 @@ class ParetoPoint(_Result):
 
 
 class SearchResult(_Result):
-    """engine.search.search: the best layouts of the scenario's cluster and what the rules rejected."""
+    """engine.planning.search.search: the best layouts of the scenario's cluster and what the rules rejected."""
     n_gpus: int
     objective: str
     candidates_evaluated: int
@@ -94,7 +94,7 @@ class SearchResult(_Result):
 
 
 class Comparison(_Result):
-    """engine.vendor.compare: every accelerator with its best layout, ranked by the weighted decision score."""
+    """engine.planning.vendor.compare: every accelerator with its best layout, ranked by the weighted decision score."""
     recommendation: str | None
     why: str
     weights: dict[str, float]
@@ -125,7 +125,7 @@ class PlanAnswer(_Result):
 
 
 class Plan(_Result):
-    """engine.plan.plan: the cluster for a deadline or budget, with ranges and the nearest alternatives."""
+    """engine.planning.plan.plan: the cluster for a deadline or budget, with ranges and the nearest alternatives."""
     target: str
     efficiency: str
     efficiency_explain: str
@@ -137,7 +137,7 @@ class Plan(_Result):
 
 def estimate(scenario: ScenarioLike) -> Estimate:
     """Memory, step time, throughput, MFU, days, GPU-hours, cost, energy and CO2 of a scenario with a layout."""
-    from engine.estimate import estimate as run
+    from engine.planning.estimate import estimate as run
     return Estimate.model_validate(run(load(scenario)))
 
 
@@ -145,7 +145,7 @@ def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadl
            gpu_hour_budget: float | None = None, pareto_sizes: list[int] | None = None) -> SearchResult:
     """The best layouts for the scenario's cluster (its layout is ignored), the Pareto front over cluster sizes and,
     with a deadline or GPU-hour budget, the cluster size for it."""
-    from engine.search import search as run
+    from engine.planning.search import search as run
     sc = load(scenario).model_copy(update={"layout": None})
     return SearchResult.model_validate(run(sc, top=top, objective=objective, deadline_days=deadline_days,
                                            gpu_hour_budget=gpu_hour_budget, pareto_sizes=pareto_sizes,
@@ -155,7 +155,7 @@ def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadl
 def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,
             accelerators: list[str] | None = None) -> Comparison:
     """Every catalog accelerator (or the given ids) on the scenario, each with its own best layout, ranked."""
-    from engine.vendor import compare as run
+    from engine.planning.vendor import compare as run
     return Comparison.model_validate(run(load(scenario).model_copy(update={"layout": None}), weights=weights,
                                          deadline_days=deadline_days, accelerators=accelerators))
 
@@ -163,8 +163,8 @@ def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, dea
 def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd: float | None = None,
          gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
          batch_range: tuple[int, int] | None = None) -> Plan:
-    """The manager's answer for a deadline, a money budget or a GPU-hour budget (see engine.plan)."""
-    from engine.plan import plan as run
+    """The manager's answer for a deadline, a money budget or a GPU-hour budget (see engine.planning.plan)."""
+    from engine.planning.plan import plan as run
     return Plan.model_validate(run(load(scenario), deadline_days=deadline_days, budget_usd=budget_usd,
                                    gpu_hours=gpu_hours, vendor=vendor, efficiency=efficiency, batch_range=batch_range))
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.model import ModelArch
+from engine.physics.model import ModelArch
 
 # data/ at the repository root; installed (pip install .), the same files are package data in engine/data
 _INSTALLED_DATA = Path(__file__).resolve().parent / "data"

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from engine.model import ModelArch, shape_of
+from engine.physics.model import ModelArch, shape_of
 from engine.scenario import ScenarioError
 
 MAX_CONFIG_BYTES = 1_000_000          # release configs are a few KB; the largest (layer_types lists) under 20 KB

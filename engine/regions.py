@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine.energy import _carbon_files, region_problem
+from engine.economics.energy import _carbon_files, region_problem
 
 
 @lru_cache(maxsize=1)

@@ -10,11 +10,11 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 from engine import json_input
 from engine.catalog import load_catalog
-from engine.cost import price_problems
-from engine.energy import region_problem
-from engine.model import ModelArch
+from engine.economics.cost import price_problems
+from engine.economics.energy import region_problem
+from engine.physics.model import ModelArch
 from engine.precision import PRECISION_DTYPE, Precision  # PRECISION_DTYPE is looked up here by pages and the engine
-from engine.schedule import SplitError, split_options, stage_layers
+from engine.physics.schedule import SplitError, split_options, stage_layers
 
 
 class ScenarioError(ValueError):

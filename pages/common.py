@@ -1,5 +1,5 @@
 """Shared UI plumbing for every page: the one scenario in session state, widgets bound to its fields (a widget key
-per field, seeded from the scenario, written back through engine.edit on change), the URL that always carries the
+per field, seeded from the scenario, written back through engine.presentation.edit on change), the URL that always carries the
 scenario, the process-wide store, and cached engine calls keyed on the scenario's JSON."""
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from benchmarks_db.calibration import calibrated_cluster
 from benchmarks_db.scenarios import load_scenario, scenario_id
 from benchmarks_db.store import Store, open_store
 from engine.catalog import load_catalog
-from engine.edit import CALIBRATION_FIELDS, Edit, apply_edit, default_scenario, field_value, layout_choices, with_layout
-from engine.estimate import estimate
-from engine.report import key_figures
+from engine.presentation.edit import CALIBRATION_FIELDS, Edit, apply_edit, default_scenario, field_value, layout_choices, with_layout
+from engine.planning.estimate import estimate
+from engine.presentation.report import key_figures
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError, parse_scenario
-from engine.share import PlannerOptions, decode, encode
-from engine.vendor import DEFAULT_WEIGHTS, compare, rescore
+from engine.presentation.share import PlannerOptions, decode, encode
+from engine.planning.vendor import DEFAULT_WEIGHTS, compare, rescore
 from pages import work_limits
 from pages.settings import load_settings
 from pages.work_limits import Busy
@@ -69,7 +69,7 @@ def comparison_of(scenario_json: str, deadline_days: float | None, calibrations_
 
 @st.cache_data(max_entries=256, show_spinner="Choosing the fastest layout that fits ...")
 def _layout_outcome(scenario_json: str) -> tuple[str | None, list[str], list[tuple[str, str]]]:
-    """engine.edit.with_layout for a scenario without a layout, once per scenario for the whole process (every tab
+    """engine.presentation.edit.with_layout for a scenario without a layout, once per scenario for the whole process (every tab
     that opens the same link shares one search) and in a work slot: (scenario JSON with its layout or None, notes,
     problems). A search the engine refuses (ScenarioError, e.g. too many candidates) is cached as problems too;
     Busy is not cached."""
@@ -93,7 +93,7 @@ def with_layout_once(sc: Scenario) -> Edit:
 
 
 def edit(current: Scenario, path: str, value) -> Edit:
-    """engine.edit.apply_edit, in a work slot when the edit may search a new layout (model, training, cluster)."""
+    """engine.presentation.edit.apply_edit, in a work slot when the edit may search a new layout (model, training, cluster)."""
     try:
         if path.split(".")[0] in MAY_SEARCH:
             with work_limits.slot("change"):
@@ -144,7 +144,7 @@ def efficiency_source(sc: Scenario) -> str:
 
 
 def current_comparison() -> dict:
-    """engine.vendor.compare of the scenario and deadline (cached), re-scored with the page options' weights. The scenario's
+    """engine.planning.vendor.compare of the scenario and deadline (cached), re-scored with the page options' weights. The scenario's
     own measured efficiencies go with its accelerator; when they are the store's calibration, every other
     accelerator is compared with its calibration too."""
     sc = scenario()
@@ -263,7 +263,7 @@ class Field:
 
 
 def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
-    """Draw `widget` for the scenario field `path`, seeded from the scenario; changes go through engine.edit and
+    """Draw `widget` for the scenario field `path`, seeded from the scenario; changes go through engine.presentation.edit and
     refused values are flagged right under the field."""
     key = WIDGET + path
     if key not in st.session_state:

@@ -3,8 +3,8 @@ planner."""
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.cost import DEFAULT_WARN_GPU_HOURS, plan_budget
-from engine.report import break_even_curves, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd
+from engine.economics.cost import DEFAULT_WARN_GPU_HOURS, plan_budget
+from engine.presentation.report import break_even_curves, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd
 from pages import common
 
 sc = common.scenario()

@@ -4,11 +4,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.edit import apply_edit, describe_layout
-from engine.report import (breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
+from engine.presentation.edit import apply_edit, describe_layout
+from engine.presentation.report import (breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
                            ranked_rows, rejected_rows)
 from engine.scenario import ScenarioError, parse_scenario
-from engine.search import DIMENSIONS, explain, search, search_cluster
+from engine.planning.search import DIMENSIONS, explain, search, search_cluster
 from pages import common, work_limits
 from pages.work_limits import Busy
 

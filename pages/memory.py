@@ -2,8 +2,8 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.edit import apply_edit
-from engine.report import MEMORY_PARTS, WORST_STAGE, accelerator_name, memory_rows
+from engine.presentation.edit import apply_edit
+from engine.presentation.report import MEMORY_PARTS, WORST_STAGE, accelerator_name, memory_rows
 from pages import common
 from pages.fields import F
 

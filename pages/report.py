@@ -5,7 +5,7 @@ import streamlit as st
 
 from benchmarks_db.scenarios import scenario_id
 from benchmarks_db.store import utc_now
-from engine.report import scenario_title, summary_html
+from engine.presentation.report import scenario_title, summary_html
 from engine.scenario import ScenarioError
 from pages import common
 from pages.sidebar import app_url

@@ -2,11 +2,11 @@
 import streamlit as st
 
 from engine.catalog import load_catalog
-from engine.cost import PRICING, price_table
-from engine.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
+from engine.economics.cost import PRICING, price_table
+from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
 from engine.regions import region_choices
-from engine.report import model_size_text
+from engine.presentation.report import model_size_text
 from engine.scenario import PresetRef
 from pages import common
 from pages.fields import F

@@ -6,8 +6,8 @@ from urllib.parse import urlsplit, urlunsplit
 import streamlit as st
 
 from benchmarks_db.scenarios import MAX_NAME_CHARS, list_scenarios, save_scenario
-from engine.edit import describe_layout
-from engine.report import scenario_title
+from engine.presentation.edit import describe_layout
+from engine.presentation.report import scenario_title
 from engine.scenario import ScenarioError
 from pages import common
 from pages.settings import load_settings

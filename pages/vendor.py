@@ -4,9 +4,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.report import fmt_days, vendor_rows
+from engine.presentation.report import fmt_days, vendor_rows
 from engine.scenario import ScenarioError
-from engine.vendor import CRITERIA
+from engine.planning.vendor import CRITERIA
 from pages import common
 
 WEIGHT_LABELS = {"time": "Time to train", "cost": "Cost", "energy": "Energy", "co2": "CO2",

@@ -1,5 +1,5 @@
 """Derive the ranges the app shows around its headline figures from the engine's measured error on published runs,
-and write them to data/accuracy.json (engine/ranges.py reads them; tests/engine/test_ranges.py checks the file
+and write them to data/accuracy.json (engine/economics/ranges.py reads them; tests/engine/test_ranges.py checks the file
 against this script).
 
 - Tuned stack: the ratio of published to predicted time over every published run the engine is validated on
@@ -26,7 +26,7 @@ from benchmarks_db.seed import seed  # noqa: E402
 from benchmarks_db.store import open_store  # noqa: E402
 from benchmarks_db.validation import predicted_vs_measured  # noqa: E402
 from engine.scenario import parse_scenario  # noqa: E402
-from engine.search import search  # noqa: E402
+from engine.planning.search import search  # noqa: E402
 from tests.engine.published_runs import CASES, h100_weak_scaling, megatron_table1  # noqa: E402
 
 OUT = ROOT / "data" / "accuracy.json"

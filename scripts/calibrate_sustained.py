@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import engine.hardware as hardware  # noqa: E402
+import engine.physics.hardware as hardware  # noqa: E402
 from tests.engine.published_runs import h100_weak_scaling, megatron_table1  # noqa: E402
 
 CALIBRATION_SETS = {"A100-SXM4-80GB": ("Megatron-LM Table 1 (Narayanan et al. 2021)", megatron_table1),

@@ -72,7 +72,7 @@ def test_planner_estimate_on_the_readme_example_matches_the_checkout(installed, 
 
 
 def test_the_engine_imports_from_the_installed_package_with_its_data(installed, elsewhere):
-    code = ("import engine, engine.catalog; from engine.estimate import estimate; "
+    code = ("import engine, engine.catalog; from engine.planning.estimate import estimate; "
             "print(engine.__file__); print(engine.catalog.DATA_DIR); "
             "print(len(engine.catalog.load_catalog().accelerators))")
     out = subprocess.run([installed / "python", "-c", code], cwd=elsewhere, capture_output=True, text=True, timeout=120)

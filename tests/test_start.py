@@ -84,8 +84,9 @@ def _listening(pid: int) -> list[str]:
 
 
 def test_start_sh_listens_on_loopback_only_and_makes_no_outside_request(tmp_path, monkeypatch):
-    if not (ROOT / ".venv" / "bin" / "python").exists() or \
-            (ROOT / ".venv" / ".requirements.lock").read_bytes() != (ROOT / "requirements.lock").read_bytes():
+    installed = ROOT / ".venv" / ".requirements.lock"
+    if not (ROOT / ".venv" / "bin" / "python").exists() or not installed.exists() or \
+            installed.read_bytes() != (ROOT / "requirements.lock").read_bytes():
         pytest.skip("scripts/start.sh would first install requirements.lock into .venv (minutes): run it once, or the "
                     "suite through scripts/test.sh, which installs it")
     monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)              # start.sh as a newcomer runs it

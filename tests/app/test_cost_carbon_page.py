@@ -2,9 +2,9 @@
 planner with its guardrails."""
 import json
 
-from engine.cost import plan_budget
-from engine.edit import default_scenario
-from engine.estimate import estimate
+from engine.economics.cost import plan_budget
+from engine.presentation.edit import default_scenario
+from engine.planning.estimate import estimate
 from tests.app.conftest import metric, on_page, run_app, texts
 
 

@@ -11,7 +11,7 @@ import pytest
 import streamlit as st
 
 from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
-from engine.edit import DEFAULT_SCENARIO, default_scenario
+from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
 from pages import common, work_limits
 from pages.work_limits import Busy, WorkLimiter
 from tests.app.conftest import button, on_page, run_app, texts
@@ -23,10 +23,11 @@ INJECTED_NAME = "[x](javascript:alert(1))<img src=x onerror=alert(1)>.json"
 LINK_OP = '<a href="https://evil.example">click</a>'
 FORMULA = '=HYPERLINK("https://evil.example","x")'
 NO_LAYOUT = {k: v for k, v in DEFAULT_SCENARIO.items() if k != "layout"}
-# 5,040 GPUs and a global batch of 5,040 have many divisors: 17 million layouts, over engine.search's 5 million
+# 5,040 GPUs and a global batch of 5,040 have many divisors: 17 million layouts, over engine.planning.search's 5 million
+# 7,207,200 = 2^5 3^2 5^2 7 11 13 GPUs and a batch of 720,720: more valid layouts than the search's limit
 HOSTILE = {"model": {"preset": "llama3.1-405b"},
-           "training": {"seq_len": 8192, "global_batch_size": 5040, "total_tokens": 1e12},
-           "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 5040}}
+           "training": {"seq_len": 8192, "global_batch_size": 720_720, "total_tokens": 1e12},
+           "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 7_207_200}}
 
 
 @pytest.fixture

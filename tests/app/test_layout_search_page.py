@@ -2,8 +2,8 @@
 time breakdown of the selected layout, the Pareto chart, the cluster-size answer and 'why not ...?'."""
 import json
 
-from engine.edit import default_scenario
-from engine.search import explain, search, search_cluster
+from engine.presentation.edit import default_scenario
+from engine.planning.search import explain, search, search_cluster
 from tests.app.conftest import button, on_page, run_app, texts
 
 

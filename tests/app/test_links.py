@@ -7,9 +7,9 @@ import zlib
 import pytest
 
 from benchmarks_db.scenarios import list_scenarios, scenario_id
-from engine.edit import DEFAULT_SCENARIO, default_scenario
+from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
 from engine.scenario import parse_scenario
-from engine.share import ZDICT_V1, PlannerOptions, decode, encode
+from engine.presentation.share import ZDICT_V1, PlannerOptions, decode, encode
 from tests.app.conftest import on_page, run_app, texts
 
 def token_of(payload: dict) -> str:

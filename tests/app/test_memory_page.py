@@ -2,10 +2,10 @@
 layout at once."""
 import json
 
-from engine.edit import apply_edit, default_scenario
-from engine.estimate import estimate
-from engine.report import MEMORY_PARTS, WORST_STAGE
-from engine.share import decode
+from engine.presentation.edit import apply_edit, default_scenario
+from engine.planning.estimate import estimate
+from engine.presentation.report import MEMORY_PARTS, WORST_STAGE
+from engine.presentation.share import decode
 from tests.app.conftest import metric, on_page, run_app, texts
 
 

@@ -4,10 +4,10 @@ import json
 
 from benchmarks_db.calibration import calibrated_cluster
 from engine.catalog import load_catalog
-from engine.edit import DEFAULT_SCENARIO, default_scenario
-from engine.estimate import estimate
+from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
+from engine.planning.estimate import estimate
 from engine.scenario import parse_scenario
-from engine.share import decode
+from engine.presentation.share import decode
 from tests.app.conftest import button, metric, run_app, texts
 
 

@@ -10,7 +10,7 @@ import pytest
 from benchmarks_db.scenarios import save_scenario
 from benchmarks_db.seed import seed
 from benchmarks_db.store import open_store
-from engine.edit import default_scenario
+from engine.presentation.edit import default_scenario
 from pages import common
 from pages.settings import SettingsError, load_settings
 from tests.app.conftest import ROOT, on_page, run_app, texts

@@ -2,8 +2,8 @@
 recommendation with its reasons."""
 import json
 
-from engine.edit import default_scenario
-from engine.vendor import DEFAULT_WEIGHTS, compare
+from engine.presentation.edit import default_scenario
+from engine.planning.vendor import DEFAULT_WEIGHTS, compare
 from tests.app.conftest import on_page, run_app, texts
 
 
@@ -28,7 +28,7 @@ def test_weights_change_the_decision_and_travel_in_the_link():
     assert at.session_state["options"].vendor_weights == weights
     assert at.dataframe[0].value.iloc[0]["accelerator"] == expected["recommendation"]
     assert expected["recommendation"] != compare(default_scenario())["recommendation"]
-    from engine.share import decode
+    from engine.presentation.share import decode
     assert decode(at.query_params["sc"]).options.vendor_weights == weights
 
 

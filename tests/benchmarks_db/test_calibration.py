@@ -2,7 +2,7 @@ import pytest
 
 from benchmarks_db.calibration import calibrated_cluster, collective_calibration, matmul_calibration
 from benchmarks_db.ingest import Uploader, ingest_bytes
-from engine.hardware import resolve_hardware
+from engine.physics.hardware import resolve_hardware
 from engine.scenario import parse_scenario
 
 from .helpers import matmul_result, runner_file

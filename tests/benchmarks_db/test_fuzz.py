@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from benchmarks_db.ingest import INTERNAL_ERROR, delete_upload, ingest_bytes
 from engine import json_input
 from engine.scenario import Scenario, ScenarioError, parse_scenario
-from engine.share import decode
+from engine.presentation.share import decode
 from tests.engine.helpers import BASE
 from tests.engine.test_share import raw_token
 

@@ -2,7 +2,7 @@
 import pytest
 
 from benchmarks_db.scenarios import ID_CHARS, clean_name, list_scenarios, load_scenario, save_scenario, scenario_id
-from engine.edit import DEFAULT_SCENARIO, default_scenario
+from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
 from engine.scenario import ScenarioError, parse_scenario
 
 

@@ -11,9 +11,9 @@ import itertools
 import json
 from dataclasses import dataclass
 
-from engine.estimate import estimate
+from engine.planning.estimate import estimate
 from engine.scenario import ScenarioError, parse_scenario
-from engine.search import search
+from engine.planning.search import search
 from tests.conftest import DATA
 from tests.engine.helpers import gpt
 

@@ -6,7 +6,7 @@ import re
 import pytest
 
 import engine
-from engine.estimate import estimate as estimate_dict
+from engine.planning.estimate import estimate as estimate_dict
 from tests.conftest import ROOT
 from tests.engine.helpers import parse, scenario
 
@@ -28,7 +28,7 @@ def test_top_level_names_and_typed_estimate(tmp_path):
 def test_search_and_plan_are_typed():
     s = engine.search(parse(), top=2, pareto_sizes=[])
     assert isinstance(s, engine.SearchResult) and len(s.best) == 2 and s.best[0].fits
-    p = engine.plan(parse(**{"cluster.n_gpus": 64}), deadline_days=60, vendor="same")
+    p = engine.plan(parse(**{"cluster.n_gpus": 64, "layout": None}), deadline_days=60, vendor="same")
     assert isinstance(p, engine.Plan) and p.answer.wall_days <= 60
     assert p.answer.ranges["wall_days"].low < p.answer.wall_days
 

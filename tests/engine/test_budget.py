@@ -1,7 +1,7 @@
 """Budget planner, seed 003 section 2.4.5 (reference seed-003-extract.md section 5.4)."""
 import pytest
 
-from engine.cost import gpu_hours, plan_budget
+from engine.economics.cost import gpu_hours, plan_budget
 
 
 def test_gpu_hours_seed_examples():

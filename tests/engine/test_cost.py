@@ -5,10 +5,10 @@ import re
 import pytest
 
 from engine.catalog import Source, load_catalog
-from engine.cost import (HOURS_PER_YEAR, break_even_utilisation, break_even_years, capex_per_gpu_usd,
+from engine.economics.cost import (HOURS_PER_YEAR, break_even_utilisation, break_even_years, capex_per_gpu_usd,
                          colocation_usd_per_gpu_year, cost_usd, fixed_usd_per_gpu_year, onprem_usd_per_gpu_hour,
                          power_usd_per_gpu_hour, prices_for, price_table, server_capex_usd, server_prices)
-from engine.estimate import estimate
+from engine.planning.estimate import estimate
 from engine.scenario import ScenarioError
 from tests.conftest import ROOT
 from tests.engine.helpers import parse

@@ -1,12 +1,12 @@
-"""Editing a scenario one field at a time (engine/edit.py), as the app's widgets do."""
+"""Editing a scenario one field at a time (engine/presentation/edit.py), as the app's widgets do."""
 import pytest
 
 from engine.catalog import load_catalog
-from engine.edit import (DEFAULT_SCENARIO, apply_edit, default_scenario, describe_layout, field_value,
+from engine.presentation.edit import (DEFAULT_SCENARIO, apply_edit, default_scenario, describe_layout, field_value,
                          layout_choices, load)
-from engine.estimate import estimate
+from engine.planning.estimate import estimate
 from engine.scenario import layout_problems, parse_scenario
-from engine.search import search
+from engine.planning.search import search
 
 
 def test_the_default_scenario_is_the_readme_example_and_fits():

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from engine.energy import co2_kg, embodied_kg, energy_kwh, grid_intensity, region_problem
-from engine.estimate import estimate
+from engine.economics.energy import co2_kg, embodied_kg, energy_kwh, grid_intensity, region_problem
+from engine.planning.estimate import estimate
 from engine.scenario import ScenarioError
 from tests.conftest import DATA, ROOT
 from tests.engine.helpers import parse

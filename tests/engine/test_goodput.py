@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from engine.estimate import context, estimate
-from engine.goodput import job_mtbf_s, run_time, wall_time_s, young_interval_s
+from engine.planning.estimate import context, estimate
+from engine.economics.goodput import job_mtbf_s, run_time, wall_time_s, young_interval_s
 from tests.engine.helpers import parse
 
 

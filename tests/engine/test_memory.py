@@ -1,11 +1,11 @@
 """Memory per GPU against independently computed values: the ZeRO paper and Korthikanti et al. 2022."""
 import pytest
 
-from engine.estimate import estimate
-from engine.hardware import GIB
-from engine.layouts import Layouts
-from engine.memory import layer_activation_bytes
-from engine.model import shape_of
+from engine.planning.estimate import estimate
+from engine.physics.hardware import GIB
+from engine.physics.layouts import Layouts
+from engine.physics.memory import layer_activation_bytes
+from engine.physics.model import shape_of
 from engine.scenario import Layout, Training
 from tests.engine.helpers import gpt, parse
 
@@ -36,7 +36,7 @@ S, B, H, A, L = 2048, 1, 12288, 96, 96     # GPT-3 175B shapes, as in Korthikant
 
 
 def _layer_bytes(t=1, sp=False, rc="none"):
-    from engine.model import ModelArch
+    from engine.physics.model import ModelArch
     shape = shape_of(ModelArch(**gpt(L, H, A)))
     tr = Training(seq_len=S, global_batch_size=64, total_tokens=1e9, attention="standard")
     lay = Layouts.of([Layout(tp=t, dp=1, micro_batch_size=B, sequence_parallel=sp, recompute=rc)])

@@ -2,7 +2,7 @@
 import pytest
 
 from engine.catalog import load_catalog
-from engine.model import ModelArch, shape_of
+from engine.physics.model import ModelArch, shape_of
 from tests.engine.helpers import gpt
 
 
@@ -81,8 +81,8 @@ def test_model_flops_follow_narayanan_eq3_without_recompute():
     # forward+backward FLOPs per sequence: 72 s l h^2 (1 + s/(6h) + V/(12 l h))  (eq. 3 is 96/(16) with recompute),
     # the full attention square; the causal count removes half of the s/(6h) term
     import numpy as np
-    from engine.flops import flops_per_token
-    from engine.layouts import Layouts
+    from engine.physics.flops import flops_per_token
+    from engine.physics.layouts import Layouts
     from engine.scenario import Layout, Training
     l, h, V, s = 40, 6144, 51200, 2048
     shape = shape_of(ModelArch(**gpt(l, h, 48, V, s)))

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from engine.catalog import load_catalog
-from engine.comm import all_gather_s, all_to_all_s, overlapped_s
-from engine.estimate import context, estimate
-from engine.hardware import resolve_hardware
-from engine.kernels import gemm_s
+from engine.physics.comm import all_gather_s, all_to_all_s, overlapped_s
+from engine.planning.estimate import context, estimate
+from engine.physics.hardware import resolve_hardware
+from engine.physics.kernels import gemm_s
 from engine.scenario import PRECISION_DTYPE, ScenarioError, parse_scenario
-from engine.schedule import pipeline_slots, split_options, stage_layers
-from engine.search import search
-from engine.steptime import OVERLAP_SLOWDOWN
+from engine.physics.schedule import pipeline_slots, split_options, stage_layers
+from engine.planning.search import search
+from engine.physics.steptime import OVERLAP_SLOWDOWN
 from tests.engine.helpers import gpt
 
 H100 = {"accelerator": "H100-SXM5-80GB"}

@@ -1,4 +1,4 @@
-"""The manager's answer (engine/plan.py, engine/sizing.py, engine/ranges.py) on the README's scenario: a deadline or a
+"""The manager's answer (engine/planning/plan.py, engine/planning/sizing.py, engine/economics/ranges.py) on the README's scenario: a deadline or a
 budget in, the cluster, days, cost, energy and CO2 with ranges out, and the nearest alternatives."""
 import json
 import subprocess
@@ -6,13 +6,13 @@ import sys
 
 import pytest
 
-from engine import ranges
-from engine.edit import default_scenario
-from engine.estimate import estimate
-from engine.plan import plan
-from engine.sanity import warnings_for
+from engine.economics import ranges
+from engine.presentation.edit import default_scenario
+from engine.planning.estimate import estimate
+from engine.planning.plan import plan
+from engine.planning.sanity import warnings_for
 from engine.scenario import ScenarioError, parse_scenario
-from engine.sizing import Target, nearest_sizes, size_for
+from engine.planning.sizing import Target, nearest_sizes, size_for
 from tests.conftest import ROOT
 
 README = {"model": {"preset": "llama3.1-70b"},

@@ -1,5 +1,5 @@
 """The site region as named places built from the vendored grid data (data/carbon), keeping the stored codes."""
-from engine.energy import grid_intensity
+from engine.economics.energy import grid_intensity
 from engine.regions import region_choices, region_label
 
 

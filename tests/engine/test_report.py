@@ -1,15 +1,15 @@
-"""What the app shows (engine/report.py): tables built from engine results and the self-contained summary report."""
+"""What the app shows (engine/presentation/report.py): tables built from engine results and the self-contained summary report."""
 import re
 import xml.etree.ElementTree as ET
 from datetime import datetime
 from html.parser import HTMLParser
 
-from engine.edit import default_scenario
-from engine.estimate import estimate
-from engine.report import (break_even_curves, breakdown_rows, fmt_days, fmt_num, fmt_seconds, fmt_usd, key_figures,
+from engine.presentation.edit import default_scenario
+from engine.planning.estimate import estimate
+from engine.presentation.report import (break_even_curves, breakdown_rows, fmt_days, fmt_num, fmt_seconds, fmt_usd, key_figures,
                            memory_rows, ranked_rows, rejected_rows, summary_html, svg_stacked_bar)
-from engine.search import search
-from engine.vendor import compare
+from engine.planning.search import search
+from engine.planning.vendor import compare
 
 
 def test_formatting():

@@ -81,7 +81,7 @@ def test_injection_strings_are_just_unknown_names():
 
 
 def test_new_precisions_run_where_the_hardware_has_them_and_are_refused_elsewhere():
-    from engine.estimate import estimate
+    from engine.planning.estimate import estimate
     from engine.scenario import ScenarioError, parse_scenario
     big = {"model": {"preset": "llama3.1-405b"},
            "training": {"seq_len": 8192, "global_batch_size": 2048, "total_tokens": 15.6e12, "precision": "nvfp4"},

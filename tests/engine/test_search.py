@@ -6,11 +6,11 @@ import sys
 import numpy as np
 import pytest
 
-from engine.estimate import estimate
+from engine.planning.estimate import estimate
 from engine.scenario import parse_scenario
-from engine.schedule import stage_layers
-from engine.search import enumerate_layouts, explain, search, search_cluster
-from engine.sizing import node_counts
+from engine.physics.schedule import stage_layers
+from engine.planning.search import enumerate_layouts, explain, search, search_cluster
+from engine.planning.sizing import node_counts
 from tests.conftest import ROOT
 from tests.engine.helpers import gpt, scenario
 from tests.engine.published_runs import megatron_table1

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from engine.catalog import load_catalog
 from engine.scenario import PRECISION_DTYPE, parse_scenario
-from engine.schedule import stage_layers
-from engine.search import search, search_cluster
+from engine.physics.schedule import stage_layers
+from engine.planning.search import search, search_cluster
 from tests.engine.test_search import assert_same_estimate
 
 

@@ -1,4 +1,4 @@
-"""Scenario links (engine/share.py): compact, versioned, deterministic, and safe against anything in a URL."""
+"""Scenario links (engine/presentation/share.py): compact, versioned, deterministic, and safe against anything in a URL."""
 import base64
 import hashlib
 import json
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from engine.catalog import load_catalog
 from engine.scenario import ScenarioError, parse_scenario
-from engine.share import FORMAT_VERSION, MAX_JSON_BYTES, MAX_TOKEN_CHARS, ZDICT_V1, PlannerOptions, decode, encode
+from engine.presentation.share import FORMAT_VERSION, MAX_JSON_BYTES, MAX_TOKEN_CHARS, ZDICT_V1, PlannerOptions, decode, encode
 from tests.engine.helpers import BASE, scenario
 
 README_EXAMPLE = {

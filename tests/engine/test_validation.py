@@ -2,7 +2,7 @@
 Megatron-LM Table 1 and cross-checked on Llama 3 405B)."""
 import pytest
 
-from engine.estimate import estimate
+from engine.planning.estimate import estimate
 from engine.scenario import parse_scenario
 from tests.engine.helpers import gpt
 

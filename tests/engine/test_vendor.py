@@ -7,8 +7,8 @@ import pytest
 
 from engine.catalog import load_catalog
 from engine.scenario import ScenarioError, parse_scenario
-from engine.search import search
-from engine.vendor import CRITERIA, compare, ecosystem_table, rescore
+from engine.planning.search import search
+from engine.planning.vendor import CRITERIA, compare, ecosystem_table, rescore
 from tests.conftest import ROOT
 from tests.engine.helpers import scenario
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.hardware import Hardware
+from engine.physics.hardware import Hardware
 
 
 def members_per_node(inner: np.ndarray, size: np.ndarray, gpus_per_node: int) -> np.ndarray:

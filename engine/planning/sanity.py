@@ -2,7 +2,7 @@
 token, fewer tokens than parameters, a run of ten years). Each warning says what looks wrong and what is usual."""
 from __future__ import annotations
 
-from engine.model import shape_of
+from engine.physics.model import shape_of
 from engine.scenario import Scenario
 
 MIN_SEQ_LEN = 128                 # pre-training sequences are 2k-8k tokens (GPT-3 2,048; Llama 3 8,192)

@@ -2,7 +2,7 @@
 
 Conventions: one multiply-add = 2 FLOPs; a linear layer with P weights costs 2*P FLOPs per token forward and 4*P
 backward (Kaplan et al. 2020, C ~ 6ND). Attention-core FLOPs and the conventions of published MFU figures
-(causal vs full square) are in engine/flops.py.
+(causal vs full square) are in engine/physics/flops.py.
 
 Layer patterns (0-based layer index i, as in Hugging Face transformers):
 - MoE interleaving: layer i has routed experts when i >= n_dense_layers and (i + 1) % moe_layer_every == 0

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.compute import attention_keys
-from engine.layouts import Layouts
-from engine.model import Shape
+from engine.physics.compute import attention_keys
+from engine.physics.layouts import Layouts
+from engine.physics.model import Shape
 from engine.scenario import Training
 
 CONVENTIONS = {

@@ -5,14 +5,14 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from engine import cost, energy, goodput, whole_run
-from engine.flops import CONVENTIONS, flops_per_token
-from engine.hardware import GIB, Hardware, resolve_hardware
-from engine.layouts import Layouts
-from engine.memory import memory_breakdown, staged_params
-from engine.model import Shape, shape_of
+from engine.economics import cost, energy, goodput, whole_run
+from engine.physics.flops import CONVENTIONS, flops_per_token
+from engine.physics.hardware import GIB, Hardware, resolve_hardware
+from engine.physics.layouts import Layouts
+from engine.physics.memory import memory_breakdown, staged_params
+from engine.physics.model import Shape, shape_of
 from engine.scenario import Scenario, ScenarioError
-from engine.steptime import step_time
+from engine.physics.steptime import step_time
 
 STAGES = ("first", "middle", "last")
 MEMORY_SUMMARY = ("weights", "gradients", "optimizer_states", "activations")

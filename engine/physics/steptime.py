@@ -1,8 +1,8 @@
 """Step time of many layouts at once: each stage's layers (compute and the communication they cannot hide), the
-pipeline schedule (engine.schedule), the data-parallel gradient and weight collectives of the ZeRO stage, and the
+pipeline schedule (engine.physics.schedule), the data-parallel gradient and weight collectives of the ZeRO stage, and the
 optimizer update.
 
-Overlap is never free (engine.comm.overlapped_s): a collective that runs beside compute slows that compute by
+Overlap is never free (engine.physics.comm.overlapped_s): a collective that runs beside compute slows that compute by
 OVERLAP_SLOWDOWN while it runs, and whatever part of it outlasts the compute it hides behind is exposed. Tensor-
 parallel collectives are exposed unless tp_comm_overlap (then they hide behind the layer's matmuls); context-
 parallel KV exchange hides behind the attention core; MoE all-to-all is exposed; ZeRO-3 gathers each layer's
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.comm import (all_gather_s, all_reduce_s, all_to_all_s, members_per_node, overlapped_s, reduce_scatter_s,
+from engine.physics.comm import (all_gather_s, all_reduce_s, all_to_all_s, members_per_node, overlapped_s, reduce_scatter_s,
                          send_recv_s)
-from engine.compute import embedding_times, head_times, layer_times, optimizer_step_s
-from engine.hardware import Hardware
-from engine.layouts import Layouts
-from engine.memory import StageParams, bytes_per_element, shard_groups
-from engine.model import Shape
-from engine.schedule import pipeline_slots
+from engine.physics.compute import embedding_times, head_times, layer_times, optimizer_step_s
+from engine.physics.hardware import Hardware
+from engine.physics.layouts import Layouts
+from engine.physics.memory import StageParams, bytes_per_element, shard_groups
+from engine.physics.model import Shape
+from engine.physics.schedule import pipeline_slots
 from engine.scenario import Training
 
 COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero3_comm")

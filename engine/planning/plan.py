@@ -1,7 +1,7 @@
 """The manager's answer: a deadline or a budget in; the cluster (accelerator, vendor, size in whole nodes, layout),
 wall days, cost, energy and CO2 out, each with its range, and the nearest alternatives.
 
-For every accelerator of the chosen vendor(s) the cluster is sized for the target (engine.sizing, quick search);
+For every accelerator of the chosen vendor(s) the cluster is sized for the target (engine.planning.sizing, quick search);
 the answer is the cheapest option that meets a deadline (by GPU-hours where prices are unknown), or the fastest
 within a budget; its size is then searched in full. Alternatives: the next smaller size (how many days), the
 cheapest and the fastest other accelerator that also meets the target (how much slower or dearer), and the best of
@@ -10,11 +10,11 @@ need bigger batches to keep their data-parallel ranks busy.
 """
 from __future__ import annotations
 
-from engine import ranges
+from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
-from engine.sizing import Target, billed_gpu_hours, size_for
-from engine.vendor import _precision_for, _scenario_on
+from engine.planning.sizing import Target, billed_gpu_hours, size_for
+from engine.planning.vendor import _precision_for, _scenario_on
 
 HEADLINE = ("wall_days", "cost_usd", "energy_mwh", "co2_t")
 MAX_BATCH_CHOICES = 4

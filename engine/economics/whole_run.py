@@ -1,6 +1,6 @@
 """The whole training run beyond its optimizer steps at the main sequence length and batch: periodic evaluation, and
 phases at another sequence length or batch (batch-size ramp-up, long-context stages). Failures, checkpoints and
-restarts follow in engine.goodput.
+restarts follow in engine.economics.goodput.
 
 Evaluation: every eval_interval_steps training steps, eval_steps forward-only steps (Megatron-LM's defaults:
 100 every 1,000), each costing the forward share of a training step (1/3, Kaplan et al. 2020).
@@ -62,7 +62,7 @@ def resolve(sc) -> WholeRun:
 
 
 def _phase(sc, phase) -> dict:
-    from engine.search import search            # the search evaluates scenarios, which resolve their whole run
+    from engine.planning.search import search            # the search evaluates scenarios, which resolve their whole run
     tr = sc.training
     seq = phase.seq_len or tr.seq_len
     gbs = phase.global_batch_size or tr.global_batch_size

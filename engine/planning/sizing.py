@@ -4,7 +4,7 @@ meets a deadline, or the largest that stays within a money or GPU-hour budget.
 Time to train falls with cluster size until the global batch runs out of data-parallel room, while GPU-hours and cost
 grow with it. Sizes double from one node until the target is met (or stops improving), then the node count is
 bisected between the last miss and the first hit, so any count of nodes the layouts allow can be the answer, not
-only powers of two. Each size is searched in the quick layout space (engine.search, quick=True: the choices tuned
+only powers of two. Each size is searched in the quick layout space (engine.planning.search, quick=True: the choices tuned
 runs use); the answer's size, and the one node smaller, are then searched in the full space. Best layouts are cached
 per scenario and size for the process, so the Pareto front, the deadline search, the plan and the vendor comparison
 reuse each other's searches.
@@ -70,7 +70,7 @@ def within_budget(row: dict | None, target: Target, factor: float = 1.0) -> bool
 
 @lru_cache(maxsize=CACHE_SIZE)
 def _best_json(scenario_json: str, n_gpus: int, objective: str, quick: bool) -> dict | None:
-    from engine.search import _best, row, search_cluster
+    from engine.planning.search import _best, row, search_cluster
     sc = Scenario.model_validate_json(scenario_json)
     try:
         cs = search_cluster(sc, n_gpus, quick=quick)

@@ -7,10 +7,10 @@ import math
 from datetime import datetime
 
 from engine.catalog import load_catalog
-from engine.cost import power_usd_per_gpu_hour
-from engine.energy import HOURS_PER_YEAR
-from engine.edit import describe_layout
-from engine.model import shape_of
+from engine.economics.cost import power_usd_per_gpu_hour
+from engine.economics.energy import HOURS_PER_YEAR
+from engine.presentation.edit import describe_layout
+from engine.physics.model import shape_of
 from engine.scenario import PresetRef, Scenario
 
 MEMORY_PARTS = {  # estimate()["memory_gib"] key: label, what it is
@@ -176,7 +176,7 @@ def break_even_curves(est: dict, n_gpus: int, points: int = 41) -> dict | None:
 
 
 def vendor_rows(result: dict) -> list[dict]:
-    """engine.vendor.compare rows as a table, ranked first, with the plain-language reason of each."""
+    """engine.planning.vendor.compare rows as a table, ranked first, with the plain-language reason of each."""
     return [{"rank": r["rank"], "accelerator": r["accelerator"], "vendor": r["vendor"],
              "software": r["software_stack"], "decision score": r.get("decision_score"),
              "GPUs": r.get("n_gpus"), "days (wall)": r.get("wall_days"), "cost USD": r.get("cost_usd"),

@@ -11,10 +11,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.hardware import GIB
-from engine.layouts import Layouts
-from engine.model import Shape
-from engine.schedule import Stage, stages_of
+from engine.physics.hardware import GIB
+from engine.physics.layouts import Layouts
+from engine.physics.model import Shape
+from engine.physics.schedule import Stage, stages_of
 from engine.scenario import Training
 
 # CUDA/HIP context, cuBLAS workspaces and collective-library buffers that no tensor accounts for. Observed as

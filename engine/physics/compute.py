@@ -1,7 +1,7 @@
 """Compute time of one transformer layer for one micro-batch on one GPU, kernel by kernel, from the architecture and
 the layout (not from an assumed MFU).
 
-A layer is its weight matmuls (each timed by its own shape, engine.kernels.gemm_s: the projections, the MLP or the
+A layer is its weight matmuls (each timed by its own shape, engine.physics.kernels.gemm_s: the projections, the MLP or the
 routed experts with the tokens each expert actually receives, the router), the attention core (fused
 FlashAttention at its forward and backward rates, or the materialised softmax of older stacks), element-wise
 kernels at achievable memory bandwidth (norms, residual adds and dropout, the activation function, MoE token
@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.hardware import Hardware
-from engine.kernels import flash_attention_s, gemm_s, linear_s, stream_s
-from engine.layouts import Layouts
-from engine.memory import bytes_per_element
-from engine.model import Shape
+from engine.physics.hardware import Hardware
+from engine.physics.kernels import flash_attention_s, gemm_s, linear_s, stream_s
+from engine.physics.layouts import Layouts
+from engine.physics.memory import bytes_per_element
+from engine.physics.model import Shape
 from engine.scenario import Training
 
 # Fixed time per transformer layer and micro-batch in the forward pass (the backward pays twice): kernel launches

@@ -1,7 +1,7 @@
 """Layout search: every combination of tp, cp, pp (+ interleaving), ep, dp, micro-batch, ZeRO stage, sequence
 parallelism and recompute for a cluster, evaluated at once with the same vectorised formulas as the single
 estimate; the rejected space summarised by reason, the best layouts ranked by an objective, a Pareto front over
-cluster sizes, and the cluster size for a deadline or a GPU-hour budget (engine.sizing).
+cluster sizes, and the cluster size for a deadline or a GPU-hour budget (engine.planning.sizing).
 """
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from functools import lru_cache
 import numpy as np
 
 from engine.catalog import load_catalog
-from engine.estimate import Context, context, evaluate, memory, row
-from engine.layouts import RECOMPUTE, Layouts
-from engine.schedule import SplitError, split_options, stage_layers
+from engine.planning.estimate import Context, context, evaluate, memory, row
+from engine.physics.layouts import RECOMPUTE, Layouts
+from engine.physics.schedule import SplitError, split_options, stage_layers
 from engine.scenario import Scenario, ScenarioError, divisors
-from engine.sizing import Target, best_at, size_for
+from engine.planning.sizing import Target, best_at, size_for
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
 SPAN_REASON = "tensor-parallel group would span nodes (allow_span_nodes to permit)"
@@ -25,7 +25,7 @@ BATCH_REASON = "global batch not divisible by dp*micro_batch"
 SPLIT_REASON = "layers do not split into the pipeline stages"
 MIN_TOKENS_PER_CP_RANK = 512     # context parallelism finer than this is not enumerated
 # Micro-batches larger than this many tokens per GPU are not enumerated: matmul efficiency has saturated long before
-# (engine.kernels: a 16k-token GEMM is within 1% of the rate), so a larger one only costs memory and pipeline bubble.
+# (engine.physics.kernels: a 16k-token GEMM is within 1% of the rate), so a larger one only costs memory and pipeline bubble.
 MAX_MICRO_BATCH_TOKENS = 65_536
 DOMINATED_REASON = "a layout differing only in recompute fits with less recompute (faster)"
 MAX_CANDIDATES = 5_000_000       # bounds memory (~1 GB of layout arrays) and time
@@ -124,7 +124,7 @@ def _splits(n_layers: int, pp: int, quick: bool) -> list[tuple[int, int, int]]:
 
 @lru_cache(maxsize=8192)
 def _virtual_stages(n_layers: int, pp: int, first, last, quick: bool = False) -> list[int]:
-    """Interleaving degrees the split allows (engine.schedule.stage_layers); quick: none, or the largest <= 4."""
+    """Interleaving degrees the split allows (engine.physics.schedule.stage_layers); quick: none, or the largest <= 4."""
     if pp == 1:
         return [1]
     try:

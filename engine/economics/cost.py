@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.catalog import DATA_DIR, Source, load_catalog
-from engine.energy import HOURS_PER_YEAR, Power, energy_defaults
+from engine.economics.energy import HOURS_PER_YEAR, Power, energy_defaults
 
 PRICING = ("on_demand", "reserved_1y", "reserved_3y", "reserved", "spot")
 # Seed 003 section 2.4.5 (L1849): warn when one job requests more than 512 GPU-hours.

@@ -13,8 +13,8 @@ from functools import lru_cache
 import numpy as np
 
 from engine.catalog import DATA_DIR
-from engine.hardware import GIB
-from engine.memory import bytes_per_element
+from engine.physics.hardware import GIB
+from engine.physics.memory import bytes_per_element
 
 
 def young_interval_s(write_s, mtbf_s):

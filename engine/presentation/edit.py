@@ -12,7 +12,7 @@ import numpy as np
 from engine.catalog import load_catalog
 from engine.scenario import (PRECISION_DTYPE, Cost, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
                              parse_scenario)
-from engine.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
+from engine.planning.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
 
 DEFAULT_SCENARIO = {
     "model": {"preset": "llama3.1-70b"},

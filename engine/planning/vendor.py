@@ -8,8 +8,8 @@ from functools import lru_cache
 
 from engine.catalog import DATA_DIR, load_catalog
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
-from engine.search import search
-from engine.sizing import Target, size_for
+from engine.planning.search import search
+from engine.planning.sizing import Target, size_for
 
 CRITERIA = {  # name: (row key, lower is better)
     "time": ("wall_days", True),

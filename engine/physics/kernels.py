@@ -9,7 +9,7 @@ max-achievable matmul rate measured on the accelerator (within 1-2%), a 1024-dee
 GEMM (few tokens per expert, M << F/BW) is bound by reading its weights. (Max achievable matmul rates and their best
 shapes: ml-engineering compute/accelerator README and mag-/gpu_benchmark README.)
 
-Fused (Flash) attention runs at its own achievable rates, forward and backward (engine.hardware: measured where
+Fused (Flash) attention runs at its own achievable rates, forward and backward (engine.physics.hardware: measured where
 published, FlashAttention-2 on A100 and cuDNN on H100). Short key ranges run slower: each 128-row query block pays a
 fixed cost (load Q, rescale, write O) worth ~256 keys, so efficiency is s/(s + 256) (cuDNN backward on H100, Shah et
 al. 2024 Fig. 6: 305, 408, 465, 499 TFLOP/s at 0.5k, 1k, 2k, 4k keys against ~520 at 16k).

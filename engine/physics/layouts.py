@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from engine.model import ModelArch
+from engine.physics.model import ModelArch
 from engine.scenario import Layout, Training
 
 RECOMPUTE = ("none", "selective", "full")
@@ -81,7 +81,7 @@ class Layouts:
 
 
 def stage_split_ok(n_layers: int, lay: Layouts) -> np.ndarray:
-    """True where the pipeline split is buildable (engine.schedule.stage_layers), vectorised."""
+    """True where the pipeline split is buildable (engine.physics.schedule.stage_layers), vectorised."""
     pp, v = lay.pp, lay.v
     f_set, l_set = lay.first >= 0, lay.last >= 0
     given = np.where(f_set, lay.first, 0) + np.where(l_set, lay.last, 0)
