@@ -2,7 +2,8 @@
 
 They reach the engine only as the scenario's cluster overrides (engine/scenario.py Cluster): matmul_efficiency
 (measured MAMF-style TFLOP/s over the catalog's dense peak, the quantity the engine's default uses),
-intra_node_busbw_gbs and inter_node_busbw_gbs. Only trustworthy runs count: published tables, and user uploads that
+intra_node_busbw_gbs and inter_node_busbw_gbs (the plateau of the collective curve), and intra_node_latency_us and
+inter_node_latency_us (its small-message end: one ring step's latency in the engine's NCCL-based model). Only trustworthy runs count: published tables, and user uploads that
 passed every check with complete metadata (validation 'accepted') and that the deployment's operator trusts
 (benchmarks_db/trust.py); illustrative, flagged and untrusted runs never do. Each system counts once per shape or
 scale, so one machine's results uploaded many times do not outvote the others.
@@ -18,6 +19,10 @@ from benchmarks_db.trust import TRUSTED_SOURCE
 
 TRUSTED = f"r.validation = 'accepted' AND {TRUSTED_SOURCE} AND s.accelerator_id IS NOT NULL"
 BASE = "FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)"
+# Latency is fitted on the messages NCCL sends with its Simple protocol (the engine's latency model): at least 1 MiB
+# (smaller ones use LL/LL128, whose latency is lower), with at least three sizes per run.
+MIN_LATENCY_FIT_BYTES = 2**20
+MIN_LATENCY_FIT_SIZES = 3
 # Bus bandwidth is calibrated on its large-message plateau only: nccl-tests curves flatten from tens to hundreds of
 # MiB (benchmarks-formats.md 2.1: A100 reaches ~230 GB/s at 8 GiB; H100 NVLS needs more than 256 MiB).
 MIN_PLATEAU_MESSAGE_BYTES = 64 * 2**20
@@ -72,6 +77,71 @@ SELECT accelerator_id, n_nodes, n_ranks, n_ranks // n_nodes AS ranks_per_node, m
 FROM per_system GROUP BY ALL ORDER BY ALL""", [MIN_PLATEAU_MESSAGE_BYTES])
 
 
+def collective_latency_calibration(store: Store) -> pd.DataFrame:
+    """Per accelerator, link kind (intra: one node, inter: several) and system: the latency of one ring step that
+    the engine's collective model (engine/physics/comm.py) needs to reproduce each trustworthy run's measured times.
+    A run's latency is the intercept of time = latency + bytes x cost per byte, fitted by least squares on its
+    Simple-protocol messages; the median over a system's runs, then over systems."""
+    import numpy as np
+
+    from engine.physics.comm import step_latencies_from
+    rows = store.df(f"""
+SELECT s.accelerator_id, s.system_id, r.run_id, src.title AS source, m.op, m.n_ranks, m.n_nodes, m.message_bytes,
+       median(m.value) AS algbw_gbs
+{BASE}
+WHERE m.metric = 'algbw' AND m.stat IN ('median', 'mean') AND m.message_bytes >= ? AND m.value > 0
+  AND m.op IN ('all_reduce', 'all_gather', 'reduce_scatter') AND {TRUSTED}
+GROUP BY ALL ORDER BY ALL""", [MIN_LATENCY_FIT_BYTES])
+    fitted = []
+    for (acc, system, run, op, n, nodes), g in rows.groupby(["accelerator_id", "system_id", "run_id", "op", "n_ranks",
+                                                           "n_nodes"]):
+        if len(g) < MIN_LATENCY_FIT_SIZES or n < 2:
+            continue
+        size = g.message_bytes.to_numpy(dtype=float)
+        seconds = size / (g.algbw_gbs.to_numpy(dtype=float) * 1e9)
+        slope, intercept = np.polyfit(size, seconds, 1)
+        hw = _default_hardware(acc)
+        if intercept <= 0 or hw is None:
+            continue
+        kind, step_s = step_latencies_from(float(intercept), op, int(n), max(1, int(n) // int(nodes)), hw)
+        if step_s > 0:
+            fitted.append({"accelerator_id": acc, "system_id": system, "run_id": run, "source": g.source.iloc[0],
+                           "link": kind, "op": op, "n_ranks": int(n), "n_nodes": int(nodes),
+                           "latency_us": float(intercept) * 1e6, "step_latency_us": step_s * 1e6})
+    df = pd.DataFrame(fitted, columns=["accelerator_id", "system_id", "run_id", "source", "link", "op", "n_ranks",
+                                       "n_nodes", "latency_us", "step_latency_us"])
+    if df.empty:
+        return df
+    per_system = df.groupby(["accelerator_id", "link", "system_id"], as_index=False).agg(
+        step_latency_us=("step_latency_us", "median"), run_ids=("run_id", list), sources=("source", list),
+        ops=("op", list))
+    return per_system.groupby(["accelerator_id", "link"], as_index=False).agg(
+        step_latency_us=("step_latency_us", "median"), n_systems=("system_id", "count"),
+        run_ids=("run_ids", lambda x: sorted({r for runs in x for r in runs})),
+        sources=("sources", lambda x: sorted({s for ss in x for s in ss})),
+        ops=("ops", lambda x: sorted({o for os_ in x for o in os_}))).assign(
+        n_runs=lambda d: d.run_ids.map(len))
+
+
+def _default_hardware(accelerator_id: str):
+    """The engine's figures for this accelerator with no measurement applied (what a fit is measured against)."""
+    from engine.catalog import load_catalog
+    from engine.physics.hardware import resolve_hardware
+    from engine.precision import PRECISION_DTYPE
+    from engine.scenario import ScenarioError, parse_scenario
+    acc = load_catalog().accelerators.get(accelerator_id)
+    precision = next((p for p in ("bf16", "fp16", "fp32") if acc is not None and acc.peak(PRECISION_DTYPE[p])), None)
+    if precision is None:
+        return None
+    try:
+        return resolve_hardware(parse_scenario({"model": {"preset": "llama3.1-8b"},
+                                                "training": {"seq_len": 4096, "global_batch_size": 8,
+                                                             "total_tokens": 1e9, "precision": precision},
+                                                "cluster": {"accelerator": accelerator_id, "n_gpus": 8}}))
+    except ScenarioError:
+        return None
+
+
 def _evidence(value: float, row: pd.Series, how: str) -> dict:
     return {"value": value, "runs": list(row["run_ids"]), "sources": list(row["sources"]), "n_runs": int(row["n_runs"]),
             "n_systems": int(row["n_systems"]), "how": how}
@@ -124,4 +194,21 @@ def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: in
         out["missing"]["inter_node_busbw_gbs"] = (f"no trustworthy multi-node collective measurement for "
                                                   f"{accelerator_id} with messages of at least "
                                                   f"{MIN_PLATEAU_MESSAGE_BYTES // 2**20} MiB")
+    lat = collective_latency_calibration(store)
+    for link, field in (("intra", "intra_node_latency_us"), ("inter", "inter_node_latency_us")):
+        hit = lat[(lat.accelerator_id == accelerator_id) & (lat.link == link)] if len(lat) else lat
+        if link == "inter" and n_gpus <= gpus_per_node:
+            continue
+        if len(hit):
+            row = hit.iloc[0]
+            value = round(float(row.step_latency_us), 2)
+            out["overrides"][field] = value
+            out["evidence"][field] = _evidence(value, row, f"latency of one ring step that reproduces the measured "
+                                                           f"times ({', '.join(row.ops)}; intercept of time against "
+                                                           f"message size from 1 MiB), median of {row.n_systems} "
+                                                           "system(s)")
+        else:
+            out["missing"][field] = (f"no trustworthy {'single' if link == 'intra' else 'multi'}-node collective "
+                                     f"measurement for {accelerator_id} with {MIN_LATENCY_FIT_SIZES}+ message sizes "
+                                     "from 1 MiB")
     return out

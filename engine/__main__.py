@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from engine import json_input
 from engine.scenario import ScenarioError, parse_scenario
 
 MAX_SCENARIO_BYTES = 1_000_000
@@ -24,9 +25,9 @@ def _load(path: str):
     if len(text) > MAX_SCENARIO_BYTES:
         raise ScenarioError([("(file)", "input larger than 1 MB; a scenario is a small JSON object")])
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ScenarioError([("(file)", f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}")]) from None
+        data = json_input.loads(text)
+    except json_input.JsonInputError as err:
+        raise ScenarioError([("(file)", str(err))]) from None
     if not isinstance(data, dict):
         raise ScenarioError([("(file)", "the scenario must be a JSON object with model, training, cluster (and layout)")])
     return data

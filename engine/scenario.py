@@ -54,6 +54,8 @@ class Cluster(BaseModel):
     matmul_efficiency: float | None = Field(default=None, gt=0, le=1, description="measured matmul FLOP/s over peak, replaces the published default")
     intra_node_busbw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="measured collective bus bandwidth inside a node")
     inter_node_busbw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="measured collective bus bandwidth per GPU across nodes")
+    intra_node_latency_us: float | None = Field(default=None, gt=0, le=10_000, description="measured latency of one ring step inside a node, us (replaces NCCL's tuning-model figure)")
+    inter_node_latency_us: float | None = Field(default=None, gt=0, le=100_000, description="measured latency of one ring step across nodes, us")
 
 
 class Layout(BaseModel):

@@ -38,13 +38,36 @@ def _ring_latency(steps_per_rank: int, n, k, hw: Hardware):
     return hw.collective_base_latency_s + (steps - inter) * hw.intra_latency_s + inter * hw.inter_latency_s
 
 
+def _tree_latency(n, k, hw: Hardware):
+    """NCCL tuning.cc double binary tree: base + 2 ((ranks per node - 1) x intra + log2(nodes) x inter)."""
+    nodes = np.maximum(1, np.ceil(n / k))
+    return hw.collective_base_latency_s + 2 * ((np.minimum(n, k) - 1) * hw.intra_latency_s
+                                               + np.log2(nodes) * hw.inter_latency_s)
+
+
 def all_reduce_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
     bw = _ring_bw(k, n, hw)
     ring = _ring_latency(2, n, k, hw) + 2 * (n - 1) / n * nbytes / bw
-    nodes = np.maximum(1, np.ceil(n / k))
-    tree_latency = 2 * ((np.minimum(n, k) - 1) * hw.intra_latency_s + np.log2(nodes) * hw.inter_latency_s)
-    tree = hw.collective_base_latency_s + tree_latency + 2 * nbytes / bw
+    tree = _tree_latency(n, k, hw) + 2 * nbytes / bw
     return np.where(n > 1, np.minimum(ring, tree), 0.0)
+
+
+def step_latencies_from(latency_s: float, op: str, n: int, k: int, hw: Hardware) -> tuple[str, float]:
+    """Invert the latency model: the per-step latency (intra-node for a one-node group, else across nodes, with the
+    other kind at hw's figure) that gives a measured collective latency. Returns (which, seconds per step)."""
+    nodes = max(1, -(-n // k))
+    base = hw.collective_base_latency_s
+    per_rank = 2 if op == "all_reduce" else 1
+    if nodes == 1:
+        return "intra", (latency_s - base) / (per_rank * (n - 1))
+    steps, inter = per_rank * (n - 1), per_rank * (nodes - 1)
+    ring = (latency_s - base - (steps - inter) * hw.intra_latency_s) / inter
+    if op != "all_reduce":
+        return "inter", ring
+    tree = (latency_s - base - 2 * (min(n, k) - 1) * hw.intra_latency_s) / (2 * np.log2(nodes))
+    tree_default = float(_tree_latency(np.array(n), np.array(k), hw))
+    ring_default = float(_ring_latency(2, np.array(n), np.array(k), hw))
+    return "inter", tree if tree_default < ring_default else ring       # the algorithm the model picks at these sizes
 
 
 def all_gather_s(nbytes, n, k, hw: Hardware) -> np.ndarray:

@@ -21,7 +21,8 @@ DEFAULT_SCENARIO = {
     "layout": {"tp": 8, "pp": 4, "dp": 32, "micro_batch_size": 1, "virtual_stages": 5, "zero_stage": 1,
                "sequence_parallel": True, "recompute": "selective"},
 }
-CALIBRATION_FIELDS = ("matmul_efficiency", "intra_node_busbw_gbs", "inter_node_busbw_gbs")
+CALIBRATION_FIELDS = ("matmul_efficiency", "intra_node_busbw_gbs", "inter_node_busbw_gbs", "intra_node_latency_us",
+                      "inter_node_latency_us")
 PRECISION_PREFERENCE = ("bf16", "fp16", "fp8", "fp32")
 DERIVES_DP = ("cluster.n_gpus", "layout.tp", "layout.pp", "layout.cp")
 

@@ -16,7 +16,8 @@ def test_published_mamf_is_the_default_calibration(seeded_ro):
     out = calibrated_cluster(seeded_ro, "H100-SXM5-80GB", "bf16", 1024, 8)
     assert out["overrides"] == {"matmul_efficiency": round(H100_BF16, 4)}
     assert out["evidence"]["matmul_efficiency"]["runs"] == ["mamf:NVIDIA H100 SXM:bf16"]
-    assert set(out["missing"]) == {"intra_node_busbw_gbs", "inter_node_busbw_gbs"}
+    assert set(out["missing"]) == {"intra_node_busbw_gbs", "inter_node_busbw_gbs", "intra_node_latency_us",
+                                   "inter_node_latency_us"}
     # the seed document's illustrative fp32 GEMM (60 TFLOP/s) is never used
     assert "matmul_efficiency" in calibrated_cluster(seeded_ro, "H100-SXM5-80GB", "fp32", 8, 8)["missing"]
 
@@ -64,3 +65,27 @@ def test_overrides_reach_the_engine(seeded_ro):
     hw = resolve_hardware(sc)
     assert hw.provenance["matmul_efficiency"] == round(668.4 / 1307.4, 4)
     assert "cluster.matmul_efficiency" in hw.provenance["matmul_efficiency_source"]
+
+
+def test_collective_latency_from_a_real_nccl_tests_curve(store):
+    # seed document 003's all_reduce_perf on 8 H100 in 2 nodes (4 per node): the 1-8 MiB messages run at
+    # 71.42, 97.81, 131.37 and 191.09 us; their intercept is the collective's latency
+    import numpy as np
+    from .helpers import seed003_nccl_sample
+    assert ingest_bytes(store, "all_reduce.txt", seed003_nccl_sample().encode(), accelerator="H100-SXM5-80GB",
+                        uploader=OPERATOR).ingested
+    size = np.array([1, 2, 4, 8]) * 2**20
+    us = np.array([71.42, 97.81, 131.37, 191.09])
+    algbw = np.round(size / us / 1e3, 2)                         # the file's 2-decimal algbw, as stored
+    intercept_us = np.polyfit(size, size / algbw / 1e3, 1)[1]
+    assert 50 < intercept_us < 70                                      # tens of microseconds, as NCCL's model says
+    # the engine's model for 8 ranks on 2 nodes is NCCL's tree (shorter than the ring here): 8.4 us base +
+    # 2 x (3 intra-node steps x 3.4 us + log2(2) x the network step) -> the network step that reproduces it
+    inter = (intercept_us - 8.4 - 2 * 3 * 3.4) / 2
+    out = calibrated_cluster(store, "H100-SXM5-80GB", "bf16", 1024, 4)
+    assert out["overrides"]["inter_node_latency_us"] == pytest.approx(inter, abs=0.01)
+    assert "intra_node_latency_us" in out["missing"]                  # no single-node curve uploaded
+    sc = parse_scenario({"model": {"preset": "llama3.1-8b"},
+                         "training": {"seq_len": 8192, "global_batch_size": 64, "total_tokens": 1e9},
+                         "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 64, **out["overrides"]}})
+    assert resolve_hardware(sc).inter_latency_s == pytest.approx(inter * 1e-6, rel=1e-3)

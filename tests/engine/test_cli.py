@@ -79,3 +79,10 @@ def test_import_hf_refuses_with_the_key_and_exit_2():
     assert "num_attention_heads" in out.stderr and "Qwen3" in out.stderr
     out = run("import-hf", "no/such/config.json")
     assert out.returncode == 2 and "no such file" in out.stderr
+
+
+def test_a_deeply_nested_scenario_file_is_refused_with_a_message(tmp_path):
+    f = tmp_path / "deep.json"
+    f.write_text("[" * 5000 + "]" * 5000)
+    out = run("estimate", str(f))
+    assert out.returncode == 2 and "nested more than 32 levels" in out.stderr and "Traceback" not in out.stderr
