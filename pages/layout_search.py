@@ -9,7 +9,7 @@ from engine.presentation.report import (breakdown_rows, dimension_rows, dimensio
                            ranked_rows, rejected_rows)
 from engine.scenario import ScenarioError, parse_scenario
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
-from pages import common, work_limits
+from pages import charts, common, work_limits
 from pages.work_limits import Busy
 
 RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": search(...) output}
@@ -55,7 +55,7 @@ def pareto_figure(result: dict, x_axis: str) -> go.Figure:
     fig.update_layout(xaxis_title="accelerators" if x_axis == "GPUs" else "cost (USD)",
                       yaxis_title="days to train (wall clock)", height=380, margin=dict(t=10, b=10))
     if x_axis == "GPUs":
-        fig.update_xaxes(type="log")
+        charts.log_axis(fig, "x", x, pad_decades=0.1)
     return fig
 
 

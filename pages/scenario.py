@@ -7,8 +7,10 @@ from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_sce
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
 from engine.regions import region_choices
 from engine.presentation.report import model_size_text
+from engine.economics import ranges
+from engine.planning.sanity import warnings_for
 from engine.scenario import PresetRef
-from pages import common
+from pages import answer, common
 from pages.fields import F
 
 MAX_SCENARIO_FILE_MB = 1
@@ -90,7 +92,8 @@ def _reset() -> None:
 
 st.title("Scenario")
 st.caption("Describe the training run. Every page uses this scenario, and the address bar always carries it.")
-inputs, results = st.columns([3, 2], gap="large")
+answer.show(sc, common.options())
+inputs, results = st.columns([1.35, 1], gap="large")
 
 with inputs:
     st.subheader("Model")
@@ -142,7 +145,7 @@ with inputs:
                 options=["flash", "standard"])
 
     st.subheader("Cluster")
-    cols = st.columns(3)
+    cols = st.columns([2, 1, 1])
     common.bind("cluster.accelerator", st.selectbox, F["cluster.accelerator"], container=cols[0],
                 options=list(cat.accelerators), format_func=lambda a: cat.accelerators[a].name)
     common.bind("cluster.n_gpus", st.number_input, F["cluster.n_gpus"], container=cols[1], step=8)
@@ -160,11 +163,12 @@ with inputs:
                       "check, and published tables).")
         common.field_problems(EFFICIENCY)
         for name, evidence in calibration["evidence"].items():      # run ids and source titles come from uploads
-            st.caption(f"Measured {name.replace('_', ' ')} {evidence['value']:g}: {common.md_escape(evidence['how'])}; "
+            st.caption(f"{F['cluster.' + name].label} {evidence['value']:g}: {common.md_escape(evidence['how'])}; "
                        f"runs {common.md_escape(', '.join(evidence['runs'][:5]))} "
                        f"({common.md_escape('; '.join(evidence['sources'][:3]))}).")
         for name, why in calibration["missing"].items():
-            st.caption(f"No calibration for {name.replace('_', ' ')}: {common.md_escape(why)}.")
+            st.caption(f"{F['cluster.' + name].label}: nothing measured to use yet ({common.md_escape(why)}); the "
+                       "planner models it from the datasheet links.")
         cols = st.columns(2)
         common.bind("cluster.intra_node_bw_gbs", st.number_input, F["cluster.intra_node_bw_gbs"], container=cols[0],
                     step=10.0, placeholder="catalog")
@@ -181,7 +185,7 @@ with inputs:
                 "**Layout search** find the best one.")
 
     st.subheader("Site and cost")
-    cols = st.columns(3)
+    cols = st.columns([2, 1, 1])
     regions = dict((code, label) for label, code in region_choices())
     stored = sc.site.region if sc.site else None
     region_codes = ([stored] if stored and stored not in regions else []) + list(regions)
@@ -193,7 +197,7 @@ with inputs:
     cols = st.columns(3)
     common.bind("cost.basis", st.selectbox, F["cost.basis"], container=cols[0], options=["cloud", "on_prem"])
     common.bind("cost.price_usd_per_gpu_hour", st.number_input, F["cost.price_usd_per_gpu_hour"], container=cols[1],
-                step=0.1, placeholder="cheapest published")
+                step=0.1, placeholder="published")
     common.bind("site.accelerator_power_w", st.number_input, F["site.accelerator_power_w"], container=cols[2],
                 step=10.0, placeholder="TDP-based")
     cols = st.columns(3)
@@ -228,5 +232,10 @@ with results:
                    "accelerator on the fullest one.")
     else:
         st.error(f"Does not fit: {est['memory_gib']['total']:.1f} GiB needed per accelerator, "
-                 f"{est['memory_capacity_gib']:.0f} GiB available. See the Memory page, or run Layout search.")
-    common.show_key_figures(est, columns=2)
+                 f"{est['memory_capacity_gib']:.0f} GiB available, so no time or cost is given for this layout.")
+        common.show_what_fits(sc)
+    common.show_key_figures(est, width=150)
+    if est["fits"]:
+        st.caption(ranges.explain(common.options().efficiency) + " The ranges under the figures follow from it.")
+    for warning in warnings_for(sc, est if est["fits"] else None):
+        st.warning(common.md_escape(warning))
