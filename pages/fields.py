@@ -130,7 +130,7 @@ F = {
     # site, cost, reliability
     "site.region": Field("Site region", "Where the run happens, for the grid's carbon intensity: type to search a "
                                         "country (France), a US state (US Virginia) or a cloud region (aws us-east-1, "
-                                        "gcp europe-west4).", blank="world average (no site given)"),
+                                        "gcp europe-west4).", blank="world average"),
     "site.pue": Field("PUE", "Power usage effectiveness of the data centre: total facility power over IT power "
                              "(1.1 hyperscale, 1.5 typical enterprise). Empty: the default."),
     "site.market_based_g_per_kwh": Field("Contracted supply (gCO2e/kWh)", "Carbon intensity of the electricity you "

@@ -75,7 +75,7 @@ with cols[2]:
     common.bind_option("gpu_hour_budget", st.number_input, "GPU-hour budget (optional)",
            "Also check the smallest cluster against this many GPU-hours.", step=10_000.0, placeholder="none")
 with cols[3]:
-    common.bind_option("allow_span_nodes", st.checkbox, "Let TP/CP/EP groups span nodes",
+    common.bind_option("allow_span_nodes", st.checkbox, "Span nodes (TP/CP/EP)",
            "Normally tensor-, context- and expert-parallel groups stay inside one node, on its fast links.")
 
 if st.button("Run layout search", type="primary"):

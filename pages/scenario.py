@@ -24,6 +24,11 @@ cat = load_catalog()
 sc = common.scenario()
 
 
+def short_name(name: str) -> str:
+    """An accelerator's name without its parenthesis, e.g. 'NVIDIA GB300' (the full name is shown under the field)."""
+    return name.split(" (")[0]
+
+
 def _model_kind_changed() -> None:
     kind = st.session_state[common.WIDGET + "model"]
     current = common.scenario()
@@ -147,10 +152,12 @@ with inputs:
     st.subheader("Cluster")
     cols = st.columns([2, 1, 1])
     common.bind("cluster.accelerator", st.selectbox, F["cluster.accelerator"], container=cols[0],
-                options=list(cat.accelerators), format_func=lambda a: cat.accelerators[a].name)
+                options=list(cat.accelerators), format_func=lambda a: short_name(cat.accelerators[a].name))
     common.bind("cluster.n_gpus", st.number_input, F["cluster.n_gpus"], container=cols[1], step=8)
     common.bind("cluster.gpus_per_node", st.number_input, F["cluster.gpus_per_node"], container=cols[2], step=1,
                 placeholder=f"{cat.accelerators[sc.cluster.accelerator].gpus_per_node} (usual)")
+    if short_name(cat.accelerators[sc.cluster.accelerator].name) != cat.accelerators[sc.cluster.accelerator].name:
+        st.caption(common.md_escape(cat.accelerators[sc.cluster.accelerator].name))
     with st.expander("Network and measured efficiencies"):
         calibration = common.calibration_for(sc)
         source = common.efficiency_source(sc)
@@ -185,26 +192,26 @@ with inputs:
                 "**Layout search** find the best one.")
 
     st.subheader("Site and cost")
-    cols = st.columns([2, 1, 1])
     regions = dict((code, label) for label, code in region_choices())
     stored = sc.site.region if sc.site else None
     region_codes = ([stored] if stored and stored not in regions else []) + list(regions)
-    common.bind("site.region", st.selectbox, F["site.region"], container=cols[0],
+    common.bind("site.region", st.selectbox, F["site.region"],
                 options=[F["site.region"].blank, *region_codes], format_func=lambda c: regions.get(c, c))
-    common.bind("site.pue", st.number_input, F["site.pue"], container=cols[1], step=0.05, placeholder="default")
-    common.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[2],
-                step=10.0, placeholder="not reported")
     cols = st.columns(3)
-    common.bind("cost.basis", st.selectbox, F["cost.basis"], container=cols[0], options=["cloud", "on_prem"])
-    common.bind("cost.price_usd_per_gpu_hour", st.number_input, F["cost.price_usd_per_gpu_hour"], container=cols[1],
-                step=0.1, placeholder="published")
+    common.bind("site.pue", st.number_input, F["site.pue"], container=cols[0], step=0.05, placeholder="default")
+    common.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[1],
+                step=10.0, placeholder="none")
     common.bind("site.accelerator_power_w", st.number_input, F["site.accelerator_power_w"], container=cols[2],
-                step=10.0, placeholder="TDP-based")
+                step=10.0, placeholder="TDP")
     cols = st.columns(3)
     providers = sorted({r.provider for r in price_table()})
-    common.bind("cost.provider", st.selectbox, F["cost.provider"], container=cols[0],
+    common.bind("cost.basis", st.selectbox, F["cost.basis"], container=cols[0], options=["cloud", "on_prem"])
+    common.bind("cost.provider", st.selectbox, F["cost.provider"], container=cols[1],
                 options=[F["cost.provider"].blank, *providers])
-    common.bind("cost.pricing", st.selectbox, F["cost.pricing"], container=cols[1], options=list(PRICING))
+    common.bind("cost.pricing", st.selectbox, F["cost.pricing"], container=cols[2], options=list(PRICING))
+    cols = st.columns(2)
+    common.bind("cost.price_usd_per_gpu_hour", st.number_input, F["cost.price_usd_per_gpu_hour"], container=cols[0],
+                step=0.1, placeholder="published")
     with st.expander("Owning the hardware (on-premises) and reliability"):
         cols = st.columns(2)
         for i, name in enumerate(("server_capex_usd", "depreciation_years", "utilisation", "power_usd_per_kwh")):

@@ -44,7 +44,7 @@ def answer_figures(answer: dict) -> list[Figure]:
                   "billed GPU-hours x the price per GPU-hour" if answer["cost_usd"] is not None else
                   "no published price for this accelerator: enter one on the Scenario page",
                   range_text(r["cost_usd"], "cost_usd")),
-           Figure("GPU-hours", fmt_num(answer["gpu_hours"]), "accelerators x wall-clock hours (what a cloud bills)",
+           Figure("GPU-hours (billed)", fmt_num(answer["gpu_hours"]), "accelerators x wall-clock hours (what a cloud bills)",
                   range_text(r["gpu_hours"], "gpu_hours")),
            Figure("Energy", f"{fmt_num(answer['energy_mwh'])} MWh" if answer["energy_mwh"] is not None else "unknown",
                   "electricity of accelerators and hosts, times the facility's PUE",

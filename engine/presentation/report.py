@@ -159,9 +159,10 @@ def range_text(band: dict | None, key: str) -> str | None:
 
 def headline_bands(est: dict, efficiency: str = "tuned") -> dict[str, dict | None]:
     """The time-proportional headline figures of an estimate as bands for the chosen stack: wall days, GPU-hours
-    (compute), cost, energy and CO2."""
+    (billed: GPUs x wall-clock hours, as the cost), cost, energy and CO2."""
+    billed = (est.get("cost") or {}).get("billed_gpu_hours") or est["gpu_hours"]
     return {"wall_days": ranges.band(est.get("wall_days") or est["train_days"], efficiency),
-            "gpu_hours": ranges.band(est["gpu_hours"], efficiency),
+            "gpu_hours": ranges.band(billed, efficiency),
             **{k: ranges.band(est.get(k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
 
 
@@ -176,6 +177,7 @@ def key_figures(est: dict, efficiency: str = "tuned") -> list[Figure]:
     if not est["fits"]:
         return figures
     bands = headline_bands(est, efficiency)
+    factor = ranges.factor(efficiency)
     stack = "" if efficiency == "tuned" else " on a typical software stack"
     tuned = "" if efficiency == "tuned" else (f" (for a well-tuned stack; a typical one takes {ranges.factor(efficiency):.2f}x "
                                               "the time overall)")
@@ -185,8 +187,10 @@ def key_figures(est: dict, efficiency: str = "tuned") -> list[Figure]:
                (f"wall-clock time{stack} including failures, restarts and checkpoints (goodput "
                 f"{fmt_pct(est.get('goodput'))}); pure compute time {fmt_days(est['train_days'])}" if est.get("wall_days")
                 else f"pure training time{stack} at the estimated throughput"), range_text(bands["wall_days"], "wall_days")),
-        Figure("GPU-hours", fmt_num(value("gpu_hours")), f"GPUs x hours of training{stack} (without failures and "
-                                                          "restarts)", range_text(bands["gpu_hours"], "gpu_hours")),
+        Figure("GPU-hours (billed)", fmt_num(value("gpu_hours")), f"GPUs x wall-clock hours{stack}: what a cloud bills "
+                                                                   f"and a budget pays (compute alone: "
+                                                                   f"{fmt_num(est['gpu_hours'] * factor)})",
+               range_text(bands["gpu_hours"], "gpu_hours")),
         Figure("MFU", fmt_pct(est["mfu"]), GLOSSARY["MFU"] + "; 35-55% is typical for large well-tuned runs" + tuned),
         Figure("Step time", f"{est['step_time_s']:.2f} s", f"one optimizer step ({est['micro_batches_per_step']} "
                                                            "micro-batches per pipeline)" + tuned),

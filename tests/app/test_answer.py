@@ -47,7 +47,7 @@ def test_a_deadline_is_answered_in_one_action_with_ranges_from_the_measured_erro
     low, high = days * ACCURACY["tuned"]["low"], days * ACCURACY["tuned"]["high"]
     shown = re.match(r"([\d.]+)\u2013([\d.]+) days", delta(at, "Days (wall clock)"))
     assert abs(float(shown.group(1)) - low) <= 0.06 and abs(float(shown.group(2)) - high) <= 0.06
-    assert {"Accelerators", "Cost", "GPU-hours", "Energy", "CO2e"} <= {m.label for m in at.metric}
+    assert {"Accelerators", "Cost", "GPU-hours (billed)", "Energy", "CO2e"} <= {m.label for m in at.metric}
     # the alternatives say how far one size smaller misses, and what other accelerators would take
     alternatives = next(t for t in texts(at.markdown) if t.startswith("**Nearest alternatives**"))
     missed = re.search(r"One size smaller: ([\d,]+) GPUs: ([\d.]+) days, .* misses the deadline by ([\d.]+) days",
@@ -115,7 +115,7 @@ def test_a_layout_that_does_not_fit_gets_no_time_or_cost_but_what_would_fit():
         (at.select_slider if key.endswith("zero_stage") else at.selectbox)(key=key).set_value(value).run()
     on_page(at, "scenario")
     assert any("Does not fit" in e and "no time or cost" in e for e in texts(at.error))
-    assert {m.label for m in at.metric} & {"Time to train", "Cost", "GPU-hours"} == set()
+    assert {m.label for m in at.metric} & {"Time to train", "Cost", "GPU-hours (billed)"} == set()
     button(at, "Use this layout").click().run()
     assert at.session_state["scenario"].layout.tp > 1 or at.session_state["scenario"].layout.zero_stage > 0
     assert "Time to train" in {m.label for m in at.metric}
