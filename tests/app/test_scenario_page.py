@@ -210,7 +210,7 @@ def test_the_site_region_is_a_searchable_list_of_named_places():
     assert scenario_of(at).site.region == "FRA"
     est = estimate(scenario_of(at))
     assert est["energy"]["grid"]["where"] == "France"
-    at.selectbox(key="w:site.region").set_value("world average (no site given)").run()
+    at.selectbox(key="w:site.region").set_value("world average").run()
     assert scenario_of(at).site is None or scenario_of(at).site.region is None
 
 
