@@ -125,7 +125,7 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
             cols[0].selectbox("The run has", list(TARGETS), key=ASK + "kind", format_func=TARGETS.get,
                               help="A deadline finds the cheapest cluster that finishes in time; a budget the fastest "
                                    "that stays within it.")
-            cols[1].number_input("Target", key=ASK + "value", min_value=0.0, step=1.0, placeholder="e.g. 30",
+            cols[1].number_input("Target", key=ASK + "value", min_value=0.0, step=1.0, placeholder="e.g. 30", format="%g",
                                  help="Days for a deadline, US dollars for a cost budget, GPU-hours for an allocation.")
             cols[2].selectbox("Vendor", ["any", "same", *_vendors()], key=ASK + "vendor",
                               format_func=lambda v: {"any": "any", "same": "this accelerator"}.get(v, v),

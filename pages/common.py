@@ -455,7 +455,7 @@ def show_what_fits(sc: Scenario) -> None:
         st.markdown("Nothing fits near this cluster size: try an accelerator with more memory or a shorter sequence.")
 
 
-@st.fragment(run_every=0.5)
+@st.fragment(run_every=0.3)
 def _poll(key: tuple, text: str | None) -> None:
     job = background.find(key)
     if job is None or job.done:
@@ -464,6 +464,6 @@ def _poll(key: tuple, text: str | None) -> None:
 
 
 def poll(job, text: str | None = None) -> None:
-    """A progress bar for a background job (pages/background.py) that checks twice a second and draws the whole
+    """A progress bar for a background job (pages/background.py) that checks every 0.3 s and draws the whole
     page again once the job is done, so no rerun waits for the job."""
     _poll(job.key, text)

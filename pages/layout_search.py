@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
-from engine.presentation.report import (breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
+from engine.presentation.report import (GLOSSARY, breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
                            ranked_rows, rejected_rows)
 from engine.scenario import ScenarioError, parse_scenario
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
@@ -116,7 +116,13 @@ else:
         table = pd.DataFrame(ranked_rows(result))
         picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
                               key="ranked_table",
-                              column_config={"MFU": st.column_config.NumberColumn(format="percent"),
+                              column_config={"MFU": st.column_config.NumberColumn(format="percent", help=GLOSSARY["MFU"]),
+                                             "virtual_stages": st.column_config.NumberColumn(
+                                                 help=GLOSSARY["virtual stages"]),
+                                             "zero_stage": st.column_config.NumberColumn(help=GLOSSARY["ZeRO"]),
+                                             "tp": st.column_config.NumberColumn(help=GLOSSARY["tensor parallel"]),
+                                             "dp": st.column_config.NumberColumn(help=GLOSSARY["data parallel"]),
+                                             "ep": st.column_config.NumberColumn(help=GLOSSARY["expert parallel"]),
                                              "days (wall)": st.column_config.NumberColumn(format="%.1f"),
                                              "days (compute)": st.column_config.NumberColumn(format="%.1f"),
                                              "memory GiB": st.column_config.NumberColumn(format="%.1f"),
