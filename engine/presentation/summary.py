@@ -48,7 +48,7 @@ def _answer_section(sc: Scenario, result: dict) -> str:
             f"<p><b>Nearest alternatives</b></p><ul>{alternatives}</ul><p class=\"sub\">{_e(note)}</p></section>")
 
 
-def _vendor_section(sc: Scenario, vendor: dict) -> str:
+def _vendor_section(sc: Scenario, est: dict, vendor: dict) -> str:
     top = next(r for r in vendor["rows"] if r["accelerator"] == vendor["recommendation"])
     ranked = [r for r in vendor["rows"] if r["rank"] is not None][:8]
     basis = (f"the smallest cluster of each that trains within {vendor['deadline_days']:g} days"
@@ -56,9 +56,12 @@ def _vendor_section(sc: Scenario, vendor: dict) -> str:
     own = ""
     if top["accelerator"] == sc.cluster.accelerator and top.get("layout") and sc.layout is not None \
             and top["layout"] != sc.layout.model_dump() and top.get("n_gpus") == sc.cluster.n_gpus:
-        own = (f'<p class="sub">For this scenario\'s accelerator the comparison found a different layout '
-               f"({_e(describe_layout(top['layout']))}: {_e(fmt_days(top['wall_days']))}) than the scenario's; the "
-               "headline and key figures are for the scenario's layout. Layout search can apply the other.</p>")
+        mine = est.get("wall_days") or est["train_days"]
+        better = top["wall_days"] < mine
+        own = (f'<p class="sub">For this scenario\'s accelerator the comparison used another layout '
+               f"({_e(describe_layout(top['layout']))}: {_e(fmt_days(top['wall_days']))}); the headline and key "
+               f"figures are for the scenario's own layout ({_e(fmt_days(mine))})"
+               + (". Layout search can apply the faster one.</p>" if better else ".</p>"))
     return (f"<section><h2>Accelerator comparison</h2><p class=\"sub\">Each accelerator with its own best layout, on "
             f"{_e(basis)}, scored with weights "
             + ", ".join(f"{_e(k.replace('_', ' '))} {v:.0%}" for k, v in vendor["weights"].items() if v)
@@ -78,7 +81,7 @@ def summary_html(sc: Scenario, est: dict, generated_at: datetime, link: str = ""
     head = f'<p class="{"rec" if est["fits"] else "warn"}">{_e(plan_sentence(sc, est, efficiency))}</p>'
     stack = f'<p class="sub">{_e(ranges.explain(efficiency))}</p>'
     answer_part = _answer_section(sc, answer) if answer is not None else ""
-    vendor_part = _vendor_section(sc, vendor) if vendor is not None and vendor.get("recommendation") else ""
+    vendor_part = _vendor_section(sc, est, vendor) if vendor is not None and vendor.get("recommendation") else ""
     memory_svg = svg_stacked_bar([(label, est["memory_gib"][key]) for key, (label, _) in MEMORY_PARTS.items()],
                                  est["memory_capacity_gib"], "GiB", "Memory per accelerator by component")
     steps = [(r["component"], r["seconds per step"]) for r in breakdown_rows(est) if r["seconds per step"] > 0]
