@@ -154,6 +154,16 @@ F = {
     "cost.on_prem.utilisation": Field("Utilisation of owned GPUs", "Share of the year the owned accelerators do "
                                                                    "useful work (0-1)."),
     "cost.on_prem.power_usd_per_kwh": Field("Electricity price (USD/kWh)", "What the site pays for power."),
+    "cost.on_prem.ops_usd_per_gpu_year": Field("Operations per GPU-year (USD)", "Colocation, staff and support per "
+                                               "accelerator and year. Empty: wholesale colocation rent for its power "
+                                               "(staff and support have no public per-GPU figure: add yours)."),
+    "cost.on_prem.storage_capex_usd_per_gpu": Field("Shared storage per GPU (USD)", "Purchase of shared training "
+                                                    "storage per accelerator. Empty: none (node-local disks are in the "
+                                                    "server price)."),
+    "cost.on_prem.network_fraction": Field("Network share of the hardware", "The cluster network's share of all "
+                                           "hardware cost (0-1). Empty: 0.19, as Epoch AI estimates."),
+    "cost.on_prem.gpus_per_server": Field("GPUs per server", "Accelerators the server price covers. Empty: the "
+                                          "published server's count."),
     "reliability.mtbf_gpu_hours": Field("MTBF per GPU (hours)", "Mean time between job-stopping failures per "
                                                                 "accelerator; a cluster of N fails N times as "
                                                                 "often. Empty: Llama 3's published rate."),
@@ -164,9 +174,6 @@ F = {
 
 # Other engine field names a message may quote, in the app's words.
 EXTRA_LABELS = {"cluster": "Cluster", "layout": "Layout", "layout.dp": "Data parallel (DP)",
-                "cost.on_prem.gpus_per_server": "GPUs per server", "cost.on_prem.network_fraction": "Network share",
-                "cost.on_prem.storage_capex_usd_per_gpu": "Storage per GPU (USD)",
-                "cost.on_prem.ops_usd_per_gpu_year": "Operations per GPU-year (USD)",
                 "cost.on_prem": "Owning the hardware (on-premises)", "cost.region": "Price region",
                 "layout.first_stage_layers": "Pipeline split", "layout.last_stage_layers": "Pipeline split"}
 PATH = re.compile(r"\b(?:model|training|cluster|layout|site|cost|reliability)(?:\.[a-z_]+)+\b")

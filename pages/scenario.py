@@ -214,9 +214,12 @@ with inputs:
                 step=0.1, placeholder="published")
     with st.expander("Owning the hardware (on-premises) and reliability"):
         cols = st.columns(2)
-        for i, name in enumerate(("server_capex_usd", "depreciation_years", "utilisation", "power_usd_per_kwh")):
+        for i, name in enumerate(("server_capex_usd", "gpus_per_server", "depreciation_years", "utilisation",
+                                  "power_usd_per_kwh", "ops_usd_per_gpu_year", "storage_capex_usd_per_gpu",
+                                  "network_fraction")):
             common.bind(f"cost.on_prem.{name}", st.number_input, F[f"cost.on_prem.{name}"], container=cols[i % 2],
-                        step=0.05 if name in ("utilisation", "power_usd_per_kwh") else 1.0, placeholder="default")
+                        step=0.05 if name in ("utilisation", "power_usd_per_kwh", "network_fraction") else
+                        1 if name == "gpus_per_server" else 1.0, placeholder="default")
         cols = st.columns(3)
         for i, name in enumerate(("mtbf_gpu_hours", "storage_write_gb_per_s", "restart_s")):
             common.bind(f"reliability.{name}", st.number_input, F[f"reliability.{name}"], container=cols[i],

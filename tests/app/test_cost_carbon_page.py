@@ -59,3 +59,15 @@ def test_a_market_based_intensity_adds_the_market_based_figure():
     at.number_input(key="w:site.market_based_g_per_kwh").set_value(0.0).run()
     on_page(at, "cost_carbon")
     assert metric(at, "CO2, market-based") == "0 t"
+
+
+def test_owning_the_hardware_shows_each_term_and_takes_your_operations_cost():
+    at = run_app()
+    at.number_input(key="w:cost.on_prem.ops_usd_per_gpu_year").set_value(10_000.0).run()
+    on_page(at, "cost_carbon")
+    terms = next(t for t in texts(at.markdown) if t.startswith("**Owned cost per used GPU-hour, term by term:**"))
+    assert "operations $1.43" in terms               # $10,000 / (8,766 h x 80% utilisation) = $1.426 per used hour
+    table = next(d.value for d in at.dataframe if "how it is derived" in d.value.columns)
+    row = table[table["input"] == "operations per GPU-year"].iloc[0]
+    assert row["value"] == 10_000 and row["how it is derived"] == "your value" and row["unit"] == "USD per GPU-year"
+    assert "Scenario page" in row["source"] and "cost.on_prem" not in row["source"]     # plain words, no field path
