@@ -4,7 +4,7 @@ import streamlit as st
 
 from engine.presentation.edit import apply_edit
 from engine.presentation.report import GLOSSARY, MEMORY_PARTS, WORST_STAGE, accelerator_name, memory_rows
-from pages import common
+from pages import charts, common
 from pages.fields import F
 
 COLORS = {"weights": "#4C78A8", "gradients": "#72B7B2", "optimizer_states": "#F58518", "activations": "#E45756",
@@ -21,8 +21,11 @@ def memory_figure(bars: list[tuple[str, dict]], capacity_gib: float) -> go.Figur
                     marker_color=COLORS[key], hovertemplate="%{x}<br>" + label + ": %{y:.1f} GiB<extra></extra>")
     fig.add_hline(y=capacity_gib, line_dash="dash", line_color="#222",
                   annotation_text=f"capacity {capacity_gib:.0f} GiB", annotation_position="top left")
-    fig.update_layout(barmode="stack", yaxis_title="GiB per accelerator", height=430, legend_orientation="h",
-                      margin=dict(t=30, b=10))
+    fig.update_layout(barmode="stack", yaxis_title="GiB per accelerator", height=450, margin=dict(t=60, b=10),
+                      **charts.LEGEND_ABOVE)
+    # bar names on two lines, never slanted over each other in a narrow column
+    fig.update_xaxes(tickangle=0, tickmode="array", tickvals=[name for name, _ in bars],
+                     ticktext=[name.replace(" ", "<br>", 1) for name, _ in bars])
     return fig
 
 
