@@ -8,7 +8,7 @@ from pathlib import Path
 
 from engine.planning.estimate import estimate
 from engine.presentation.edit import default_scenario
-from engine.presentation.share import decode
+from engine.presentation.share import PlannerOptions, decode, encode
 from engine.presentation.summary import summary_html
 from engine.scenario import parse_scenario
 from pages import background
@@ -137,3 +137,16 @@ def test_the_summary_report_of_a_layout_that_does_not_fit_has_no_days():
     assert not est["fits"]
     page = summary_html(bad, est, datetime(2026, 1, 1))
     assert "does not fit" in page and "Time to train" not in page and " days" not in page.split("Scenario</h2>")[0]
+
+
+def test_a_link_with_a_question_the_engine_refuses_says_why_and_the_page_keeps_working():
+    for options, expected in ((PlannerOptions(deadline_days=30, vendor="Nvidia"), "unknown vendor 'Nvidia'"),
+                              (PlannerOptions(deadline_days=30, batch_min=4096, batch_max=512),
+                               "must contain the scenario's global batch 1024")):
+        at = run_app({"sc": encode(default_scenario(), options)})
+        background.wait_all()
+        at.run()
+        assert not at.exception
+        assert any(e.startswith("This question cannot be answered") and expected in e for e in texts(at.error)), \
+            texts(at.error)
+        assert "Time to train" in {m.label for m in at.metric}          # the scenario's own figures still show
