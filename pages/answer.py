@@ -63,14 +63,6 @@ def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
     return background.job(("plan", *args), "answer", _plan, *args, progress=True)
 
 
-def done_answer(sc: Scenario, opts: PlannerOptions) -> dict | None:
-    """The answer when it is ready and has one (for the Summary report), else None."""
-    job = current_job(sc, opts)
-    if job is None or not job.wait(0.05) or job.future.exception() is not None:
-        return None
-    return job.value()
-
-
 def _vendors() -> list[str]:
     return sorted({a.vendor for a in load_catalog().accelerators.values()})
 

@@ -51,7 +51,7 @@ class Job:
             return False
         return True
 
-    def _retry(self) -> bool:
+    def retry(self) -> bool:
         """A job that failed for a passing reason (Busy, an unexpected error) is started again when asked for;
         one the engine refused (ScenarioError) keeps its answer."""
         return self.done and self.future.exception() is not None and not isinstance(self.future.exception(), ScenarioError)
@@ -69,7 +69,7 @@ def job(key: tuple, what: str, work: Callable, *args, progress: bool = False, sl
     progress=job.progress."""
     with _LOCK:
         found = _JOBS.get(key)
-        if found is not None and not found._retry():
+        if found is not None and not found.retry():
             _JOBS.move_to_end(key)
             return found
         new = _JOBS[key] = Job(key, what)

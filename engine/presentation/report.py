@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import math
-from datetime import datetime
 
 from typing import NamedTuple
 
