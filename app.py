@@ -6,6 +6,12 @@ from pages import common
 from pages.settings import SettingsError, load_settings
 from pages.sidebar import draw_sidebar
 
+# Figures wrap instead of being cut off ("5.36k M..."), at a size that lets two sit side by side in a narrow column.
+STYLE = """<style>
+[data-testid="stMetric"] [data-testid="stMarkdownContainer"], [data-testid="stMetric"] [data-testid="stMarkdownContainer"] p {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
+[data-testid="stMetricValue"] { font-size: 1.7rem; line-height: 1.25; }
+</style>"""
 PAGES = [
     st.Page("pages/scenario.py", title="Scenario", url_path="scenario", default=True),
     st.Page("pages/memory.py", title="Memory", url_path="memory"),
@@ -24,6 +30,7 @@ except SettingsError as err:
              + "\n".join(f"- {common.md_escape(problem)}" for problem in err.problems))
     st.stop()
 st.set_page_config(page_title=settings.title, page_icon="assets/favicon.png", layout="wide")
+st.html(STYLE)
 common.init_session()
 draw_sidebar()
 common.show_messages()

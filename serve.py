@@ -45,7 +45,17 @@ def main(args: list[str]) -> int:
     os.chdir(ROOT)
     if seed_store(settings.db_path):                   # in this process: a seed command would meet the lock
         return 2
+    warm_up(settings)
     return run_streamlit([f"--server.maxUploadSize={settings.max_upload_mb}", *listen_args(args, os.environ), *args])
+
+
+def warm_up(settings) -> None:
+    """Start what every server computes once for all its sessions in the background (the MLPerf validation of the
+    Benchmarks page, pages/background.py); the server starts at once and serves while it runs."""
+    from benchmarks_db.store import open_store
+    from pages import background
+
+    background.warm_up(open_store(settings.db_path, read_only=settings.read_only))
 
 
 def _option(args: list[str], env: dict, name: str) -> str | None:

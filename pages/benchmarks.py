@@ -6,9 +6,8 @@ import streamlit as st
 
 from benchmarks_db import queries
 from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
-from benchmarks_db.validation import predicted_vs_measured
 from engine.catalog import load_catalog
-from pages import common, work_limits
+from pages import background, charts, common, work_limits
 from pages.settings import load_settings
 from pages.work_limits import Busy
 
@@ -48,12 +47,6 @@ def systems_table(benchmark) -> pd.DataFrame:
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
 def datasheet_table(metric) -> pd.DataFrame:
     return queries.datasheet_efficiency(common.store(), metric)
-
-
-@st.cache_data(ttl=3600, show_spinner="Predicting every MLPerf result with the engine (a layout search each) ...")
-def validation_table(benchmark) -> pd.DataFrame:
-    with work_limits.slot("validation"):
-        return predicted_vs_measured(common.store(), benchmark)
 
 
 def _none_if_all(value):
@@ -123,9 +116,9 @@ def systems_figure(df: pd.DataFrame) -> go.Figure:
                         customdata=_plot_texts(part.assign(name=accelerator), ["submitter", "round", "name"]),
                         hovertemplate="%{customdata[2]}: %{x} accelerators, %{y:.1f} min<br>%{customdata[0]} "
                                       "%{customdata[1]}<extra></extra>")
-    fig.update_xaxes(type="log", title="accelerators in the system")
-    fig.update_yaxes(type="log", title="best time to train (minutes)")
-    fig.update_layout(height=430, margin=dict(t=10, b=10))
+    charts.log_axis(fig, "x", df["n_accelerators"], title="accelerators in the system")
+    charts.log_axis(fig, "y", df["best_minutes"], title="best time to train (minutes)")
+    fig.update_layout(height=460, margin=dict(t=10, b=10))
     return fig
 
 
@@ -156,9 +149,10 @@ def validation_figure(df: pd.DataFrame) -> go.Figure:
         hi = float(max(shown["published_minutes"].max(), shown["predicted_minutes"].max()))
         fig.add_scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="prediction = published",
                         line=dict(dash="dash", color="#222"))
-    fig.update_xaxes(type="log", title="published MLPerf time to train (minutes)")
-    fig.update_yaxes(type="log", title="engine's prediction (minutes)")
-    fig.update_layout(height=430, margin=dict(t=10, b=10))
+    both = [*shown["published_minutes"], *shown["predicted_minutes"]]
+    charts.log_axis(fig, "x", both, title="published MLPerf time to train (minutes)")
+    charts.log_axis(fig, "y", both, title="engine's prediction (minutes)")
+    fig.update_layout(height=460, margin=dict(t=10, b=10))
     return fig
 
 
@@ -216,18 +210,22 @@ with validation_tab:
     st.caption("The engine's predicted time to train for each MLPerf result's model on the submission's system, "
                "against the published minutes. Published minutes include in-run evaluation; the prediction is "
                "training only.")
-    target = st.selectbox("Benchmark to predict", ["gpt3", "llama31_405b"], key="val_bench")
-    if st.toggle("Compute the predictions", key="val_on",
-                 help="Runs a layout search for every result (several seconds the first time, then cached)."):
+    target = st.selectbox("Benchmark to predict", list(background.VALIDATED), key="val_bench")
+    job = background.validation(common.store(), target)
+    if not job.wait(0.05):
+        st.info("The predictions are being computed (a layout search per published system, once per server); they "
+                "appear here in a few seconds.")
+        common.poll(job)
+    else:
         try:
-            val = validation_table(target)
+            val = job.value()
         except Busy as err:
             st.warning(str(err))
-            st.stop()
-        st.plotly_chart(validation_figure(val), key="validation_chart")
-        st.dataframe(common.csv_safe(val), hide_index=True, key="validation_table",
-                     column_config={"ratio": st.column_config.NumberColumn("predicted / published",
-                                                                           format="%.2f")})
+        else:
+            st.plotly_chart(validation_figure(val), key="validation_chart")
+            st.dataframe(common.csv_safe(val), hide_index=True, key="validation_table",
+                         column_config={"ratio": st.column_config.NumberColumn("predicted / published",
+                                                                               format="%.2f")})
 
 with upload_tab:
     settings = load_settings()

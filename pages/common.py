@@ -7,7 +7,6 @@ import html
 import json
 import re
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
@@ -18,13 +17,17 @@ from benchmarks_db.calibration import calibrated_cluster
 from benchmarks_db.scenarios import load_scenario, scenario_id
 from benchmarks_db.store import Store, open_store
 from engine.catalog import load_catalog
-from engine.presentation.edit import CALIBRATION_FIELDS, Edit, apply_edit, default_scenario, field_value, layout_choices, with_layout
+from engine.presentation.edit import (CALIBRATION_FIELDS, Edit, apply_edit, default_scenario, describe_layout,
+                                     field_value, layout_choices, with_layout)
 from engine.planning.estimate import estimate
 from engine.presentation.report import key_figures
+from engine.planning.sizing import best_at, nearest_sizes
+from engine.presentation.report import fmt_days
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError, parse_scenario
 from engine.presentation.share import PlannerOptions, decode, encode
 from engine.planning.vendor import DEFAULT_WEIGHTS, compare, rescore
-from pages import work_limits
+from pages import background, work_limits
+from pages.fields import Field, label_of, plain
 from pages.settings import load_settings
 from pages.work_limits import Busy
 
@@ -33,6 +36,7 @@ OPTIONS = "options"              # PlannerOptions (search objective, deadline, v
 PROBLEMS = "problems"            # {field path: [messages]} for the inputs that were refused
 NOTES = "notes"                  # what the last change did besides the edited field
 LINK_PROBLEMS = "link_problems"  # why the link this session was opened with could not be used
+SUGGESTIONS = "suggestions"        # {field path: [(button label, value)]}: valid values near a refused one
 SAVED_IDS = "saved_ids"          # ids of scenarios saved or opened in this session (the URL then uses ?s=)
 URL_LOADED = "url_loaded"        # the URL is read once per session
 MARKDOWN_SPECIAL = set("\\`*_{}[]()<>#+-.!|~$&:")
@@ -175,7 +179,7 @@ def init_session() -> None:
     if ss.get(URL_LOADED):
         return
     ss[URL_LOADED] = True
-    ss[PROBLEMS], ss[NOTES], ss[SAVED_IDS] = {}, [], set()
+    ss[PROBLEMS], ss[NOTES], ss[SAVED_IDS], ss[SUGGESTIONS] = {}, [], set(), {}
     ss[SCENARIO], ss[OPTIONS] = default_scenario(), PlannerOptions()
     params = st.query_params
     if "s" not in params and "sc" not in params:
@@ -207,9 +211,34 @@ def sync_url() -> None:
         st.query_params.from_dict(wanted)
 
 
-def show_messages() -> None:
-    """The link problem (until the first successful change) and, once, what the last change did."""
+def refused_fields() -> dict[str, list[str]]:
+    """Scenario fields whose last entered value was refused (the page shows the last valid scenario meanwhile)."""
+    return {path: msgs for path, msgs in st.session_state[PROBLEMS].items()
+            if path.split(".")[0] in ("model", "training", "cluster", "layout", "site", "cost", "reliability",
+                                      "(scenario)", WIDGET + "efficiency_source")}
+
+
+def _revert_refused() -> None:
+    """Put the refused fields back to the scenario's values (the last valid ones)."""
     ss = st.session_state
+    for path in refused_fields():
+        ss[PROBLEMS].pop(path, None)
+        ss[SUGGESTIONS].pop(path, None)
+    _drop_widget_state(set(ss[PROBLEMS]))
+
+
+def show_messages() -> None:
+    """The link problem (until the first successful change), that the figures show the last valid scenario while a
+    field holds a refused value, and, once, what the last change did."""
+    ss = st.session_state
+    refused = refused_fields()
+    if refused:
+        names = ", ".join(f"\u201c{label_of(p) or p}\u201d" for p in refused)
+        with st.container(horizontal=True, vertical_alignment="center"):
+            st.warning(f"The figures show the last valid scenario: the value entered in {md_escape(names)} was refused "
+                       "(see the message under the field).")
+            st.button("Undo the refused value" + ("s" if len(refused) > 1 else ""), on_click=_revert_refused,
+                      key="revert_refused")
     if ss.get(LINK_PROBLEMS):
         st.error("This link could not be opened, so the default scenario is shown instead:\n\n"
                  + "\n".join(f"- **{md_escape(field)}**: {md_escape(msg)}" for field, msg in ss[LINK_PROBLEMS]))
@@ -244,22 +273,46 @@ def commit(edit: Edit, path: str | None = None) -> bool:
 
 def _field_changed(path: str, to_scenario: Callable | None) -> None:
     raw = st.session_state[WIDGET + path]
-    commit(edit(scenario(), path, to_scenario(raw) if to_scenario else raw), path)
+    current = scenario()
+    value = to_scenario(raw) if to_scenario else raw
+    st.session_state[SUGGESTIONS].pop(path, None)
+    if not commit(edit(current, path, value), path) and path == "cluster.n_gpus" and isinstance(value, (int, float)):
+        _suggest_sizes(current, int(value))
+
+
+def _suggest_sizes(current: Scenario, n_gpus: int) -> None:
+    """A refused cluster size: the nearest sizes (whole nodes) that have a layout, with their days, as the message
+    and as buttons."""
+    try:
+        with work_limits.slot("cluster sizes"):
+            near = nearest_sizes(current, n_gpus) if 0 < n_gpus <= 10_000_000 else []
+    except Busy:
+        near = []
+    if not near:
+        return
+    ss = st.session_state
+    ss[PROBLEMS]["cluster.n_gpus"] = [
+        f"No layout splits this model over {n_gpus:,} accelerators (its batch, heads and layers must divide among them)"
+        ". Nearest sizes that work: " + " or ".join(
+            f"{s['n_gpus']:,} ({s['nodes']:,} nodes; {s['wall_days']:,.0f} days with {describe_layout(s['layout'])})"
+            for s in near) + "."]
+    ss[SUGGESTIONS]["cluster.n_gpus"] = [(f"Use {s['n_gpus']:,}", s["n_gpus"]) for s in near]
+
+
+def _use_suggestion(path: str, value) -> None:
+    st.session_state[SUGGESTIONS].pop(path, None)
+    commit(edit(scenario(), path, value), path)
 
 
 def field_problems(path: str) -> None:
+    """The refused value's messages under its field, in plain words, with buttons for valid values near it."""
     for msg in st.session_state[PROBLEMS].get(path, []):
-        st.error(md_escape(msg))
-
-
-@dataclass(frozen=True)
-class Field:
-    """How one scenario field is shown: label, help a manager understands, and a display unit scale."""
-
-    label: str
-    help: str
-    scale: float = 1.0
-    blank: str | None = None        # what a choice widget shows for an unset (None) field
+        st.error(md_escape(plain(msg)))
+    suggested = st.session_state[SUGGESTIONS].get(path) if path in st.session_state[PROBLEMS] else None
+    if suggested:
+        with st.container(horizontal=True):
+            for label, value in suggested:
+                st.button(label, key=f"suggest:{path}:{value}", on_click=_use_suggestion, args=(path, value))
 
 
 def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
@@ -354,8 +407,63 @@ def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def show_key_figures(est: dict, columns: int = 3) -> None:
-    figures = key_figures(est)
-    cols = st.columns(columns)
-    for i, (label, value, what) in enumerate(figures):
-        cols[i % columns].metric(label, value, help=what)
+def show_figures(figures, width: int = 170) -> None:
+    """engine.presentation.report.Figure rows as metrics that wrap to the next line instead of being cut off, each
+    with its range under the value and what it is in its tooltip."""
+    with st.container(horizontal=True, gap="small"):
+        for f in figures:
+            st.metric(f.label, f.value, delta=f.range, delta_color="off", delta_arrow="off", help=f.what, width=width)
+
+
+def show_key_figures(est: dict, width: int = 170) -> None:
+    show_figures(key_figures(est, options().efficiency), width)
+
+
+@st.cache_data(max_entries=64, show_spinner="Looking for a layout that fits ...")
+def what_fits_of(scenario_json: str) -> tuple[dict | None, list[dict]]:
+    """For a scenario whose layout does not fit: the fastest layout that fits on its cluster, else the nearest
+    cluster sizes where one fits (engine.planning.sizing)."""
+    sc = parse_scenario(scenario_json)
+    with work_limits.slot("layout search"):
+        best = best_at(sc, sc.cluster.n_gpus)
+        return best, ([] if best else nearest_sizes(sc, sc.cluster.n_gpus))
+
+
+def _use_layout(layout: dict) -> None:
+    commit(apply_edit(scenario(), "layout", {k: v for k, v in layout.items() if v is not None}), "layout")
+
+
+def show_what_fits(sc: Scenario) -> None:
+    """What would fit instead of a layout that does not: a layout on the same cluster, or another cluster size."""
+    try:
+        best, sizes = what_fits_of(scenario_json(sc))
+    except Busy as err:
+        st.warning(str(err))
+        return
+    if best is not None:
+        st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(best['layout']))}"
+                    f" ({best['memory_gib']['total']:.1f} GiB, {fmt_days(best.get('wall_days') or best['train_days'])}).")
+        st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(best["layout"],))
+    elif sizes:
+        st.markdown(f"**Nothing fits on {sc.cluster.n_gpus:,} accelerators.** Nearest sizes where it fits: " + " or ".join(
+            f"{s['n_gpus']:,} ({fmt_days(s['wall_days'])})" for s in sizes) + ".")
+        with st.container(horizontal=True):
+            for s in sizes:
+                st.button(f"Use {s['n_gpus']:,} accelerators", key=f"use_size:{s['n_gpus']}",
+                          on_click=lambda n=s["n_gpus"]: commit(edit(scenario(), "cluster.n_gpus", n), "cluster.n_gpus"))
+    else:
+        st.markdown("Nothing fits near this cluster size: try an accelerator with more memory or a shorter sequence.")
+
+
+@st.fragment(run_every=0.3)
+def _poll(key: tuple, text: str | None) -> None:
+    job = background.find(key)
+    if job is None or job.done:
+        st.rerun()                          # the whole page is drawn again with the result
+    st.progress(job.fraction, text=f"{text or 'Working'}: {job.message} ...")
+
+
+def poll(job, text: str | None = None) -> None:
+    """A progress bar for a background job (pages/background.py) that checks every 0.3 s and draws the whole
+    page again once the job is done, so no rerun waits for the job."""
+    _poll(job.key, text)

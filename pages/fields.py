@@ -1,5 +1,23 @@
-"""Labels and help texts of every scenario field, written for someone who has never trained a model at scale."""
-from pages.common import Field
+"""Labels and help texts of every scenario field, written for someone who has never trained a model at scale, and
+`plain`: engine messages with field paths (cluster.n_gpus, cost.on_prem.server_capex_usd) in the words of the
+page that sets them."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from engine.presentation.report import GLOSSARY
+
+
+@dataclass(frozen=True)
+class Field:
+    """How one scenario field is shown: label, help a manager understands, and a display unit scale."""
+
+    label: str
+    help: str
+    scale: float = 1.0
+    blank: str | None = None        # what a choice widget shows for an unset (None) field
+
 
 F = {
     # model
@@ -85,11 +103,8 @@ F = {
                                                "accelerators."),
     "layout.micro_batch_size": Field("Micro-batch (sequences)", "Sequences each accelerator processes at once; the "
                                                                 "global batch is made of many micro-batches."),
-    "layout.virtual_stages": Field("Virtual stages", "Interleaved pipeline: each accelerator holds this many "
-                                                     "smaller chunks of layers, which shrinks the pipeline bubble."),
-    "layout.zero_stage": Field("ZeRO stage", "Splits training state across the data-parallel copies instead of "
-                                             "repeating it: 1 the optimizer states, 2 also gradients, 3 also the "
-                                             "weights (like PyTorch FSDP). Saves memory, adds communication."),
+    "layout.virtual_stages": Field("Virtual stages", "Interleaved pipeline: " + GLOSSARY["virtual stages"] + "."),
+    "layout.zero_stage": Field("ZeRO stage", "ZeRO " + GLOSSARY["ZeRO"] + ". Saves memory, adds communication."),
     "layout.sequence_parallel": Field("Sequence parallel", "With TP: also split the layer-norm and dropout "
                                                            "activations, saving memory at no extra "
                                                            "communication."),
@@ -98,10 +113,24 @@ F = {
                                                                       "drops the cheap-to-redo ones, full keeps "
                                                                       "only layer inputs (about 1/3 more "
                                                                       "compute)."),
+    "layout.shard_group": Field("Shard group (HSDP)", "Hybrid sharding: " + GLOSSARY["HSDP"] + ". Empty: shard over "
+                                                     "every data-parallel copy.", blank="every copy"),
+    "layout.tp_comm_overlap": Field("TP overlap", GLOSSARY["TP overlap"][0].upper()
+                                    + GLOSSARY["TP overlap"][1:] + ". Needs TP above 1 and sequence parallel."),
+    "layout.reshard_after_forward": Field("Free weights after forward", "ZeRO-3 / FSDP: free each "
+                                          "layer's gathered weights after its forward and gather them again for the "
+                                          "backward (saves memory); off keeps them to the end of the backward, as "
+                                          "Llama 3 trained (saves communication)."),
+    "layout.expert_tp": Field("Expert tensor parallel", "Mixture of experts: split each expert's matrices over this "
+                                                       "many accelerators. Empty: the same as TP.", blank="same as TP"),
+    "layout.stage_split": Field("Pipeline split", "How the layers are shared among the pipeline stages: evenly, or "
+                                                  "with fewer layers on the first and last stage, which also hold the "
+                                                  "token embedding and the output layer (Llama 3 405B ran 7 + 14 x 8 "
+                                                  "+ 7)."),
     # site, cost, reliability
     "site.region": Field("Site region", "Where the run happens, for the grid's carbon intensity: type to search a "
                                         "country (France), a US state (US Virginia) or a cloud region (aws us-east-1, "
-                                        "gcp europe-west4).", blank="world average (no site given)"),
+                                        "gcp europe-west4).", blank="world average"),
     "site.pue": Field("PUE", "Power usage effectiveness of the data centre: total facility power over IT power "
                              "(1.1 hyperscale, 1.5 typical enterprise). Empty: the default."),
     "site.market_based_g_per_kwh": Field("Contracted supply (gCO2e/kWh)", "Carbon intensity of the electricity you "
@@ -125,6 +154,16 @@ F = {
     "cost.on_prem.utilisation": Field("Utilisation of owned GPUs", "Share of the year the owned accelerators do "
                                                                    "useful work (0-1)."),
     "cost.on_prem.power_usd_per_kwh": Field("Electricity price (USD/kWh)", "What the site pays for power."),
+    "cost.on_prem.ops_usd_per_gpu_year": Field("Operations per GPU-year (USD)", "Colocation, staff and support per "
+                                               "accelerator and year. Empty: wholesale colocation rent for its power "
+                                               "(staff and support have no public per-GPU figure: add yours)."),
+    "cost.on_prem.storage_capex_usd_per_gpu": Field("Shared storage per GPU (USD)", "Purchase of shared training "
+                                                    "storage per accelerator. Empty: none (node-local disks are in the "
+                                                    "server price)."),
+    "cost.on_prem.network_fraction": Field("Network share of the hardware", "The cluster network's share of all "
+                                           "hardware cost (0-1). Empty: 0.19, as Epoch AI estimates."),
+    "cost.on_prem.gpus_per_server": Field("GPUs per server", "Accelerators the server price covers. Empty: the "
+                                          "published server's count."),
     "reliability.mtbf_gpu_hours": Field("MTBF per GPU (hours)", "Mean time between job-stopping failures per "
                                                                 "accelerator; a cluster of N fails N times as "
                                                                 "often. Empty: Llama 3's published rate."),
@@ -132,3 +171,26 @@ F = {
                                                                                  "a checkpoint to storage."),
     "reliability.restart_s": Field("Restart time (s)", "From a failure to training running again."),
 }
+
+# Other engine field names a message may quote, in the app's words.
+EXTRA_LABELS = {"cluster": "Cluster", "layout": "Layout", "layout.dp": "Data parallel (DP)",
+                "cost.on_prem": "Owning the hardware (on-premises)", "cost.region": "Price region",
+                "layout.first_stage_layers": "Pipeline split", "layout.last_stage_layers": "Pipeline split"}
+PATH = re.compile(r"\b(?:model|training|cluster|layout|site|cost|reliability)(?:\.[a-z_]+)+\b")
+
+
+def label_of(path: str) -> str | None:
+    spec = F.get(path)
+    return spec.label if spec else EXTRA_LABELS.get(path)
+
+
+def plain(text: str) -> str:
+    """An engine message in the app's words: field paths become the labels of the fields that set them, e.g.
+    'enter cost.on_prem.server_capex_usd' -> 'enter "Server price (USD)" on the Scenario page'."""
+    def label(match: re.Match) -> str:
+        found = label_of(match.group(0))
+        return f"\u201c{found}\u201d" if found else match.group(0)
+    text = re.sub(r"(enter(?: one in)?|given in|see) ((?:model|training|cluster|layout|site|cost|reliability)(?:\.[a-z_]+)+)",
+                  lambda m: f"{m.group(1)} {label(re.match(PATH, m.group(2)))} on the Scenario page"
+                  if label_of(m.group(2)) else m.group(0), text)
+    return PATH.sub(label, text).replace("in data/prices.json", "in the planner's price table")

@@ -5,11 +5,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
-from engine.presentation.report import (breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
+from engine.presentation.report import (GLOSSARY, breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
                            ranked_rows, rejected_rows)
 from engine.scenario import ScenarioError, parse_scenario
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
-from pages import common, work_limits
+from pages import charts, common, work_limits
 from pages.work_limits import Busy
 
 RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": search(...) output}
@@ -55,7 +55,7 @@ def pareto_figure(result: dict, x_axis: str) -> go.Figure:
     fig.update_layout(xaxis_title="accelerators" if x_axis == "GPUs" else "cost (USD)",
                       yaxis_title="days to train (wall clock)", height=380, margin=dict(t=10, b=10))
     if x_axis == "GPUs":
-        fig.update_xaxes(type="log")
+        charts.log_axis(fig, "x", x, pad_decades=0.1)
     return fig
 
 
@@ -75,7 +75,7 @@ with cols[2]:
     common.bind_option("gpu_hour_budget", st.number_input, "GPU-hour budget (optional)",
            "Also check the smallest cluster against this many GPU-hours.", step=10_000.0, placeholder="none")
 with cols[3]:
-    common.bind_option("allow_span_nodes", st.checkbox, "Let TP/CP/EP groups span nodes",
+    common.bind_option("allow_span_nodes", st.checkbox, "Span nodes (TP/CP/EP)",
            "Normally tensor-, context- and expert-parallel groups stay inside one node, on its fast links.")
 
 if st.button("Run layout search", type="primary"):
@@ -116,7 +116,13 @@ else:
         table = pd.DataFrame(ranked_rows(result))
         picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
                               key="ranked_table",
-                              column_config={"MFU": st.column_config.NumberColumn(format="percent"),
+                              column_config={"MFU": st.column_config.NumberColumn(format="percent", help=GLOSSARY["MFU"]),
+                                             "virtual_stages": st.column_config.NumberColumn(
+                                                 help=GLOSSARY["virtual stages"]),
+                                             "zero_stage": st.column_config.NumberColumn(help=GLOSSARY["ZeRO"]),
+                                             "tp": st.column_config.NumberColumn(help=GLOSSARY["tensor parallel"]),
+                                             "dp": st.column_config.NumberColumn(help=GLOSSARY["data parallel"]),
+                                             "ep": st.column_config.NumberColumn(help=GLOSSARY["expert parallel"]),
                                              "days (wall)": st.column_config.NumberColumn(format="%.1f"),
                                              "days (compute)": st.column_config.NumberColumn(format="%.1f"),
                                              "memory GiB": st.column_config.NumberColumn(format="%.1f"),

@@ -3,8 +3,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.presentation.edit import apply_edit
-from engine.presentation.report import MEMORY_PARTS, WORST_STAGE, accelerator_name, memory_rows
-from pages import common
+from engine.presentation.report import GLOSSARY, MEMORY_PARTS, WORST_STAGE, accelerator_name, memory_rows
+from pages import charts, common
 from pages.fields import F
 
 COLORS = {"weights": "#4C78A8", "gradients": "#72B7B2", "optimizer_states": "#F58518", "activations": "#E45756",
@@ -21,16 +21,41 @@ def memory_figure(bars: list[tuple[str, dict]], capacity_gib: float) -> go.Figur
                     marker_color=COLORS[key], hovertemplate="%{x}<br>" + label + ": %{y:.1f} GiB<extra></extra>")
     fig.add_hline(y=capacity_gib, line_dash="dash", line_color="#222",
                   annotation_text=f"capacity {capacity_gib:.0f} GiB", annotation_position="top left")
-    fig.update_layout(barmode="stack", yaxis_title="GiB per accelerator", height=430, legend_orientation="h",
-                      margin=dict(t=30, b=10))
+    fig.update_layout(barmode="stack", yaxis_title="GiB per accelerator", height=450, margin=dict(t=60, b=10),
+                      **charts.LEGEND_ABOVE)
+    # bar names on two lines, never slanted over each other in a narrow column
+    fig.update_xaxes(tickangle=0, tickmode="array", tickvals=[name for name, _ in bars],
+                     ticktext=[name.replace(" ", "<br>", 1) for name, _ in bars])
     return fig
+
+
+SPLIT_KEY = common.WIDGET + "layout.stage_split"
+
+
+def _split_text(split: tuple) -> str:
+    return "even" if split == (None, None) else f"{split[0]} first, {split[1]} last"
+
+
+def _split_changed() -> None:
+    first, last = st.session_state[SPLIT_KEY]
+    layout = {**common.scenario().layout.model_dump(), "first_stage_layers": first, "last_stage_layers": last}
+    common.commit(common.edit(common.scenario(), "layout", {k: v for k, v in layout.items() if v is not None}),
+                  "layout.stage_split")
+
+
+def stage_split_widget(splits: list[tuple]) -> None:
+    """The pipeline split sets two layout fields (first and last stage layers) at once."""
+    st.session_state.setdefault(SPLIT_KEY, (sc.layout.first_stage_layers, sc.layout.last_stage_layers))
+    st.selectbox(F["layout.stage_split"].label, splits, key=SPLIT_KEY, format_func=_split_text,
+                 help=F["layout.stage_split"].help, on_change=_split_changed)
+    common.field_problems("layout.stage_split")
 
 
 st.title("Memory per accelerator")
 st.caption(f"What each {accelerator_name(sc.cluster.accelerator)} holds during training with the chosen layout. "
            "Change the layout on the left: the chart and figures follow at once, and the change is part of the "
            "scenario (and of the link).")
-controls, chart = st.columns([1, 3], gap="large")
+controls, chart = st.columns([1.2, 3], gap="large")
 
 with controls:
     st.subheader("What if ...")
@@ -45,17 +70,31 @@ with controls:
     if sc.layout.pp > 1:
         common.bind("layout.virtual_stages", st.selectbox, F["layout.virtual_stages"],
                     options=choices["virtual_stages"])
+    if sc.layout.pp > 1 and len(choices["stage_split"]) > 1:
+        stage_split_widget(choices["stage_split"])
     common.bind("layout.zero_stage", st.select_slider, F["layout.zero_stage"], options=choices["zero_stage"])
+    if sc.layout.zero_stage >= 1 and sc.layout.dp * sc.layout.cp > 1:
+        common.bind("layout.shard_group", st.selectbox, F["layout.shard_group"],
+                    options=[F["layout.shard_group"].blank, *choices["shard_group"][1:]])
+    if sc.layout.zero_stage == 3:
+        common.bind("layout.reshard_after_forward", st.toggle, F["layout.reshard_after_forward"])
+    if sc.arch.is_moe and len(choices["expert_tp"]) > 2:
+        common.bind("layout.expert_tp", st.selectbox, F["layout.expert_tp"],
+                    options=[F["layout.expert_tp"].blank, *choices["expert_tp"][1:]])
     common.bind("layout.recompute", st.selectbox, F["layout.recompute"], options=choices["recompute"])
     common.bind("layout.sequence_parallel", st.toggle, F["layout.sequence_parallel"])
+    if sc.layout.tp > 1 and sc.layout.sequence_parallel:
+        common.bind("layout.tp_comm_overlap", st.toggle, F["layout.tp_comm_overlap"])
 
 with chart:
     mem = est["memory_gib"]
     if est["fits"]:
         st.success(f"Fits: {mem['total']:.1f} of {est['memory_capacity_gib']:.0f} GiB on the fullest accelerator.")
     else:
-        st.error(f"Does not fit: {mem['total']:.1f} GiB needed, {est['memory_capacity_gib']:.0f} GiB available. "
-                 "Try a higher ZeRO stage, recompute, more tensor or pipeline parallelism, or a smaller micro-batch.")
+        st.error(f"Does not fit: {mem['total']:.1f} GiB needed, {est['memory_capacity_gib']:.0f} GiB available, so no "
+                 "time is given. Try a higher ZeRO stage, recompute, more tensor or pipeline parallelism, or a smaller "
+                 "micro-batch.")
+        common.show_what_fits(sc)
     st.markdown(f"**Worst stage:** {WORST_STAGE[est['worst_stage']]}.")
     bars = [("this layout", est)]
     for field, values, label in (("layout.zero_stage", choices["zero_stage"], "ZeRO-{}"),
@@ -67,15 +106,14 @@ with chart:
                 bars.append((label.format(value), common.estimate_of(common.scenario_json(variant))))
     st.plotly_chart(memory_figure(bars, est["memory_capacity_gib"]), key="memory_chart")
     st.caption("The first bar is the chosen layout; the others change only the ZeRO stage or the recompute policy.")
-    cols = st.columns(3)
-    cols[0].metric("Step time", f"{est['step_time_s']:.2f} s", help="One optimizer step of the whole cluster.")
-    cols[1].metric("MFU", f"{est['mfu']:.1%}", help="Useful model arithmetic as a share of the accelerators' peak.")
-    cols[2].metric("Micro-batches per step", est["micro_batches_per_step"],
-                   help="Per pipeline: global batch / (DP x micro-batch).")
-    st.dataframe(memory_rows(est), hide_index=True, key="memory_table",
-                 column_config={"GiB": st.column_config.NumberColumn(format="%.2f"),
-                                "share of capacity": st.column_config.ProgressColumn(format="percent", min_value=0,
-                                                                                     max_value=1)})
+    if est["fits"]:
+        cols = st.columns(3)
+        cols[0].metric("Step time", f"{est['step_time_s']:.2f} s", help="One optimizer step of the whole cluster.")
+        cols[1].metric("MFU", f"{est['mfu']:.1%}", help=GLOSSARY["MFU"][0].upper() + GLOSSARY["MFU"][1:] + ".")
+        cols[2].metric("Micro-batches per step", est["micro_batches_per_step"],
+                       help="Per pipeline: global batch / (DP x micro-batch).")
+    st.table([{**r, "GiB": f"{r['GiB']:.2f}", "share of capacity": f"{r['share of capacity']:.1%}"}
+              for r in memory_rows(est)])
     detail = est["memory_detail_gib"]
     st.caption(f"'Other' is {detail['logits']:.2f} GiB of output logits, {detail['comm_buffers']:.2f} GiB of "
                f"communication buffers and {detail['framework_overhead']:.2f} GiB framework and fragmentation "

@@ -5,9 +5,10 @@ import streamlit as st
 
 from benchmarks_db.scenarios import scenario_id
 from benchmarks_db.store import utc_now
-from engine.presentation.report import scenario_title, summary_html
+from engine.presentation.report import scenario_title
+from engine.presentation.summary import summary_html
 from engine.scenario import ScenarioError
-from pages import common
+from pages import answer, common
 from pages.sidebar import app_url
 
 sc = common.scenario()
@@ -24,8 +25,18 @@ except ScenarioError as err:
 except common.Busy as err:
     vendor = None
     st.warning(f"The vendor recommendation is left out for now: {err}")
+opts = common.options()
+asked = answer.current_job(sc, opts)
+result = None
+if asked is not None:
+    with st.spinner("Waiting for the answer to the target set on the Scenario page ..."):
+        asked.wait(120)
+    try:
+        result = asked.value()
+    except (ScenarioError, common.Busy) as err:
+        st.warning("The answer to the target is left out: " + common.md_escape(str(err)))
 link = f"{app_url()}?{urlencode(common.share_params())}"
-report = summary_html(sc, est, utc_now(), link=link, vendor=vendor)
+report = summary_html(sc, est, utc_now(), link=link, vendor=vendor, answer=result, efficiency=opts.efficiency)
 sid = scenario_id(sc)
 cols = st.columns(2)
 cols[0].download_button("Download the summary report (HTML)", report, f"training-plan-{sid}.html", "text/html",

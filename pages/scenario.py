@@ -7,8 +7,10 @@ from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_sce
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
 from engine.regions import region_choices
 from engine.presentation.report import model_size_text
+from engine.economics import ranges
+from engine.planning.sanity import warnings_for
 from engine.scenario import PresetRef
-from pages import common
+from pages import answer, common
 from pages.fields import F
 
 MAX_SCENARIO_FILE_MB = 1
@@ -20,6 +22,11 @@ SOURCES = {"datasheet": "Published (datasheet and published measurements)",
            "calibrated": "Calibrated (measured, from the benchmark store)", "custom": "My own values (below)"}
 cat = load_catalog()
 sc = common.scenario()
+
+
+def short_name(name: str) -> str:
+    """An accelerator's name without its parenthesis, e.g. 'NVIDIA GB300' (the full name is shown under the field)."""
+    return name.split(" (")[0]
 
 
 def _model_kind_changed() -> None:
@@ -90,7 +97,8 @@ def _reset() -> None:
 
 st.title("Scenario")
 st.caption("Describe the training run. Every page uses this scenario, and the address bar always carries it.")
-inputs, results = st.columns([3, 2], gap="large")
+answer.show(sc, common.options())
+inputs, results = st.columns([1.35, 1], gap="large")
 
 with inputs:
     st.subheader("Model")
@@ -142,12 +150,14 @@ with inputs:
                 options=["flash", "standard"])
 
     st.subheader("Cluster")
-    cols = st.columns(3)
+    cols = st.columns([2, 1, 1])
     common.bind("cluster.accelerator", st.selectbox, F["cluster.accelerator"], container=cols[0],
-                options=list(cat.accelerators), format_func=lambda a: cat.accelerators[a].name)
+                options=list(cat.accelerators), format_func=lambda a: short_name(cat.accelerators[a].name))
     common.bind("cluster.n_gpus", st.number_input, F["cluster.n_gpus"], container=cols[1], step=8)
     common.bind("cluster.gpus_per_node", st.number_input, F["cluster.gpus_per_node"], container=cols[2], step=1,
                 placeholder=f"{cat.accelerators[sc.cluster.accelerator].gpus_per_node} (usual)")
+    if short_name(cat.accelerators[sc.cluster.accelerator].name) != cat.accelerators[sc.cluster.accelerator].name:
+        st.caption(common.md_escape(cat.accelerators[sc.cluster.accelerator].name))
     with st.expander("Network and measured efficiencies"):
         calibration = common.calibration_for(sc)
         source = common.efficiency_source(sc)
@@ -160,11 +170,12 @@ with inputs:
                       "check, and published tables).")
         common.field_problems(EFFICIENCY)
         for name, evidence in calibration["evidence"].items():      # run ids and source titles come from uploads
-            st.caption(f"Measured {name.replace('_', ' ')} {evidence['value']:g}: {common.md_escape(evidence['how'])}; "
+            st.caption(f"{F['cluster.' + name].label} {evidence['value']:g}: {common.md_escape(evidence['how'])}; "
                        f"runs {common.md_escape(', '.join(evidence['runs'][:5]))} "
                        f"({common.md_escape('; '.join(evidence['sources'][:3]))}).")
         for name, why in calibration["missing"].items():
-            st.caption(f"No calibration for {name.replace('_', ' ')}: {common.md_escape(why)}.")
+            st.caption(f"{F['cluster.' + name].label}: nothing measured to use yet ({common.md_escape(why)}); the "
+                       "planner models it from the datasheet links.")
         cols = st.columns(2)
         common.bind("cluster.intra_node_bw_gbs", st.number_input, F["cluster.intra_node_bw_gbs"], container=cols[0],
                     step=10.0, placeholder="catalog")
@@ -181,31 +192,34 @@ with inputs:
                 "**Layout search** find the best one.")
 
     st.subheader("Site and cost")
-    cols = st.columns(3)
     regions = dict((code, label) for label, code in region_choices())
     stored = sc.site.region if sc.site else None
     region_codes = ([stored] if stored and stored not in regions else []) + list(regions)
-    common.bind("site.region", st.selectbox, F["site.region"], container=cols[0],
+    common.bind("site.region", st.selectbox, F["site.region"],
                 options=[F["site.region"].blank, *region_codes], format_func=lambda c: regions.get(c, c))
-    common.bind("site.pue", st.number_input, F["site.pue"], container=cols[1], step=0.05, placeholder="default")
-    common.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[2],
-                step=10.0, placeholder="not reported")
     cols = st.columns(3)
-    common.bind("cost.basis", st.selectbox, F["cost.basis"], container=cols[0], options=["cloud", "on_prem"])
-    common.bind("cost.price_usd_per_gpu_hour", st.number_input, F["cost.price_usd_per_gpu_hour"], container=cols[1],
-                step=0.1, placeholder="cheapest published")
+    common.bind("site.pue", st.number_input, F["site.pue"], container=cols[0], step=0.05, placeholder="default")
+    common.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[1],
+                step=10.0, placeholder="none")
     common.bind("site.accelerator_power_w", st.number_input, F["site.accelerator_power_w"], container=cols[2],
-                step=10.0, placeholder="TDP-based")
+                step=10.0, placeholder="TDP")
     cols = st.columns(3)
     providers = sorted({r.provider for r in price_table()})
-    common.bind("cost.provider", st.selectbox, F["cost.provider"], container=cols[0],
+    common.bind("cost.basis", st.selectbox, F["cost.basis"], container=cols[0], options=["cloud", "on_prem"])
+    common.bind("cost.provider", st.selectbox, F["cost.provider"], container=cols[1],
                 options=[F["cost.provider"].blank, *providers])
-    common.bind("cost.pricing", st.selectbox, F["cost.pricing"], container=cols[1], options=list(PRICING))
+    common.bind("cost.pricing", st.selectbox, F["cost.pricing"], container=cols[2], options=list(PRICING))
+    cols = st.columns(2)
+    common.bind("cost.price_usd_per_gpu_hour", st.number_input, F["cost.price_usd_per_gpu_hour"], container=cols[0],
+                step=0.1, placeholder="published")
     with st.expander("Owning the hardware (on-premises) and reliability"):
         cols = st.columns(2)
-        for i, name in enumerate(("server_capex_usd", "depreciation_years", "utilisation", "power_usd_per_kwh")):
+        for i, name in enumerate(("server_capex_usd", "gpus_per_server", "depreciation_years", "utilisation",
+                                  "power_usd_per_kwh", "ops_usd_per_gpu_year", "storage_capex_usd_per_gpu",
+                                  "network_fraction")):
             common.bind(f"cost.on_prem.{name}", st.number_input, F[f"cost.on_prem.{name}"], container=cols[i % 2],
-                        step=0.05 if name in ("utilisation", "power_usd_per_kwh") else 1.0, placeholder="default")
+                        step=0.05 if name in ("utilisation", "power_usd_per_kwh", "network_fraction") else
+                        1 if name == "gpus_per_server" else 1.0, placeholder="default")
         cols = st.columns(3)
         for i, name in enumerate(("mtbf_gpu_hours", "storage_write_gb_per_s", "restart_s")):
             common.bind(f"reliability.{name}", st.number_input, F[f"reliability.{name}"], container=cols[i],
@@ -228,5 +242,10 @@ with results:
                    "accelerator on the fullest one.")
     else:
         st.error(f"Does not fit: {est['memory_gib']['total']:.1f} GiB needed per accelerator, "
-                 f"{est['memory_capacity_gib']:.0f} GiB available. See the Memory page, or run Layout search.")
-    common.show_key_figures(est, columns=2)
+                 f"{est['memory_capacity_gib']:.0f} GiB available, so no time or cost is given for this layout.")
+        common.show_what_fits(sc)
+    common.show_key_figures(est, width=150)
+    if est["fits"]:
+        st.caption(ranges.explain(common.options().efficiency) + " The ranges under the figures follow from it.")
+    for warning in warnings_for(sc, est if est["fits"] else None):
+        st.warning(common.md_escape(warning))

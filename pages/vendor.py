@@ -4,19 +4,23 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from engine.presentation.report import fmt_days, vendor_rows
+from engine.economics import ranges
+from engine.economics.cost import server_prices, tco_defaults
+from engine.presentation.report import fmt_days, fmt_usd, range_text, vendor_rows
 from engine.scenario import ScenarioError
 from engine.planning.vendor import CRITERIA
-from pages import common
+from pages import charts, common
+from pages.fields import plain
 
 WEIGHT_LABELS = {"time": "Time to train", "cost": "Cost", "energy": "Energy", "co2": "CO2",
                  "memory_headroom": "Memory headroom", "ecosystem": "Software ecosystem"}
-WEIGHT_HELP = {"time": "Wall-clock days to train.", "cost": "Cost of the run at published prices (an accelerator "
-               "without a published price scores 0 here).", "energy": "Electricity used.",
-               "co2": "Location-based operational emissions.",
+WEIGHT_HELP = {"time": "Wall-clock days to train.", "cost": "Cost of the run at published prices. An accelerator "
+               "without a published price is ranked on the other criteria and marked \u201cno price: enter one\u201d.",
+               "energy": "Electricity used.", "co2": "Location-based operational emissions.",
                "memory_headroom": "Spare memory per accelerator: room for longer sequences or bigger batches.",
-               "ecosystem": "Maturity of the software stack (frameworks, libraries, tooling, hiring) from "
-                            "data/ecosystem.json."}
+               "ecosystem": "Maturity of the software stack (frameworks, libraries, tooling, hiring), scored from the "
+                            "planner's sourced ecosystem table."}
+NO_PRICE = "no price: enter one"
 VENDOR_COLORS = {"NVIDIA": "#76B900", "AMD": "#ED1C24", "Intel": "#0071C5", "Google": "#FBBC04"}
 sc = common.scenario()
 opts = common.options()
@@ -37,26 +41,71 @@ def score_figure(rows: list[dict]) -> go.Figure:
 
 
 def tradeoff_figure(rows: list[dict]) -> go.Figure:
-    shown = [r for r in rows if r["rank"] is not None and r["cost USD"] is not None]
+    """Days against cost, one labelled point per priced accelerator (labels placed where they overlap least)."""
+    shown = [r for r in rows if r["rank"] is not None and isinstance(r["cost USD"], (int, float))
+             and r["days (wall)"] is not None]
     fig = go.Figure()
+    x_axis = charts.log_axis(fig, "x", [r["days (wall)"] for r in shown], pad_decades=0.12,
+                             title="days to train (wall clock)")
+    y_axis = charts.log_axis(fig, "y", [r["cost USD"] for r in shown], pad_decades=0.12, title="cost (USD)")
+    where = dict(zip((r["accelerator"] for r in shown), charts.label_positions(
+        [r["days (wall)"] for r in shown], [r["cost USD"] for r in shown], [r["accelerator"] for r in shown],
+        x_axis, y_axis)))
     for vendor in dict.fromkeys(r["vendor"] for r in shown):
         mine = [r for r in shown if r["vendor"] == vendor]
-        fig.add_scatter(x=[r["days (wall)"] for r in mine], y=[r["cost USD"] for r in mine], mode="markers",
+        fig.add_scatter(x=[r["days (wall)"] for r in mine], y=[r["cost USD"] for r in mine], mode="markers+text",
                         name=vendor, text=[r["accelerator"] for r in mine],
-                        marker=dict(color=VENDOR_COLORS.get(vendor, "#888"), size=12),
+                        textposition=[where[r["accelerator"]] for r in mine], textfont=dict(size=10),
+                        cliponaxis=False, marker=dict(color=VENDOR_COLORS.get(vendor, "#888"), size=11),
                         hovertemplate="%{text}: %{x:.1f} days, $%{y:,.0f}<extra></extra>")
-    fig.update_xaxes(type="log", title="days to train (wall clock)")
-    fig.update_yaxes(type="log", title="cost (USD)")
-    fig.update_layout(height=420,
-                      legend_orientation="h", margin=dict(t=10, b=10))
+    if y_axis["type"] == "linear":
+        fig.update_yaxes(tickprefix="$", tickformat="~s")
+    fig.update_layout(height=460, margin=dict(t=40, b=10), **charts.LEGEND_ABOVE)
     return fig
+
+
+def shown_rows(rows: list[dict]) -> list[dict]:
+    """The comparison as the table shows it: missing prices and power figures in words."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        if r["rank"] is not None:
+            r["cost USD"] = fmt_usd(r["cost USD"]) if r["cost USD"] is not None else NO_PRICE
+            for key in ("energy MWh", "CO2 t"):
+                r[key] = f"{r[key]:,.0f}" if r[key] is not None else "no power figure"
+        r["why"] = plain(r["why"])
+        out.append(r)
+    return out
+
+
+def onprem_inputs() -> list[dict]:
+    """The owned-hardware inputs every accelerator is costed with: each published server price, then the shared
+    terms, with unit, derivation and source."""
+    d = tco_defaults()
+    rows = [{"input": f"server price, {acc}", "value": p.price_usd, "unit": f"USD per {p.priced_unit.replace('_', ' ')}"
+             f" ({p.gpus_per_server} accelerators)", "how it is derived": p.derivation,
+             "source": f"{p.source.document} ({p.source.url}, {p.source.date})"} for acc, p in server_prices().items()]
+    for key, what in (("host_capex_usd_per_gpu", "host share per accelerator"),
+                      ("network_fraction", "network share of the hardware"),
+                      ("storage_capex_usd_per_gpu", "shared storage per accelerator"),
+                      ("depreciation_years", "depreciation"), ("utilisation", "utilisation"),
+                      ("power_usd_per_kwh", "electricity price"), ("colocation_usd_per_kw_month", "colocation rent"),
+                      ("ops_usd_per_gpu_year", "operations per accelerator-year")):
+        t = d[key]
+        src = t.get("source")
+        rows.append({"input": what, "value": t["value"], "unit": t["unit"], "how it is derived": plain(t["derivation"]),
+                     "source": f"{src['document']} ({src['url']}, {src['date']})" if src else plain(t.get("note", ""))})
+    return rows
 
 
 st.title("Vendor choice")
 mode = (f"the smallest cluster of each that trains within {opts.deadline_days:g} days" if opts.deadline_days
         else f"{sc.cluster.n_gpus:,} accelerators of each kind")
-st.caption(f"Every accelerator in the catalog on this scenario, each with its own best layout, on {mode}. Set a "
-           "deadline on the Layout search page to compare cluster sizes instead.")
+st.caption(f"Every accelerator in the catalog on this scenario, each with its own best layout, on {mode}. "
+           + ("" if opts.deadline_days else "Give a deadline at the top of the Scenario page to compare cluster sizes "
+                                            "instead.")
+           + " The decision score weighs what matters to you; the answer on the Scenario page is the cheapest that "
+             "meets the target.")
 
 with st.container(border=True):
     st.markdown("**What matters to you** (relative weights; they are normalised to sum to 1; the ranking follows "
@@ -77,15 +126,23 @@ except common.Busy as err:
     st.warning(str(err))
     st.stop()
 
-rows = vendor_rows(result)
+factor = ranges.factor(opts.efficiency)
+rows = [{**r, **{k: r[k] * factor for k in ("days (wall)", "cost USD", "energy MWh", "CO2 t") if r[k] is not None}}
+        for r in vendor_rows(result)]                 # the chosen software stack's figures (engine.economics.ranges)
 if result["recommendation"]:
     top = next(r for r in result["rows"] if r["accelerator"] == result["recommendation"])
-    st.success(f"**Recommendation: {top['name']}** ({fmt_days(top['wall_days'])} on {top['n_gpus']:,} "
-               "accelerators)")
-    st.markdown(result["why"])
+    days = range_text(ranges.band(top["wall_days"], opts.efficiency), "wall_days")
+    st.success(f"**Recommendation: {common.md_escape(top['name'])}** ({fmt_days(top['wall_days'] * factor)}, range "
+               f"{days}, on {top['n_gpus']:,} accelerators)")
+    st.markdown(common.md_escape(plain(result["why"])))
+    unpriced = [r["accelerator"] for r in result["rows"] if r["rank"] is not None and r.get("cost_usd") is None]
+    if unpriced:
+        st.caption(f"No published price ({NO_PRICE} on the Scenario page): {', '.join(unpriced)}. They are ranked on "
+                   "what is known, without cost, and are not on the time-against-cost chart.")
 else:
-    st.error(result["why"])
+    st.error(common.md_escape(plain(result["why"])))
 
+st.caption(ranges.explain(opts.efficiency) + " Days, cost, energy and CO2 below are for this stack.")
 cols = st.columns(2)
 with cols[0]:
     st.markdown("**Decision score**")
@@ -94,17 +151,14 @@ with cols[1]:
     st.markdown("**Time against cost**")
     st.plotly_chart(tradeoff_figure(rows), key="tradeoff_chart")
 
-table = pd.DataFrame(rows)
+table = pd.DataFrame(shown_rows(rows))
 st.dataframe(table, hide_index=True, key="vendor_table",
              column_config={"decision score": st.column_config.ProgressColumn(format="%.2f", min_value=0,
                                                                               max_value=1),
                             "days (wall)": st.column_config.NumberColumn(format="%.1f"),
-                            "cost USD": st.column_config.NumberColumn(format="dollar"),
-                            "energy MWh": st.column_config.NumberColumn(format="%.0f"),
-                            "CO2 t": st.column_config.NumberColumn(format="%.0f"),
                             "MFU": st.column_config.NumberColumn(format="percent"),
                             "memory headroom": st.column_config.NumberColumn(format="percent")})
-st.download_button("Download the comparison (CSV)", common.csv_safe(table).to_csv(index=False),
+st.download_button("Download the comparison (CSV)", common.csv_safe(pd.DataFrame(rows)).to_csv(index=False),
                    "vendor_comparison.csv", "text/csv",
                    on_click="ignore")
 
@@ -116,6 +170,12 @@ with st.expander("How to read this"):
         "others, weighted by your sliders.\n"
         "- **Ecosystem** matters beyond speed: CUDA's libraries (cuBLAS, cuDNN, NCCL) are the reason most teams "
         "stay on NVIDIA; ROCm is deployable since 2024-2025 and wins on memory capacity and often on price; "
-        "porting existing CUDA code costs 10-20% manual work after hipify (seed 000, section 5).\n"
+        "porting existing CUDA code costs 10-20% manual work after hipify.\n"
         "- **Running two vendors has a cost** (the 'fragmentation tax': duplicate kernels, CI on both, split "
         "expertise). Pick one and commit unless the saving you see here is larger than that tax.")
+
+with st.expander("Owning the hardware: the inputs every accelerator is costed with (units, derivations, sources)"):
+    st.caption("Used when the Scenario page's cost basis is on_prem. An accelerator without a published server price "
+               "gets none (" + NO_PRICE + ": \u201cServer price (USD)\u201d on the Scenario page).")
+    st.dataframe(onprem_inputs(), hide_index=True, key="onprem_inputs",
+                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})

@@ -12,6 +12,7 @@ import numpy as np
 from engine.catalog import load_catalog
 from engine.scenario import (PRECISION_DTYPE, Cost, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
                              parse_scenario)
+from engine.physics.schedule import split_options
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
 
 DEFAULT_SCENARIO = {
@@ -76,16 +77,82 @@ def field_value(sc: Scenario, path: str):
 
 
 def describe_layout(layout: dict) -> str:
-    """One line naming a layout, e.g. 'tp=8, pp=4, dp=32, micro-batch 1, ZeRO-1, recompute none'."""
+    """One line naming a layout, e.g. 'tp=8, pp=4, dp=32, micro-batch 1, ZeRO-1, recompute none'; the optional
+    settings (expert TP, uneven pipeline stages, HSDP shard groups, kept ZeRO-3 weights, TP overlap) where set."""
     parts = [f"{k}={layout[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if layout.get(k, 1) != 1 or k == "dp"]
+    if layout.get("expert_tp") is not None:
+        parts.append(f"expert tp={layout['expert_tp']}")
     parts.append(f"micro-batch {layout.get('micro_batch_size', 1)}")
     if layout.get("virtual_stages", 1) > 1:
         parts.append(f"{layout['virtual_stages']} virtual stages")
+    if layout.get("first_stage_layers") is not None or layout.get("last_stage_layers") is not None:
+        parts.append(f"first/last stage {_or_even(layout.get('first_stage_layers'))}/"
+                     f"{_or_even(layout.get('last_stage_layers'))} layers")
     parts.append(f"ZeRO-{layout.get('zero_stage', 0)}")
+    if layout.get("shard_group") is not None:
+        parts.append(f"sharded in groups of {layout['shard_group']} (HSDP)")
+    if layout.get("reshard_after_forward") is False:
+        parts.append("weights kept through the backward")
     if layout.get("sequence_parallel"):
         parts.append("sequence parallel")
+    if layout.get("tp_comm_overlap"):
+        parts.append("TP overlap")
     parts.append(f"recompute {layout.get('recompute', 'none')}")
     return ", ".join(parts)
+
+
+def _or_even(layers: int | None) -> str:
+    return "even" if layers is None else str(layers)
+
+
+ZERO_WORDS = {0: "every copy keeps the full optimizer state",
+              1: "the optimizer states are split across the copies (ZeRO-1)",
+              2: "the optimizer states and gradients are split across the copies (ZeRO-2)",
+              3: "weights, gradients and optimizer states are split across the copies (ZeRO-3, like FSDP)"}
+RECOMPUTE_WORDS = {"none": "no activations are recomputed",
+                   "selective": "the cheap-to-redo activations are recomputed in the backward pass (selective recompute)",
+                   "full": "each layer's activations are recomputed in the backward pass (full recompute)"}
+
+
+def layout_words(layout: dict, gpus_per_node: int) -> str:
+    """A layout in plain words for someone who has not trained a model at scale, e.g. 'each layer is split over 8
+    accelerators of one node (tensor parallel); 512 copies of the model train on different data (data parallel); ...'."""
+    tp, pp, dp, cp, ep = (layout.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep"))
+    out = []
+    if tp > 1:
+        out.append(f"each layer is split over {tp} accelerators" + (" of one node" if tp <= gpus_per_node else "")
+                   + " (tensor parallel)")
+    if pp > 1:
+        text = f"the layers are cut into {pp} consecutive stages (pipeline parallel)"
+        if layout.get("virtual_stages", 1) > 1:
+            text += f", each accelerator holding {layout['virtual_stages']} smaller chunks (interleaved)"
+        first, last = layout.get("first_stage_layers"), layout.get("last_stage_layers")
+        if first is not None or last is not None:
+            text += (f", with {_or_even(first)} layers on the first stage and {_or_even(last)} on the last, which also "
+                     "hold the embedding and the output layer")
+        out.append(text)
+    if cp > 1:
+        out.append(f"each sequence is split over {cp} accelerators (context parallel)")
+    if ep > 1:
+        text = f"the experts are spread over {ep} accelerators (expert parallel)"
+        if layout.get("expert_tp") is not None:
+            text += f", each expert split over {layout['expert_tp']}"
+        out.append(text)
+    out.append("one copy of the model" if dp == 1 else
+               f"{dp:,} copies of the model train on different data (data parallel)")
+    mb = layout.get("micro_batch_size", 1)
+    out.append(f"{mb} sequence{'s' if mb > 1 else ''} per accelerator at a time")
+    zero = ZERO_WORDS[layout.get("zero_stage", 0)]
+    if layout.get("shard_group") is not None:
+        zero += f", within groups of {layout['shard_group']} copies and repeated across groups (hybrid sharding, HSDP)"
+    if layout.get("reshard_after_forward") is False and layout.get("zero_stage") == 3:
+        zero += "; gathered weights are kept until the backward pass"
+    out.append(zero)
+    if layout.get("tp_comm_overlap"):
+        out.append("tensor-parallel communication runs during the matrix multiplications (overlap)")
+    out.append(RECOMPUTE_WORDS[layout.get("recompute", "none")])
+    text = "; ".join(out)
+    return text[0].upper() + text[1:] + "."
 
 
 def closest_layout(sc: Scenario) -> tuple[dict | None, str]:
@@ -155,6 +222,8 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
         layout["virtual_stages"] = 1
         notes.append(f"Virtual stages set to 1: {current.arch.n_layers} layers do not split into {value} pipeline "
                      "stages of that many chunks.")
+    if layout:
+        notes += _follow_layout(path, layout)
     if path in DERIVES_DP and layout:
         rest = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", 1)
         if data["cluster"]["n_gpus"] % rest == 0:
@@ -179,6 +248,29 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
     return Edit(repaired.scenario, notes=notes)
 
 
+def _follow_layout(path: str, layout: dict) -> list[str]:
+    """Optional layout settings that only apply with another setting follow it when it changes (in place), with a
+    note each: kept ZeRO-3 weights and shard groups with the ZeRO stage, TP overlap with TP and sequence parallel,
+    an uneven pipeline split with the number of stages."""
+    notes = []
+    if path == "layout.zero_stage" and layout.get("zero_stage", 0) < 3 and layout.get("reshard_after_forward") is False:
+        layout["reshard_after_forward"] = True
+        notes.append("Gathered weights are freed after the forward pass again: keeping them applies to ZeRO-3 only.")
+    if path == "layout.zero_stage" and layout.get("zero_stage", 0) == 0 and layout.pop("shard_group", None):
+        notes.append("Shard groups (HSDP) removed: ZeRO-0 shards nothing.")
+    if path in ("layout.tp", "layout.sequence_parallel") and layout.get("tp_comm_overlap") and \
+            (layout.get("tp", 1) == 1 or not layout.get("sequence_parallel")):
+        layout["tp_comm_overlap"] = False
+        notes.append("Tensor-parallel overlap turned off: it needs TP above 1 and sequence parallel.")
+    if path == "layout.pp" and (layout.pop("first_stage_layers", None) is not None) | \
+            (layout.pop("last_stage_layers", None) is not None):
+        notes.append("Pipeline split set to even for the new number of stages.")
+    if path in ("layout.tp", "layout.pp", "layout.cp", "cluster.n_gpus") and layout.get("shard_group"):
+        layout.pop("shard_group")
+        notes.append("Shard groups (HSDP) reset to every data-parallel copy for the new layout.")
+    return notes
+
+
 def load(data: dict | str | bytes) -> Edit:
     """A whole new scenario (uploaded JSON): validated, and given the closest layout if it has none."""
     try:
@@ -189,27 +281,34 @@ def load(data: dict | str | bytes) -> Edit:
 
 
 def layout_choices(sc: Scenario) -> dict[str, list]:
-    """The values worth offering for each layout field of this scenario (the search's own candidate space)."""
+    """The values worth offering for each layout field of this scenario (the search's own candidate space); the
+    pipeline split as (first, last) stage layers, None for the even split."""
     arch, tr, n = sc.arch, sc.training, sc.cluster.n_gpus
     lay = sc.layout
     divs = divisors(n)
     pp = lay.pp if lay else 1
     dp = lay.dp if lay else n
+    cp = lay.cp if lay else 1
+    tp = lay.tp if lay else 1
     per_replica = tr.global_batch_size // dp if tr.global_batch_size % dp == 0 else tr.global_batch_size
     out = {
         "tp": [d for d in divs if arch.n_heads % d == 0 and arch.kv_heads % d == 0 and arch.ffn_hidden_size % d == 0],
-        "pp": [d for d in divs if arch.n_layers % d == 0],
+        "pp": [d for d in divs if arch.n_layers % d == 0 or split_options(arch.n_layers, d) != []],
         "cp": [d for d in divs if d == 1 or (tr.seq_len % d == 0 and tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK)],
         "ep": [d for d in divs if arch.n_experts % d == 0] if arch.is_moe else [1],
         "micro_batch_size": divisors(per_replica)[:64],
         "virtual_stages": [v for v in divisors(arch.n_layers) if pp * v <= arch.n_layers] if pp > 1 else [1],
         "zero_stage": [0, 1, 2, 3],
         "recompute": ["none", "selective", "full"],
+        "shard_group": [None, *[g for g in divisors(dp * cp) if g < dp * cp]][:64],
+        "expert_tp": [None, *[d for d in divisors(tp) if arch.ffn_hidden_size % d == 0]] if arch.is_moe else [None],
+        "stage_split": list(dict.fromkeys([(None, None), *split_options(arch.n_layers, pp)])) if pp > 1 else [(None, None)],
     }
     if lay:
         current = lay.model_dump()
+        current["stage_split"] = (lay.first_stage_layers, lay.last_stage_layers)
         for name, values in out.items():
             if current[name] not in values:
                 values.append(current[name])
-                values.sort()
+                values.sort(key=lambda v: (v is not None, v if not isinstance(v, tuple) else tuple(x or 0 for x in v)))
     return out

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import html
 import math
-from datetime import datetime
+
+from typing import NamedTuple
 
 from engine.catalog import load_catalog
+from engine.economics import ranges
 from engine.economics.cost import power_usd_per_gpu_hour
 from engine.economics.energy import HOURS_PER_YEAR
 from engine.presentation.edit import describe_layout
@@ -46,13 +48,20 @@ LAYOUT_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_sta
 
 
 def fmt_num(x: float | None, digits: int = 3) -> str:
-    """1234567 -> '1.23M'; None or NaN -> 'n/a'."""
+    """1234567 -> '1.23M', 6754 -> '6,750'; None or NaN -> 'n/a'."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "n/a"
-    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
         if abs(x) >= size:
             return f"{x / size:.{digits}g}{suffix}"
+    if abs(x) >= 1e3:
+        return f"{float(f'{x:.{digits}g}'):,.0f}"
     return f"{x:.{digits}g}"
+
+
+def fmt_rate(x: float) -> str:
+    """A rate in k or M units: 822,345 -> '822k', 1.2e6 -> '1.2M'."""
+    return f"{x / 1e3:.3g}k" if 1e3 <= abs(x) < 1e6 else fmt_num(x)
 
 
 def fmt_usd(x: float | None) -> str:
@@ -124,34 +133,105 @@ def breakdown_rows(est: dict) -> list[dict]:
             for key, (label, kind) in BREAKDOWN.items()]
 
 
-def key_figures(est: dict) -> list[tuple[str, str, str]]:
-    """(label, value, explanation) of the headline figures of an estimate."""
+class Figure(NamedTuple):
+    """One headline figure as shown: label, value text, what it is, and the line under the value: its range, or
+    what it is measured against (None where there is none)."""
+    label: str
+    value: str
+    what: str
+    range: str | None = None
+
+
+FIGURE_UNITS = {"wall_days": fmt_days, "gpu_hours": fmt_num, "cost_usd": fmt_usd,
+                "energy_mwh": lambda v: f"{fmt_num(v)} MWh", "co2_t": lambda v: f"{fmt_num(v)} t"}
+
+
+def range_text(band: dict | None, key: str) -> str | None:
+    """'17.7-26.8 days' for a band from engine.economics.ranges (None when there is none)."""
+    if band is None:
+        return None
+    fmt = FIGURE_UNITS[key]
+    low, high = fmt(band["low"]), fmt(band["high"])
+    unit = " " + low.split(" ", 1)[1] if " " in low and low.split(" ", 1)[1] == high.split(" ", 1)[1] else ""
+    return f"{low[:len(low) - len(unit)]}–{high}" if unit else f"{low}–{high}"
+
+
+def headline_bands(est: dict, efficiency: str = "tuned") -> dict[str, dict | None]:
+    """The time-proportional headline figures of an estimate as bands for the chosen stack: wall days, GPU-hours
+    (billed: GPUs x wall-clock hours, as the cost), cost, energy and CO2."""
+    billed = (est.get("cost") or {}).get("billed_gpu_hours") or est["gpu_hours"]
+    return {"wall_days": ranges.band(est.get("wall_days") or est["train_days"], efficiency),
+            "gpu_hours": ranges.band(billed, efficiency),
+            **{k: ranges.band(est.get(k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
+
+
+def key_figures(est: dict, efficiency: str = "tuned") -> list[Figure]:
+    """The headline figures of an estimate, each time-proportional one with its range for the chosen stack
+    (engine.economics.ranges). A layout that does not fit gets its memory only: no time, cost or throughput."""
     mem = est["memory_gib"]
-    figures = [
-        (f"Memory per GPU (of {est['memory_capacity_gib']:.0f} GiB)", f"{mem['total']:.1f} GiB",
-         "peak memory on the fullest GPU (worst pipeline stage) against what the accelerator can allocate"
-         + ("" if est["fits"] else "; it does NOT fit")),
-        ("Time to train", fmt_days(est.get("wall_days") or est["train_days"]),
-         f"wall-clock time including failures, restarts and checkpoints (goodput {fmt_pct(est.get('goodput'))}); "
-         f"pure compute time {fmt_days(est['train_days'])}" if est.get("wall_days") else
-         "pure training time at the estimated throughput"),
-        ("GPU-hours", fmt_num(est["gpu_hours"]), "GPUs x hours of training (without failures and restarts)"),
-        ("MFU", fmt_pct(est["mfu"]), "model FLOPs utilisation: useful model arithmetic as a share of the "
-                                     "accelerator's dense peak; 35-55% is typical for large well-tuned runs"),
-        ("Step time", f"{est['step_time_s']:.2f} s", f"one optimizer step ({est['micro_batches_per_step']} "
-                                                     "micro-batches per pipeline)"),
-        ("Throughput", f"{fmt_num(est['tokens_per_s'])} tok/s", "training tokens processed per second by the "
-                                                                     "whole cluster"),
+    figures = [Figure("Memory per GPU", f"{mem['total']:.1f} GiB",
+                      "peak memory on the fullest GPU (worst pipeline stage) against what the accelerator can allocate"
+                      + ("" if est["fits"] else "; it does NOT fit, so no time or cost is given"),
+                      f"of {est['memory_capacity_gib']:.0f} GiB")]
+    if not est["fits"]:
+        return figures
+    bands = headline_bands(est, efficiency)
+    factor = ranges.factor(efficiency)
+    stack = "" if efficiency == "tuned" else " on a typical software stack"
+    tuned = "" if efficiency == "tuned" else (f" (for a well-tuned stack; a typical one takes {ranges.factor(efficiency):.2f}x "
+                                              "the time overall)")
+    value = lambda key: bands[key]["value"] if bands[key] else None
+    figures += [
+        Figure("Time to train", fmt_days(value("wall_days")),
+               (f"wall-clock time{stack} including failures, restarts and checkpoints (goodput "
+                f"{fmt_pct(est.get('goodput'))}); pure compute time {fmt_days(est['train_days'])}" if est.get("wall_days")
+                else f"pure training time{stack} at the estimated throughput"), range_text(bands["wall_days"], "wall_days")),
+        Figure("GPU-hours (billed)", fmt_num(value("gpu_hours")), f"GPUs x wall-clock hours{stack}: what a cloud bills "
+                                                                   f"and a budget pays (compute alone: "
+                                                                   f"{fmt_num(est['gpu_hours'] * factor)})",
+               range_text(bands["gpu_hours"], "gpu_hours")),
+        Figure("MFU", fmt_pct(est["mfu"]), GLOSSARY["MFU"] + "; 35-55% is typical for large well-tuned runs" + tuned),
+        Figure("Step time", f"{est['step_time_s']:.2f} s", f"one optimizer step ({est['micro_batches_per_step']} "
+                                                           "micro-batches per pipeline)" + tuned),
+        Figure("Throughput", f"{fmt_rate(est['tokens_per_s'])} tok/s", "training tokens processed per second by the "
+                                                                      "whole cluster" + tuned),
     ]
     if "cost_usd" in est:
         figures += [
-            ("Cost", fmt_usd(est["cost_usd"]), (est.get("cost") or {}).get("price_source") or "no price known"),
-            ("Energy", f"{fmt_num(est['energy_mwh'])} MWh" if est.get("energy_mwh") is not None else "n/a",
-             "electricity drawn by accelerators and hosts, times the facility's PUE"),
-            ("CO2 (location-based)", f"{fmt_num(est['co2_t'])} t" if est.get("co2_t") is not None else "n/a",
-             "operational emissions from the grid's average carbon intensity at the site"),
+            Figure("Cost", fmt_usd(value("cost_usd")), (est.get("cost") or {}).get("price_source") or "no price known: "
+                   "enter one on the Scenario page", range_text(bands["cost_usd"], "cost_usd")),
+            Figure("Energy", f"{fmt_num(value('energy_mwh'))} MWh" if bands["energy_mwh"] else "n/a",
+                   "electricity drawn by accelerators and hosts, times the facility's PUE",
+                   range_text(bands["energy_mwh"], "energy_mwh")),
+            Figure("CO2 (location-based)", f"{fmt_num(value('co2_t'))} t" if bands["co2_t"] else "n/a",
+                   "operational emissions from the grid's average carbon intensity at the site",
+                   range_text(bands["co2_t"], "co2_t")),
         ]
     return figures
+
+
+# A short glossary, shown in tooltips wherever the term appears.
+GLOSSARY = {
+    "MFU": "model FLOPs utilisation: useful model arithmetic (causal attention counted as computed, as current "
+           "Megatron-LM counts) as a share of the accelerators' dense peak",
+    "HFU": "hardware FLOPs utilisation: like MFU, but counting the recomputed forward work too",
+    "goodput": "share of the wall-clock time spent making training progress, after failures, restarts and "
+               "checkpoint writes",
+    "virtual stages": "interleaved pipeline: each accelerator holds this many smaller chunks of layers instead of "
+                      "one block, which shrinks the pipeline bubble at the cost of more pipeline sends",
+    "ZeRO": "splits training state across the data-parallel copies instead of repeating it in each: 1 the optimizer "
+            "states, 2 also the gradients, 3 also the weights (like PyTorch FSDP)",
+    "HSDP": "hybrid sharding: ZeRO splits the state within groups of copies and repeats it across groups, so the "
+            "gathers stay inside a group (often one node or a few)",
+    "TP overlap": "tensor-parallel communication runs at the same time as the matrix multiplications around it; "
+                  "both slow a little, but less time is exposed",
+    "tensor parallel": "every layer's matrices split across accelerators, which then exchange results after each "
+                       "layer; needs the fast links inside a node",
+    "pipeline bubble": "time the first and last pipeline stages wait while the pipeline fills and drains",
+    "data parallel": "copies of the model that each train on different data and average their gradients",
+    "expert parallel": "a mixture-of-experts model's experts spread over accelerators; tokens travel to their "
+                       "experts and back (all-to-all)",
+}
 
 
 def break_even_curves(est: dict, n_gpus: int, points: int = 41) -> dict | None:
@@ -254,6 +334,7 @@ h1 { font-size: 17pt; margin: 0 0 2pt; } h2 { font-size: 12pt; margin: 12pt 0 4p
 .figs { display: grid; grid-template-columns: repeat(3, 1fr); gap: 4pt 10pt; }
 .fig { border: 1px solid #ddd; border-radius: 4px; padding: 4pt 6pt; }
 .fig b { display: block; font-size: 13pt; } .fig span { color: #555; font-size: 8.5pt; }
+.fig span.range { display: block; color: #333; font-size: 9pt; margin-bottom: 2pt; }
 table { border-collapse: collapse; width: 100%; font-size: 9pt; }
 td, th { border-bottom: 1px solid #e5e5e5; padding: 2pt 4pt; text-align: left; vertical-align: top; }
 .charts { display: grid; grid-template-columns: 1fr 1fr; gap: 8pt; }
@@ -331,50 +412,3 @@ def scenario_rows(sc: Scenario) -> list[tuple[str, str]]:
         rows.append(("Cost inputs", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in
                                               sc.cost.model_dump(exclude_none=True).items())))
     return rows
-
-
-def summary_html(sc: Scenario, est: dict, generated_at: datetime, link: str = "", vendor: dict | None = None) -> str:
-    """The one-page summary a manager can print or forward: scenario, recommendation, key figures, charts and
-    sources. Self-contained: inline CSS and SVG, no scripts, nothing fetched."""
-    title = scenario_title(sc)
-    figures = "".join(f'<div class="fig"><span>{_e(label)}</span><b>{_e(value)}</b><span>{_e(what)}</span></div>'
-                      for label, value, what in key_figures(est))
-    fit = ("" if est["fits"] else
-           f'<p class="warn">This layout does not fit: {est["memory_gib"]["total"]:.1f} GiB needed per accelerator, '
-           f'{est["memory_capacity_gib"]:.0f} GiB available.</p>')
-    rec = ""
-    if vendor is not None and vendor.get("recommendation"):
-        top = next(r for r in vendor["rows"] if r["accelerator"] == vendor["recommendation"])
-        ranked = [r for r in vendor["rows"] if r["rank"] is not None][:8]
-        rec = (f'<section><h2>Recommendation</h2><p class="rec"><b>{_e(top["name"])}</b>. {_e(vendor["why"])}</p>'
-               + svg_hbars([(r["accelerator"], r["decision_score"]) for r in ranked], lambda v: f"{v:.2f}",
-                           "Decision score by accelerator", highlight=top["accelerator"])
-               + '<p class="sub">Decision score with weights '
-               + ", ".join(f"{_e(k)} {v:.0%}" for k, v in vendor["weights"].items() if v)
-               + ", each accelerator with its own best layout.</p></section>")
-    memory_svg = svg_stacked_bar([(label, est["memory_gib"][key]) for key, (label, _) in MEMORY_PARTS.items()],
-                                 est["memory_capacity_gib"], "GiB", "Memory per accelerator by component")
-    steps = [(r["component"], r["seconds per step"]) for r in breakdown_rows(est) if r["seconds per step"] > 0]
-    time_svg = svg_hbars(steps, lambda v: f"{v:.2f} s", "Time per optimizer step by component")
-    scenario_table = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in scenario_rows(sc))
-    sources = [("Matmul efficiency", est["assumptions"]["matmul_efficiency_source"]),
-               ("Network inside a node", est["assumptions"]["intra_node"]),
-               ("Network between nodes", est["assumptions"]["inter_node"])]
-    if "cost" in est:
-        sources += [("Price", est["cost"]["price_source"] or est["cost"]["missing"]),
-                    ("Grid carbon intensity", est["energy"]["grid"]["source"]),
-                    ("Failure rate", est["reliability"]["mtbf_source"])]
-    source_list = "".join(f"<li><b>{_e(k)}:</b> {_e(v)}</li>" for k, v in sources if v)
-    link_line = f'<p class="src">Open this scenario in the planner: {_e(link)}</p>' if link else ""
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Training plan: {_e(title)}</title>'
-            f"<style>{REPORT_CSS}</style></head><body>"
-            f"<h1>Training plan: {_e(title)}</h1>"
-            f'<p class="sub">Generated {generated_at:%Y-%m-%d %H:%M} UTC by the LLM training capacity planner. '
-            f"Estimates, not measurements: see the sources below.</p>"
-            f"{rec}<section><h2>Key figures</h2>{fit}<div class=\"figs\">{figures}</div></section>"
-            f'<section><h2>Where memory and time go</h2><div class="charts"><div>{memory_svg}</div>'
-            f"<div>{time_svg}</div></div><p class=\"sub\">Worst pipeline stage: {_e(WORST_STAGE[est['worst_stage']])}"
-            f".</p></section>"
-            f"<section><h2>Scenario</h2><table>{scenario_table}</table></section>"
-            f"<section><h2>Sources and assumptions</h2><ul class=\"src\">{source_list}</ul>{link_line}</section>"
-            "</body></html>")

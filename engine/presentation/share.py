@@ -65,6 +65,15 @@ class PlannerOptions(BaseModel):
                                                 description="warn when one run needs more GPU-hours than this")
     vendor_weights: dict[str, Annotated[float, Field(ge=0, le=100)]] | None = Field(
         default=None, max_length=20, description="decision-score weights of the vendor comparison (relative)")
+    vendor: str = Field(default="any", min_length=2, max_length=40, pattern=r"^[A-Za-z0-9 ._-]+$",
+                        description="which accelerators the answer may use: any, same (the scenario's) or one vendor")
+    efficiency: Literal["tuned", "typical"] = Field(
+        default="tuned", description="software stack the figures assume: tuned (the engine's figure) or typical "
+                                     "(as published whole-run GPU-hours were)")
+    batch_min: int | None = Field(default=None, ge=1, le=100_000_000,
+                                  description="smallest global batch (sequences) the answer may use")
+    batch_max: int | None = Field(default=None, ge=1, le=100_000_000,
+                                  description="largest global batch (sequences) the answer may use")
 
 
 class Shared(NamedTuple):

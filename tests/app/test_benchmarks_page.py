@@ -109,3 +109,18 @@ def test_an_upload_can_be_removed_again(tmp_path, app_store):
     assert not at.exception
     assert any("Removed upload upload:" in s for s in texts(at.success)), texts(at.success)
     assert app_store.counts() == before
+
+
+def test_predicted_vs_mlperf_is_computed_once_in_the_background_and_shared_by_every_session(app_store):
+    from benchmarks_db.validation import predicted_vs_measured
+    from pages import background
+    background.validation(app_store, "gpt3").wait(300)            # what serve.py starts when the server starts
+    at = benchmarks_page()                                         # a new session finds it done: no wait, no toggle
+    charts = {c.proto.id: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+    validation = next(fig for fig in charts.values()
+                      if fig["layout"]["xaxis"].get("title", {}).get("text", "").startswith("published MLPerf"))
+    expected = predicted_vs_measured(app_store, "gpt3").dropna(subset=["predicted_minutes"])
+    shown = sorted(y for trace in validation["data"][:-1] for y in plotted(trace["y"]))
+    assert shown == sorted(expected["predicted_minutes"]) and len(shown) > 10
+    ticks = validation["layout"]["xaxis"]["ticktext"]
+    assert all(re.fullmatch(r"[\d,.]+[kMB]?", t) for t in ticks) and len(ticks) <= 8    # '100', '200', '500', '1,000'

@@ -17,8 +17,9 @@ def test_the_figures_are_the_engines():
     est = estimate(default_scenario())
     assert metric(at, "Goodput") == f"{est['goodput'] * 100:.1f}%"
     assert metric(at, "Cost (cloud)") == f"${est['cost_usd'] / 1e6:.3g}M"
-    assert metric(at, "Energy") == f"{est['energy_mwh'] / 1e3:.3g}k MWh"
-    assert metric(at, "CO2, location-based") == f"{est['energy']['co2_location_t'] / 1e3:.3g}k t"
+    three_digits = lambda x: f"{round(x, -(len(str(int(x))) - 3)):,.0f}"      # 6,754.3 -> '6,750'
+    assert metric(at, "Energy") == three_digits(est["energy_mwh"]) + " MWh"
+    assert metric(at, "CO2, location-based") == three_digits(est["energy"]["co2_location_t"]) + " t"
     assert metric(at, "Expected interruptions") == f"{est['reliability']['expected_failures']:,.0f}"
 
 
@@ -33,13 +34,15 @@ def test_the_break_even_chart_crosses_at_the_engines_break_even_years():
     assert any(abs(s.get("x0", -1) - years) < 1e-9 for s in fig["layout"]["shapes"])
 
 
-def test_the_budget_planner_counts_runs_and_warns_about_big_jobs():
+def test_the_budget_planner_counts_runs_and_warns_about_big_jobs_only_above_a_limit_you_set():
     at = cost_page()
     assert any("Enter a budget" in i for i in texts(at.info))
     billed = estimate(default_scenario())["cost"]["billed_gpu_hours"]
     at.number_input(key="opt:gpu_hour_budget").set_value(10_000_000.0).run()
     plan = plan_budget(billed, budget_gpu_hours=10_000_000.0)
-    assert metric(at, "Runs the budget pays for") == f"{plan['max_runs']:,}"
+    assert metric(at, "Runs the budget pays for") == f"{plan['max_runs']:,}" == "1"     # 10M / 5.65M billed
+    assert not at.warning                               # every real run is far above 512 GPU-hours: no default limit
+    at.number_input(key="opt:budget_warn_gpu_hours").set_value(512.0).run()
     assert any("above the 512 GPU-hour per-job threshold" in w for w in texts(at.warning))
     at.number_input(key="opt:budget_usd").set_value(5e6).run()
     assert any("not both" in e for e in texts(at.error))
@@ -56,3 +59,15 @@ def test_a_market_based_intensity_adds_the_market_based_figure():
     at.number_input(key="w:site.market_based_g_per_kwh").set_value(0.0).run()
     on_page(at, "cost_carbon")
     assert metric(at, "CO2, market-based") == "0 t"
+
+
+def test_owning_the_hardware_shows_each_term_and_takes_your_operations_cost():
+    at = run_app()
+    at.number_input(key="w:cost.on_prem.ops_usd_per_gpu_year").set_value(10_000.0).run()
+    on_page(at, "cost_carbon")
+    terms = next(t for t in texts(at.markdown) if t.startswith("**Owned cost per used GPU-hour, term by term:**"))
+    assert "operations $1.43" in terms               # $10,000 / (8,766 h x 80% utilisation) = $1.426 per used hour
+    table = next(d.value for d in at.dataframe if "how it is derived" in d.value.columns)
+    row = table[table["input"] == "operations per GPU-year"].iloc[0]
+    assert row["value"] == 10_000 and row["how it is derived"] == "your value" and row["unit"] == "USD per GPU-year"
+    assert "Scenario page" in row["source"] and "cost.on_prem" not in row["source"]     # plain words, no field path

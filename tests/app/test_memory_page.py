@@ -6,7 +6,7 @@ from engine.presentation.edit import apply_edit, default_scenario
 from engine.planning.estimate import estimate
 from engine.presentation.report import MEMORY_PARTS, WORST_STAGE
 from engine.presentation.share import decode
-from tests.app.conftest import metric, on_page, run_app, texts
+from tests.app.conftest import button, metric, on_page, run_app, texts
 
 
 def memory_page():
@@ -75,3 +75,30 @@ def test_a_layout_that_does_not_fit_says_so():
     sc = at.session_state["scenario"]
     assert not estimate(sc)["fits"]
     assert any("Does not fit" in e for e in texts(at.error))
+
+
+def test_the_optional_layout_settings_appear_where_they_apply_and_change_the_scenario():
+    at = memory_page()
+    assert not [t for t in at.toggle if t.key == "w:layout.reshard_after_forward"]      # ZeRO-1: does not apply
+    at.selectbox(key="w:layout.shard_group").set_value(8).run()
+    assert at.session_state["scenario"].layout.shard_group == 8
+    assert any("sharded in groups of 8 (HSDP)" in c for c in texts(at.sidebar.caption))
+    at.toggle(key="w:layout.tp_comm_overlap").set_value(True).run()
+    assert at.session_state["scenario"].layout.tp_comm_overlap
+    at.selectbox(key="w:layout.stage_split").set_value((19, 19)).run()      # 19 + 21 + 21 + 19 = 80 layers
+    assert any("virtual_stages=5 must divide" in e for e in texts(at.error))   # 5 chunks do not split 19 layers
+    button(at, "Undo the refused value").click().run()
+    assert at.selectbox(key="w:layout.stage_split").value == (None, None)
+    at.selectbox(key="w:layout.virtual_stages").set_value(1).run()
+    at.selectbox(key="w:layout.stage_split").set_value((19, 19)).run()
+    lay = at.session_state["scenario"].layout
+    assert (lay.first_stage_layers, lay.last_stage_layers) == (19, 19)
+    at.select_slider(key="w:layout.zero_stage").set_value(3).run()
+    kept_before = estimate(at.session_state["scenario"])["memory_gib"]["total"]
+    at.toggle(key="w:layout.reshard_after_forward").set_value(False).run()
+    sc = at.session_state["scenario"]
+    assert sc.layout.reshard_after_forward is False
+    assert estimate(sc)["memory_gib"]["total"] > kept_before               # gathered weights stay in memory
+    at.select_slider(key="w:layout.zero_stage").set_value(1).run()          # keeping weights applies to ZeRO-3 only
+    assert at.session_state["scenario"].layout.reshard_after_forward is True
+    assert any("Gathered weights are freed" in n for n in texts(at.info))

@@ -21,8 +21,7 @@ def test_defaults_show_the_engine_estimate_and_the_url_carries_the_scenario():
     est = estimate(default_scenario())
     assert metric(at, "Step time") == f"{est['step_time_s']:.2f} s"
     assert metric(at, "MFU") == f"{est['mfu'] * 100:.1f}%"
-    assert metric(at, f"Memory per GPU (of {est['memory_capacity_gib']:.0f} GiB)") == \
-        f"{est['memory_gib']['total']:.1f} GiB"
+    assert metric(at, "Memory per GPU") == f"{est['memory_gib']['total']:.1f} GiB"
     assert decode(at.query_params["sc"]).scenario == default_scenario()
     assert not at.error
 
@@ -51,13 +50,28 @@ def test_an_impossible_cluster_size_is_flagged_at_the_field_and_the_last_valid_s
     at.number_input(key="w:cluster.n_gpus").set_value(1000).run()
     assert not at.exception
     errors = texts(at.error)
-    assert any("cluster.n_gpus = 1000" in e for e in errors), errors
+    # the nearest sizes in whole nodes of 8 that have a layout: 128 nodes (1,024) and 120 nodes (960)
+    assert any("over 1,000 accelerators" in e and "1,024 (128 nodes" in e and "960 (120 nodes" in e for e in errors), errors
+    assert any("last valid scenario" in w and "Number of accelerators" in w for w in texts(at.warning))
     assert scenario_of(at).cluster.n_gpus == 1024
     assert metric(at, "Step time") == before
     assert decode(at.query_params["sc"]).scenario.cluster.n_gpus == 1024
-    at.number_input(key="w:cluster.n_gpus").set_value(2048).run()      # fixing it clears the message
+    button(at, "Use 960").click().run()                                  # a suggestion is one click
+    assert not at.error and not at.warning
+    assert scenario_of(at).cluster.n_gpus == 960
+    at.number_input(key="w:cluster.n_gpus").set_value(2048).run()
     assert not at.error
-    assert scenario_of(at).layout.dp == 64
+    assert scenario_of(at).cluster.n_gpus == 2048
+
+
+def test_a_refused_value_can_be_undone_and_the_field_shows_the_scenarios_value_again():
+    at = run_app()
+    at.number_input(key="w:training.seq_len").set_value(0).run()
+    assert at.number_input(key="w:training.seq_len").value == 0         # what was typed stays, flagged
+    assert any("last valid scenario" in w for w in texts(at.warning))
+    button(at, "Undo the refused value").click().run()
+    assert not at.error and not at.warning
+    assert at.number_input(key="w:training.seq_len").value == 8192
 
 
 def test_out_of_range_and_unknown_values_get_the_validators_message():
@@ -196,7 +210,7 @@ def test_the_site_region_is_a_searchable_list_of_named_places():
     assert scenario_of(at).site.region == "FRA"
     est = estimate(scenario_of(at))
     assert est["energy"]["grid"]["where"] == "France"
-    at.selectbox(key="w:site.region").set_value("world average (no site given)").run()
+    at.selectbox(key="w:site.region").set_value("world average").run()
     assert scenario_of(at).site is None or scenario_of(at).site.region is None
 
 

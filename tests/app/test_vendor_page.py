@@ -12,7 +12,7 @@ def test_the_recommendation_and_table_are_the_engines_comparison():
     expected = compare(default_scenario(), weights=DEFAULT_WEIGHTS, calibrations={"H100-SXM5-80GB": {}})
     top = next(r for r in expected["rows"] if r["accelerator"] == expected["recommendation"])
     assert any(top["name"] in s for s in texts(at.success))
-    assert any(expected["why"] == m.value for m in at.markdown)
+    assert expected["why"] in texts(at.markdown)
     table = at.dataframe[0].value
     assert list(table["accelerator"]) == [r["accelerator"] for r in expected["rows"]]
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]

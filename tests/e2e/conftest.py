@@ -100,3 +100,37 @@ def no_exception(page) -> None:
 def screenshot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+CUT_OFF_JS = """() => {
+  const out = [];
+  const shown = '[data-testid="stMetric"] *, [data-testid="stWidgetLabel"] *, input, button, [role="tab"], '
+              + '[data-testid="stMarkdownContainer"] p';
+  for (const el of document.querySelectorAll(shown)) {
+    if (el.offsetParent === null || el.type === 'file') continue;
+    const style = getComputedStyle(el);
+    const wider = el.scrollWidth > el.clientWidth + 1;
+    if (wider && (el.tagName === 'INPUT' || style.overflow !== 'visible' || style.textOverflow === 'ellipsis'))
+      out.push(el.tagName === 'INPUT' ? `field ${el.getAttribute('aria-label')}: ${el.value || el.placeholder}`
+                                     : el.innerText.slice(0, 80));
+  }
+  return out;
+}"""
+
+
+def cut_off(page) -> list[str]:
+    """Texts the browser shows cut off: metrics, labels, field values, buttons, tabs and paragraphs wider than their
+    box with the overflow hidden or an ellipsis (what a reader cannot see in full)."""
+    return page.evaluate(CUT_OFF_JS)
+
+
+def screenshot_whole(page, name: str) -> None:
+    """The whole page at the viewport's width: Streamlit scrolls inside its main block, so the viewport grows to the
+    content's height for the screenshot and is then set back."""
+    size = page.viewport_size
+    height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": size["width"], "height": max(size["height"], height + 40)})
+    page.wait_for_timeout(400)
+    screenshot(page, name)
+    page.set_viewport_size(size)
+    page.wait_for_timeout(200)

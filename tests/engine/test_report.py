@@ -6,14 +6,16 @@ from html.parser import HTMLParser
 
 from engine.presentation.edit import default_scenario
 from engine.planning.estimate import estimate
-from engine.presentation.report import (break_even_curves, breakdown_rows, fmt_days, fmt_num, fmt_seconds, fmt_usd, key_figures,
-                           memory_rows, ranked_rows, rejected_rows, summary_html, svg_stacked_bar)
+from engine.presentation.report import (break_even_curves, breakdown_rows, fmt_days, fmt_num, fmt_seconds, fmt_usd,
+                                        key_figures, memory_rows, ranked_rows, rejected_rows, svg_stacked_bar)
+from engine.presentation.summary import summary_html
 from engine.planning.search import search
 from engine.planning.vendor import compare
 
 
 def test_formatting():
     assert fmt_num(4_428_887) == "4.43M" and fmt_num(15.6e12) == "15.6T" and fmt_num(None) == "n/a"
+    assert fmt_num(6_754.3) == "6,750" and fmt_num(19.24) == "19.2"
     assert fmt_usd(14_341_257) == "$14.3M"
     assert fmt_days(0.5) == "12.0 hours" and fmt_days(3.25) == "3.2 days" and fmt_days(182.4) == "182 days"
     assert fmt_seconds(45) == "45 s" and fmt_seconds(1591) == "27 minutes"
@@ -23,7 +25,7 @@ def test_tables_add_up_to_the_estimate():
     est = estimate(default_scenario())
     assert abs(sum(r["GiB"] for r in memory_rows(est)) - est["memory_gib"]["total"]) < 0.01
     assert abs(sum(r["seconds per step"] for r in breakdown_rows(est)) - est["step_time_s"]) < 1e-9
-    assert {label for label, _, _ in key_figures(est)} >= {"Time to train", "GPU-hours", "MFU", "Cost", "Energy"}
+    assert {f.label for f in key_figures(est)} >= {"Time to train", "GPU-hours (billed)", "MFU", "Cost", "Energy"}
 
 
 def test_search_tables():
@@ -69,8 +71,8 @@ def test_the_summary_is_self_contained_and_carries_the_figures():
     # addresses appear only as text (sources, the planner link) and as the SVG namespace, never as something to load
     text_only = re.sub(r'<li>.*?</li>|<p class="src">.*?</p>|xmlns="http://www.w3.org/2000/svg"', "", page, flags=re.S)
     assert not re.search(r"https?://", text_only)
-    for _, value, _ in key_figures(est):
-        assert value.replace("&", "&amp;") in page
+    for f in key_figures(est):
+        assert f.value.replace("&", "&amp;") in page
     top = next(r for r in vendor["rows"] if r["accelerator"] == vendor["recommendation"])
     assert top["name"] in page
     assert "@page" in page and "Generated 2026-11-21 09:30 UTC" in page

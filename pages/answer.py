@@ -1,0 +1,183 @@
+"""The manager's answer at the top of the Scenario page: a deadline, a budget or GPU-hours in (with the vendor, the
+software stack and an optional range of global batches); the cluster in whole nodes, wall days, cost, energy and
+CO2 with their ranges, the layout in plain words and the nearest alternatives out. engine.planning.plan runs in the
+background (pages/background.py), once per question for the whole server, so no page rerun waits for it."""
+from __future__ import annotations
+
+import streamlit as st
+from pydantic import ValidationError
+
+from engine.catalog import load_catalog
+from engine.economics import ranges
+from engine.planning.plan import plan
+from engine.presentation.answer import alternative_rows, answer_figures, answer_scenario, headline, option_rows
+from engine.presentation.edit import Edit, layout_words
+from engine.presentation.share import PlannerOptions
+from engine.scenario import Scenario, ScenarioError, parse_scenario
+from pages import background, common
+from pages.work_limits import Busy
+
+TARGETS = {"deadline_days": "Deadline (days)", "budget_usd": "Budget (USD)", "gpu_hour_budget": "GPU-hours"}
+TARGET_STEP = {"deadline_days": 1.0, "budget_usd": 1_000_000.0, "gpu_hour_budget": 100_000.0}
+STACKS = {"tuned": "Well tuned", "typical": "Typical"}
+ASK = "ask:"                      # keys of the question's widgets
+WHERE = "options.answer"          # where refused questions are shown
+
+
+def target(opts: PlannerOptions) -> dict[str, float]:
+    """The targets set in the options (a deadline, a money budget, a GPU-hour budget; several are met together)."""
+    return {k: getattr(opts, k) for k in TARGETS if getattr(opts, k) is not None}
+
+
+def batch_range(sc: Scenario, opts: PlannerOptions) -> tuple[int, int] | None:
+    if opts.batch_min is None and opts.batch_max is None:
+        return None
+    gbs = sc.training.global_batch_size
+    return (opts.batch_min or gbs, opts.batch_max or gbs)
+
+
+def planning_scenario(sc: Scenario) -> str:
+    """What the plan depends on: the scenario without its layout and cluster details (the plan lays out and sizes
+    every accelerator itself, from one node up), as JSON; equal questions share one job."""
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data.pop("layout", None)
+    data["cluster"] = {"accelerator": sc.cluster.accelerator, "n_gpus": sc.gpus_per_node,
+                       **({"gpus_per_node": sc.cluster.gpus_per_node} if sc.cluster.gpus_per_node else {})}
+    return parse_scenario(data).model_dump_json()
+
+
+def _plan(scenario_json: str, targets: tuple, vendor: str, efficiency: str, batches, progress) -> dict:
+    return plan(parse_scenario(scenario_json), **dict(targets), vendor=vendor, efficiency=efficiency,
+                batch_range=batches, progress=progress)
+
+
+def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
+    """The background job answering the options' question for this scenario (started if needed); None without a
+    target."""
+    targets = target(opts)
+    if not targets:
+        return None
+    names = {"deadline_days": "deadline_days", "budget_usd": "budget_usd", "gpu_hour_budget": "gpu_hours"}
+    args = (planning_scenario(sc), tuple(sorted((names[k], v) for k, v in targets.items())), opts.vendor,
+            opts.efficiency, batch_range(sc, opts))
+    return background.job(("plan", *args), "answer", _plan, *args, progress=True)
+
+
+def _vendors() -> list[str]:
+    return sorted({a.vendor for a in load_catalog().accelerators.values()})
+
+
+def _seed(opts: PlannerOptions) -> None:
+    ss = st.session_state
+    if ASK + "kind" in ss:
+        return
+    targets = target(opts)
+    kind = next(iter(targets), "deadline_days")
+    ss[ASK + "kind"], ss[ASK + "value"] = kind, targets.get(kind)
+    ss[ASK + "vendor"], ss[ASK + "efficiency"] = opts.vendor, opts.efficiency
+    ss[ASK + "batch_min"], ss[ASK + "batch_max"] = opts.batch_min, opts.batch_max
+
+
+def _asked() -> None:
+    """The question's form was sent: its answer settings become page options (part of the link)."""
+    ss = st.session_state
+    ss[common.PROBLEMS].pop(WHERE, None)
+    gbs = common.scenario().training.global_batch_size
+    lo, hi = ss[ASK + "batch_min"], ss[ASK + "batch_max"]
+    if (lo is not None and lo > gbs) or (hi is not None and hi < gbs):
+        ss[common.PROBLEMS][WHERE] = [
+            f"The accepted global batch range must include the scenario's {gbs:,} sequences (tokens stay fixed, the "
+            f"batch may grow for larger clusters): for example {min(lo or gbs, gbs):,} to {max(hi or gbs, gbs * 4):,}."]
+        return
+    changes = {k: None for k in TARGETS}
+    changes[ss[ASK + "kind"]] = ss[ASK + "value"] or None
+    changes.update(vendor=ss[ASK + "vendor"], efficiency=ss[ASK + "efficiency"], batch_min=lo, batch_max=hi)
+    try:
+        new = PlannerOptions.model_validate({**common.options().model_dump(), **changes})
+    except ValidationError as err:
+        ss[common.PROBLEMS][WHERE] = [f"{TARGETS.get(e['loc'][0], e['loc'][0])}: {e['msg']}"
+                                      for e in err.errors(include_url=False, include_input=False)]
+        return
+    ss[common.OPTIONS] = new
+
+
+def _use(result: dict) -> None:
+    sc = answer_scenario(common.scenario(), result["answer"])
+    if common.commit(Edit(sc)):
+        st.session_state[common.NOTES] = [f"The scenario is now the answer: {headline(result)} Every page shows it."]
+
+
+def show(sc: Scenario, opts: PlannerOptions) -> None:
+    """The question and, once worked out, its answer."""
+    _seed(opts)
+    with st.container(border=True):
+        st.subheader("How many accelerators, how long, at what cost?")
+        with st.form("ask", border=False):
+            cols = st.columns([1.5, 1.2, 1.3, 1.3, 1.0, 1.0], vertical_alignment="bottom")
+            cols[0].selectbox("The run has", list(TARGETS), key=ASK + "kind", format_func=TARGETS.get,
+                              help="A deadline finds the cheapest cluster that finishes in time; a budget the fastest "
+                                   "that stays within it.")
+            cols[1].number_input("Target", key=ASK + "value", min_value=0.0, step=1.0, placeholder="e.g. 30", format="%g",
+                                 help="Days for a deadline, US dollars for a cost budget, GPU-hours for an allocation.")
+            cols[2].selectbox("Vendor", ["any", "same", *_vendors()], key=ASK + "vendor",
+                              format_func=lambda v: {"any": "any", "same": "this accelerator"}.get(v, v),
+                              help="Which accelerators the answer may use: any, only the scenario's accelerator, or one "
+                                   "vendor's.")
+            cols[3].selectbox("Software stack", list(STACKS), key=ASK + "efficiency", format_func=STACKS.get,
+                              help=" ".join(f"{STACKS[k]}: {ranges.explain(k)}" for k in STACKS))
+            cols[4].number_input("Batch from", key=ASK + "batch_min", min_value=1, step=1, placeholder="as set",
+                                 help="Optional: the smallest global batch (sequences) you accept; tokens stay fixed.")
+            cols[5].number_input("Batch to", key=ASK + "batch_max", min_value=1, step=1, placeholder="as set",
+                                 help="Optional: the largest global batch (sequences) you accept; larger clusters "
+                                      "need larger batches to keep every accelerator busy.")
+            st.form_submit_button("Answer", type="primary", on_click=_asked)
+        common.field_problems(WHERE)
+        st.caption(ranges.explain(opts.efficiency))
+        job = current_job(sc, opts)
+        if job is None:
+            st.caption("Give a deadline, a budget or GPU-hours and press **Answer**: every accelerator is sized for "
+                       "it, and the cheapest that meets a deadline (the fastest within a budget) is the answer.")
+            return
+        if not job.wait(0.05):
+            common.poll(job, 'Working out the answer')
+            return
+        try:
+            result = job.value()
+        except ScenarioError as err:
+            st.error("This question cannot be answered: " + common.problems_text(err.problems))
+            return
+        except Busy as err:
+            st.warning(str(err))
+            return
+        _draw(sc, result)
+
+
+def _draw(sc: Scenario, result: dict) -> None:
+    answer = result["answer"]
+    if answer is None:
+        st.warning(common.md_escape(result["reason"][0].upper() + result["reason"][1:] + "."))
+        _options(result)
+        return
+    st.success(common.md_escape(headline(result)))
+    common.show_figures(answer_figures(answer), width=150)
+    st.markdown("**Layout:** " + common.md_escape(layout_words(answer["layout"], answer["gpus_per_node"])))
+    st.markdown("**Nearest alternatives**\n" + "\n".join(
+        f"- {common.md_escape(r['alternative'])}: {common.md_escape(r['what it takes'])}"
+        for r in alternative_rows(result)))
+    applied = answer_scenario(sc, answer)
+    if applied == sc:
+        st.caption("The scenario is this answer: every page shows it.")
+    else:
+        st.button("Use this answer in the scenario", on_click=_use, args=(result,),
+                  help="Sets the accelerator, cluster size, batch and layout of the scenario to the answer's, so the "
+                       "other pages and the Summary report show it.")
+    _options(result)
+
+
+def _options(result: dict) -> None:
+    with st.expander(f"Every accelerator sized {result['target']}"):
+        st.dataframe(option_rows(result), hide_index=True, key="answer_options",
+                     column_config={"days": st.column_config.NumberColumn(format="%.1f"),
+                                    "cost USD": st.column_config.NumberColumn(format="dollar"),
+                                    "energy MWh": st.column_config.NumberColumn(format="%.0f"),
+                                    "CO2 t": st.column_config.NumberColumn(format="%.0f")})

@@ -1,0 +1,121 @@
+"""Work done once per server process, off the script thread, and shared by every session: a job runs once per key
+(in a work slot, pages/work_limits.py) and pages show its result once it is done, with a progress bar that polls
+until then, so that a page rerun never waits for it. The manager's answer (engine.planning.plan) runs here, and the
+MLPerf validation is warmed here when the server starts (serve.py). Nothing here imports Streamlit.
+
+    job = background.job(("plan", key), "answer", plan, sc, deadline_days=30)
+    if job.done: show(job.value())
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
+from typing import Callable
+
+from engine.scenario import ScenarioError
+from pages import work_limits
+
+VALIDATED = ("gpt3", "llama31_405b")      # the MLPerf benchmarks the engine predicts (Benchmarks page)
+
+WORKERS = 2               # jobs run at once at most this many (and each in a work slot as well)
+MAX_JOBS = 256            # finished jobs kept for other sessions; the oldest go first
+
+
+class Job:
+    """One piece of work: its future, and how far it got (fraction, message) for a progress bar."""
+
+    def __init__(self, key: tuple, what: str):
+        self.key, self.what = key, what
+        self.future: Future = Future()
+        self.fraction = 0.0
+        self.message = f"waiting for a free slot for the {what}"
+
+    def progress(self, fraction: float, message: str) -> None:
+        self.fraction, self.message = min(max(fraction, 0.0), 1.0), message
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    def value(self):
+        """The result; raises what the work raised (ScenarioError, Busy)."""
+        return self.future.result()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait for the result at most timeout_s; True when it is done."""
+        try:
+            self.future.exception(timeout=timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def retry(self) -> bool:
+        """A job that failed for a passing reason (Busy, an unexpected error) is started again when asked for;
+        one the engine refused (ScenarioError) keeps its answer."""
+        return self.done and self.future.exception() is not None and not isinstance(self.future.exception(), ScenarioError)
+
+
+_POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="planner-background")
+_BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner-warm-up")    # slot=False jobs, one at a time
+_JOBS: OrderedDict[tuple, Job] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def job(key: tuple, what: str, work: Callable, *args, progress: bool = False, slot: bool = True, **kwargs) -> Job:
+    """The job for `key`, started now (`work(*args, **kwargs)` in a work slot named `what`, or beside the slots
+    with slot=False) unless it is already running or done. With progress=True, `work` is also given
+    progress=job.progress."""
+    with _LOCK:
+        found = _JOBS.get(key)
+        if found is not None and not found.retry():
+            _JOBS.move_to_end(key)
+            return found
+        new = _JOBS[key] = Job(key, what)
+        while len(_JOBS) > MAX_JOBS:
+            _JOBS.popitem(last=False)
+    if progress:
+        kwargs["progress"] = new.progress
+    (_POOL if slot else _BESIDE).submit(_run, new, work, args, kwargs, slot)
+    return new
+
+
+def _run(job_: Job, work: Callable, args: tuple, kwargs: dict, slot: bool) -> None:
+    try:
+        with work_limits.slot(job_.what) if slot else nullcontext():
+            job_.progress(0.0, f"started the {job_.what}")
+            value = work(*args, **kwargs)
+    except BaseException as err:          # handed to whoever reads the job (Busy, ScenarioError, a bug)
+        job_.future.set_exception(err)
+    else:
+        job_.future.set_result(value)
+
+
+def find(key: tuple) -> Job | None:
+    with _LOCK:
+        return _JOBS.get(key)
+
+
+def wait_all(timeout_s: float = 120.0) -> None:
+    """Wait until every job started so far is done (tests and benchmarks)."""
+    with _LOCK:
+        jobs = list(_JOBS.values())
+    for j in jobs:
+        j.wait(timeout_s)
+
+
+def validation(store, benchmark: str, slot: bool = True) -> Job:
+    """benchmarks_db.validation.predicted_vs_measured for a benchmark on the store as it is now (its row counts are
+    part of the key, so an upload gives a new job); ~30 layout searches from scratch, so computed once per process."""
+    from benchmarks_db.validation import predicted_vs_measured
+    version = tuple(sorted(store.counts().items()))
+    return job(("validation", benchmark, version), "validation", predicted_vs_measured, store, benchmark, slot=slot)
+
+
+def warm_up(store) -> None:
+    """Start the validation of every predicted benchmark now (serve.py, when the server starts), so that the first
+    visitor of Predicted vs MLPerf finds it done; start-up does not wait for it. It runs beside the work slots
+    (one job, the published results only), so the first visitors' own answers do not queue behind it."""
+    for benchmark in VALIDATED:
+        validation(store, benchmark, slot=False)

@@ -1,0 +1,152 @@
+"""The manager's answer at the top of the Scenario page: one action (a deadline, a budget or GPU-hours, then Answer)
+gives the cluster, days, cost, energy and CO2 with their ranges, the layout in words and the alternatives; the answer
+can become the scenario, and then every page and the report show the same figures."""
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+from engine.planning.estimate import estimate
+from engine.presentation.edit import default_scenario
+from engine.presentation.share import PlannerOptions, decode, encode
+from engine.presentation.summary import summary_html
+from engine.scenario import parse_scenario
+from pages import background
+from tests.app.conftest import button, metric, on_page, run_app, texts
+
+ACCURACY = json.loads((Path(__file__).resolve().parents[2] / "data" / "accuracy.json").read_text())
+
+
+def ask(at, kind: str, value: float, **more):
+    at.selectbox(key="ask:kind").set_value(kind)
+    at.number_input(key="ask:value").set_value(value)
+    for name, v in more.items():
+        (at.selectbox if name in ("vendor", "efficiency") else at.number_input)(key="ask:" + name).set_value(v)
+    button(at, "Answer").click().run()
+    background.wait_all()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def days_of(text: str) -> float:
+    return float(re.match(r"([\d,.]+) days", text).group(1).replace(",", ""))
+
+
+def delta(at, label: str) -> str:
+    return next(m for m in at.metric if m.label == label).proto.delta
+
+
+def test_a_deadline_is_answered_in_one_action_with_ranges_from_the_measured_error():
+    at = ask(run_app(), "deadline_days", 30.0)
+    answer = texts(at.success)[0]
+    assert re.match(r"[\d,]+ x .+ in [\d,]+ nodes of \d+ train it within 30 days: ", answer), answer
+    days = days_of(metric(at, "Days (wall clock)"))
+    assert days <= 30
+    # the range is the engine's figure times the 10th and 90th percentile of published/predicted (data/accuracy.json)
+    low, high = days * ACCURACY["tuned"]["low"], days * ACCURACY["tuned"]["high"]
+    shown = re.match(r"([\d.]+)\u2013([\d.]+) days", delta(at, "Days (wall clock)"))
+    assert abs(float(shown.group(1)) - low) <= 0.06 and abs(float(shown.group(2)) - high) <= 0.06
+    assert {"Accelerators", "Cost", "GPU-hours (billed)", "Energy", "CO2e"} <= {m.label for m in at.metric}
+    # the alternatives say how far one size smaller misses, and what other accelerators would take
+    alternatives = next(t for t in texts(at.markdown) if t.startswith("**Nearest alternatives**"))
+    missed = re.search(r"One size smaller: ([\d,]+) GPUs: ([\d.]+) days, .* misses the deadline by ([\d.]+) days",
+                       alternatives)
+    assert missed and float(missed.group(2)) > 30 and abs(float(missed.group(2)) - 30 - float(missed.group(3))) < 0.06
+    assert int(missed.group(1).replace(",", "")) < int(metric(at, "Accelerators").replace(",", ""))
+    assert any(t.startswith("**Layout:** Each layer is split over") for t in texts(at.markdown))
+    assert decode(at.query_params["sc"]).options.deadline_days == 30       # the link reproduces the answer
+
+
+def test_the_answer_becomes_the_scenario_and_every_page_and_the_report_show_its_figures():
+    at = ask(run_app(), "deadline_days", 30.0)
+    days, cost = metric(at, "Days (wall clock)"), metric(at, "Cost")
+    n_gpus = int(metric(at, "Accelerators").replace(",", ""))
+    button(at, "Use this answer in the scenario").click().run()
+    background.wait_all()
+    at.run()
+    sc = at.session_state["scenario"]
+    assert sc.cluster.n_gpus == n_gpus
+    assert metric(at, "Time to train") == days and metric(at, "Cost") == cost
+    assert any("The scenario is this answer" in c for c in texts(at.caption))
+    on_page(at, "cost_carbon")
+    assert metric(at, "Wall-clock time") == days
+    on_page(at, "report")
+    report = at.get("iframe")[0].proto.srcdoc
+    assert report.count(days) >= 3          # headline, answer and key figures: one layout, one set of figures
+    assert "The scenario of this report is this answer" in report
+
+
+def test_a_budget_gets_the_fastest_cluster_within_it():
+    at = ask(run_app(), "budget_usd", 20_000_000.0)
+    cost = metric(at, "Cost")
+    assert cost.startswith("$") and float(cost[1:-1]) * 1e6 <= 20_000_000
+    assert "for at most $20,000,000" in texts(at.success)[0]
+
+
+def test_a_typical_stack_is_the_published_whole_run_ratio_slower_and_says_so():
+    at = ask(run_app(), "deadline_days", 60.0)
+    tuned_days = days_of(metric(at, "Days (wall clock)"))
+    at = ask(at, "deadline_days", 60.0, efficiency="typical")
+    assert any(c.startswith("A typical stack: 1.50x the tuned figure") for c in texts(at.caption))
+    typical_days = days_of(metric(at, "Days (wall clock)"))
+    assert typical_days <= 60 and typical_days != tuned_days           # a bigger cluster is needed for the same date
+
+
+def test_an_impossible_deadline_says_the_closest_and_a_batch_range_must_hold_the_batch():
+    at = ask(run_app(), "deadline_days", 0.5)
+    assert any(w.startswith("No accelerator meets within 0.5 days") for w in texts(at.warning)), texts(at.warning)
+    at = ask(run_app(), "deadline_days", 30.0, batch_min=2048, batch_max=8192)
+    assert any("must include the scenario's 1,024 sequences" in e and "1,024 to 8,192" in e for e in texts(at.error))
+
+
+def test_a_sequence_of_one_token_and_too_few_tokens_are_flagged_as_implausible():
+    at = run_app()
+    at.number_input(key="w:training.seq_len").set_value(1).run()
+    assert any("Sequence length 1 is unusually short" in w for w in texts(at.warning)), texts(at.warning)
+    at.number_input(key="w:training.total_tokens").set_value(1.0).run()      # 1 billion tokens for 70.6B parameters
+    assert any("fewer than the model's" in w for w in texts(at.warning))
+
+
+def test_a_layout_that_does_not_fit_gets_no_time_or_cost_but_what_would_fit():
+    at = run_app()
+    for key, value in (("w:layout.tp", 1), ("w:layout.pp", 1), ("w:layout.zero_stage", 0), ("w:layout.recompute", "none")):
+        on_page(at, "memory")
+        (at.select_slider if key.endswith("zero_stage") else at.selectbox)(key=key).set_value(value).run()
+    on_page(at, "scenario")
+    assert any("Does not fit" in e and "no time or cost" in e for e in texts(at.error))
+    assert {m.label for m in at.metric} & {"Time to train", "Cost", "GPU-hours (billed)"} == set()
+    button(at, "Use this layout").click().run()
+    assert at.session_state["scenario"].layout.tp > 1 or at.session_state["scenario"].layout.zero_stage > 0
+    assert "Time to train" in {m.label for m in at.metric}
+
+
+def test_the_glossary_is_in_the_tooltips():
+    at = run_app()
+    assert "model FLOPs utilisation" in next(m for m in at.metric if m.label == "MFU").help
+    on_page(at, "memory")
+    assert "ZeRO splits training state" in at.select_slider(key="w:layout.zero_stage").help
+    assert "interleaved" in at.selectbox(key="w:layout.virtual_stages").help.lower()
+
+
+def test_the_summary_report_of_a_layout_that_does_not_fit_has_no_days():
+    data = default_scenario().model_dump(mode="json", exclude_none=True)
+    data["layout"] = {"tp": 1, "pp": 1, "dp": 1024, "zero_stage": 0}      # 70.6B x 16 bytes of state per GPU
+    bad = parse_scenario(data)
+    est = estimate(bad)
+    assert not est["fits"]
+    page = summary_html(bad, est, datetime(2026, 1, 1))
+    assert "does not fit" in page and "Time to train" not in page and " days" not in page.split("Scenario</h2>")[0]
+
+
+def test_a_link_with_a_question_the_engine_refuses_says_why_and_the_page_keeps_working():
+    for options, expected in ((PlannerOptions(deadline_days=30, vendor="Nvidia"), "unknown vendor 'Nvidia'"),
+                              (PlannerOptions(deadline_days=30, batch_min=4096, batch_max=512),
+                               "must contain the scenario's global batch 1024")):
+        at = run_app({"sc": encode(default_scenario(), options)})
+        background.wait_all()
+        at.run()
+        assert not at.exception
+        assert any(e.startswith("This question cannot be answered") and expected in e for e in texts(at.error)), \
+            texts(at.error)
+        assert "Time to train" in {m.label for m in at.metric}          # the scenario's own figures still show
