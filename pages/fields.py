@@ -92,6 +92,14 @@ F = {
                                                                                          "busbw on one node."),
     "cluster.inter_node_busbw_gbs": Field("Measured bus bandwidth across nodes (GB/s)", "nccl-tests busbw per GPU "
                                                                                         "across nodes."),
+    "cluster.intra_node_latency_us": Field("Measured latency per step inside a node (µs)", "Per ring step, fitted "
+                                                                                           "from small-message "
+                                                                                           "nccl-tests times on one "
+                                                                                           "node."),
+    "cluster.inter_node_latency_us": Field("Measured latency per step across nodes (µs)", "Per ring step, fitted "
+                                                                                          "from small-message "
+                                                                                          "nccl-tests times across "
+                                                                                          "nodes."),
     # layout
     "layout.tp": Field("Tensor parallel (TP)", "Splits every layer's matrices across this many accelerators; needs "
                                                "the fast links inside a node."),
