@@ -130,6 +130,16 @@ class TrainingDefaults(BaseModel):
     total_tokens: float
 
 
+class PublishedTraining(BaseModel):
+    """Whole-training GPU-hours a model's makers published: shown beside the estimate, never used to calibrate it."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    gpu_hours: float = Field(gt=0)
+    accelerator: str = Field(description="catalog id of the accelerator the hours were counted on")
+    tokens: float = Field(gt=0, description="training tokens the published hours cover")
+    scope: str = Field(description="what the hours include (pre-training only, or training as a model card counts it)")
+    source: Source
+
+
 class ModelPreset(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
@@ -144,6 +154,7 @@ class ModelPreset(BaseModel):
         "relative agreement required with the published count; above 1% only where the published figure is "
         "rounded coarser than that or includes parts the engine does not count (published_scope says which)"))
     training_defaults: TrainingDefaults
+    published_training: PublishedTraining | None = None
     source: Source
 
 

@@ -1,6 +1,5 @@
 """Cost & carbon: time to train with failures, GPU-hours, cloud against owned hardware, energy, CO2 and the budget
 planner."""
-import math
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -171,7 +170,7 @@ else:
     try:
         plan = plan_budget(cost["billed_gpu_hours"], budget_gpu_hours=opts.gpu_hour_budget,
                            budget_usd=opts.budget_usd, usd_per_gpu_hour=cost["usd_per_gpu_hour"],
-                           warn_above_gpu_hours=opts.budget_warn_gpu_hours or math.inf)   # no limit unless one is set
+                           warn_above_gpu_hours=opts.budget_warn_gpu_hours)
     except ValueError as err:
         st.error(f"The budget planner cannot answer: {err}.")
     else:

@@ -6,7 +6,7 @@ from engine.economics.cost import PRICING, price_table
 from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
 from engine.regions import region_choices
-from engine.presentation.report import model_size_text
+from engine.presentation.report import model_size_text, published_training_note
 from engine.economics import ranges
 from engine.planning.sanity import warnings_for
 from engine.scenario import PresetRef
@@ -247,5 +247,8 @@ with results:
     common.show_key_figures(est, width=150)
     if est["fits"]:
         st.caption(ranges.explain(common.options().efficiency) + " The ranges under the figures follow from it.")
+        published = published_training_note(sc, est, common.options().efficiency)
+        if published:
+            st.info(common.md_escape(published))
     for warning in warnings_for(sc, est if est["fits"] else None):
         st.warning(common.md_escape(warning))

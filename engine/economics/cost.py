@@ -15,8 +15,6 @@ from engine.catalog import DATA_DIR, Source, load_catalog
 from engine.economics.energy import HOURS_PER_YEAR, Power, energy_defaults
 
 PRICING = ("on_demand", "reserved_1y", "reserved_3y", "reserved", "spot")
-# Seed 003 section 2.4.5 (L1849): warn when one job requests more than 512 GPU-hours.
-DEFAULT_WARN_GPU_HOURS = 512.0
 
 
 def gpu_hours(n_gpus, seconds):
@@ -372,9 +370,10 @@ def detail(price: Price, accelerator: str, billed_gpu_hours: float) -> dict:
 # ---- budget planner (seed 003 section 2.4.5) --------------------------------------------------------------------
 
 def plan_budget(run_gpu_hours: float, budget_gpu_hours: float | None = None, budget_usd: float | None = None,
-                usd_per_gpu_hour: float | None = None, warn_above_gpu_hours: float = DEFAULT_WARN_GPU_HOURS) -> dict:
+                usd_per_gpu_hour: float | None = None, warn_above_gpu_hours: float | None = None) -> dict:
     """How many runs of this size a GPU-hour or money budget pays for: max_runs = floor(budget / cost per run)
-    (seed 003 L1810), with a warning when one run exceeds the per-job threshold (L1849). ValueError on bad input."""
+    (seed 003 L1810), with a warning when one run exceeds a per-job threshold of the user's allocation policy (seed
+    003 L1849 gives 512 GPU-hours as an example; no threshold unless one is given). ValueError on bad input."""
     if not (run_gpu_hours > 0 and math.isfinite(run_gpu_hours)):
         raise ValueError("run_gpu_hours must be a positive, finite number of GPU-hours")
     if (budget_gpu_hours is None) == (budget_usd is None):
@@ -385,11 +384,11 @@ def plan_budget(run_gpu_hours: float, budget_gpu_hours: float | None = None, bud
         budget_gpu_hours = budget_usd / usd_per_gpu_hour
     if not (budget_gpu_hours >= 0 and math.isfinite(budget_gpu_hours)):
         raise ValueError("the budget must be a non-negative, finite amount")
-    if not warn_above_gpu_hours > 0:
+    if warn_above_gpu_hours is not None and not warn_above_gpu_hours > 0:
         raise ValueError("warn_above_gpu_hours must be positive")
     runs = math.floor(budget_gpu_hours / run_gpu_hours * (1 + 1e-12))   # tolerate float rounding at exact multiples
     warnings = []
-    if run_gpu_hours > warn_above_gpu_hours:
+    if warn_above_gpu_hours is not None and run_gpu_hours > warn_above_gpu_hours:
         warnings.append(f"one run needs {run_gpu_hours:,.0f} GPU-hours, above the {warn_above_gpu_hours:,.0f} GPU-hour "
                         "per-job threshold: pilot a smaller run first")
     if runs == 0:

@@ -128,7 +128,7 @@ def size_for(sc: Scenario, target: Target, objective: str = "time", factor: floa
     if target.deadline_days is not None:
         ok = lambda r: meets_deadline(r, target, factor) and within_budget(r, target, factor)
         lo, hi = -1, None                       # ladder indices: lo misses (or holds no layout), hi meets
-        i = index_of(sc.cluster.n_gpus / unit)
+        i = 0                                   # from one node, so the answer does not depend on the scenario's size
         previous, stalled = None, 0
         # grow by powers of two (the sizes power-of-two batches and heads use best) until the deadline is met,
         # jumping by the time still missing; stop when doubling stops helping (the batch ran out of room)

@@ -210,6 +210,42 @@ def key_figures(est: dict, efficiency: str = "tuned") -> list[Figure]:
     return figures
 
 
+def published_training_note(sc: Scenario, est: dict, efficiency: str = "tuned") -> str | None:
+    """The whole-training GPU-hours the model's makers published (data/models.json published_training) beside this
+    estimate's billed GPU-hours, scaled linearly to the scenario's tokens, and where the published figure falls
+    against the range shown. None for a custom model, a preset without a published figure, or a layout that does
+    not fit."""
+    if not isinstance(sc.model, PresetRef) or not est.get("fits"):
+        return None
+    published = load_catalog().models[sc.model.preset].published_training
+    if published is None:
+        return None
+    where = published.source.document.split(",")[0]
+    said = (f"Published ({where}, {published.source.date}): {fmt_num(published.gpu_hours)} GPU-hours on "
+            f"{accelerator_name(published.accelerator)} for {fmt_num(published.tokens)} tokens; {published.scope}.")
+    if sc.cluster.accelerator != published.accelerator:
+        return said + (f" This scenario runs on {accelerator_name(sc.cluster.accelerator)}, so the two are not "
+                       "directly comparable.")
+    shown = headline_bands(est, efficiency)["gpu_hours"]
+    scaled = published.gpu_hours * sc.training.total_tokens / published.tokens     # GPU-hours scale with tokens
+    ratio = scaled / shown["value"]
+    scaled_text = ("" if abs(sc.training.total_tokens / published.tokens - 1) < 1e-9 else
+                   f"Scaled to this scenario's {fmt_num(sc.training.total_tokens)} tokens: {fmt_num(scaled)}; ")
+    if shown["low"] <= scaled <= shown["high"]:
+        verdict = "within the range shown"
+    elif scaled > shown["high"]:
+        typical = ranges.band(est.get("cost", {}).get("billed_gpu_hours") or est["gpu_hours"], "typical")
+        verdict = ("above the range shown" + (": about what a typical stack takes, so plan with 'typical' unless "
+                                              "your stack is tuned" if efficiency == "tuned" and typical["low"] <=
+                                              scaled <= typical["high"] else
+                                              ": the published run did work this estimate leaves out, or ran "
+                                              "further below a tuned stack's efficiency"))
+    else:
+        verdict = "below the range shown: the published run was faster than this layout is estimated to be"
+    return said + f" {scaled_text}{ratio:.2f}x this estimate's {fmt_num(shown['value'])} billed GPU-hours, " \
+                  f"{verdict}."
+
+
 # A short glossary, shown in tooltips wherever the term appears.
 GLOSSARY = {
     "MFU": "model FLOPs utilisation: useful model arithmetic (causal attention counted as computed, as current "

@@ -10,8 +10,9 @@ from engine.economics import ranges
 from engine.presentation.answer import alternative_rows, answer_scenario, headline
 from engine.presentation.edit import describe_layout, layout_words
 from engine.presentation.report import (MEMORY_PARTS, REPORT_CSS, WORST_STAGE, _e, breakdown_rows,
-                                        fmt_days, fmt_num, fmt_usd, headline_bands, key_figures, range_text,
-                                        scenario_rows, scenario_title, svg_hbars, svg_stacked_bar)
+                                        fmt_days, fmt_num, fmt_usd, headline_bands, key_figures,
+                                        published_training_note, range_text, scenario_rows, scenario_title,
+                                        svg_hbars, svg_stacked_bar)
 from engine.scenario import Scenario
 
 
@@ -79,7 +80,9 @@ def summary_html(sc: Scenario, est: dict, generated_at: datetime, link: str = ""
                       + (f'<span class="range">{_e(f.range)}</span>' if f.range else "")
                       + f"<span>{_e(f.what)}</span></div>" for f in key_figures(est, efficiency))
     head = f'<p class="{"rec" if est["fits"] else "warn"}">{_e(plan_sentence(sc, est, efficiency))}</p>'
-    stack = f'<p class="sub">{_e(ranges.explain(efficiency))}</p>'
+    published = published_training_note(sc, est, efficiency)
+    stack = f'<p class="sub">{_e(ranges.explain(efficiency))}</p>' + (f'<p class="sub">{_e(published)}</p>'
+                                                                      if published else "")
     answer_part = _answer_section(sc, answer) if answer is not None else ""
     vendor_part = _vendor_section(sc, est, vendor) if vendor is not None and vendor.get("recommendation") else ""
     memory_svg = svg_stacked_bar([(label, est["memory_gib"][key]) for key, (label, _) in MEMORY_PARTS.items()],

@@ -219,3 +219,8 @@ def test_a_stored_lowercase_region_code_still_opens():
     data["site"] = {"region": "gcp:europe-west4"}
     sc = parse_scenario(data)
     assert sc.site.region == "gcp:europe-west4"
+
+
+def test_the_models_published_gpu_hours_are_shown_beside_the_estimate():
+    at = run_app()
+    assert any(t.startswith("Published (Meta Llama 3.1 model card, 2024-07): 7M GPU-hours") for t in texts(at.info))

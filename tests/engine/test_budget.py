@@ -23,9 +23,10 @@ def test_runs_that_fit_a_budget():
 
 
 def test_warnings_above_threshold_and_when_nothing_fits():
-    # L1849: warn above 512 GPU-hours per job (configurable)
-    big = plan_budget(1536, budget_gpu_hours=2000)
+    # L1849: warn above a per-job threshold of the allocation policy (512 GPU-hours in the seed's example)
+    big = plan_budget(1536, budget_gpu_hours=2000, warn_above_gpu_hours=512)
     assert big["max_runs"] == 1 and "512" in big["warnings"][0]
+    assert plan_budget(1536, budget_gpu_hours=2000)["warnings"] == []            # no threshold unless one is given
     assert plan_budget(1536, budget_gpu_hours=2000, warn_above_gpu_hours=2000)["warnings"] == []
     none = plan_budget(192, budget_gpu_hours=100)
     assert none["max_runs"] == 0 and "does not cover one run" in none["warnings"][-1]

@@ -35,6 +35,14 @@ def test_deadline_sizing_is_the_smallest_size_in_whole_nodes():
     assert sized["neighbour"]["wall_days"] > 30                  # one size smaller misses, and by how much is shown
 
 
+def test_the_size_for_a_deadline_does_not_depend_on_the_scenarios_cluster_size():
+    sc = default_scenario()
+    sc = sc.model_copy(update={"model": sc.model.model_copy(update={"preset": "llama3.1-8b"})})
+    answers = {size_for(sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"n_gpus": n})}),
+                        Target(deadline_days=10))["n_gpus"] for n in (8, 1024, 16384)}
+    assert len(answers) == 1, answers
+
+
 def test_budget_sizing_is_the_fastest_within_budget():
     sc = default_scenario()
     cheap = size_for(sc, Target(budget_usd=16e6))

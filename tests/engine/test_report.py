@@ -90,3 +90,30 @@ def test_the_memory_svg_is_well_formed_and_proportional():
     bars = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.find("{http://www.w3.org/2000/svg}title") is not None]
     heights = [float(r.get("height")) for r in bars]
     assert abs(heights[1] / heights[0] - 3.0) < 0.02
+
+
+def test_the_published_whole_run_gpu_hours_stand_beside_the_estimate():
+    from engine.catalog import load_catalog
+    from engine.presentation.report import published_training_note
+    from engine.scenario import parse_scenario
+    cat = load_catalog()
+    for m in cat.models.values():                 # every published figure names an accelerator of the catalog
+        assert m.published_training is None or m.published_training.accelerator in cat.accelerators
+    sc = default_scenario()                       # Llama 3.1 70B, 15.6T tokens on H100
+    est = estimate(sc)
+    note = published_training_note(sc, est)
+    # Llama 3.1 model card: 7.0M H100 GPU-hours for ~15T tokens, scaled linearly to 15.6T = 7.28M
+    billed = est["cost"]["billed_gpu_hours"]
+    assert "Meta Llama 3.1 model card" in note and "7.28M" in note
+    assert f"{7.0e6 * 15.6 / 15.0 / billed:.2f}x" in note
+    # another accelerator: the figure is given, with no multiple
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["cluster"]["accelerator"] = "B200-SXM-180GB"
+    other = parse_scenario(data)
+    note = published_training_note(other, estimate(other))
+    assert "7M GPU-hours on NVIDIA H100" in note and "not directly comparable" in note and "x this estimate" not in note
+    # a custom model has nothing published
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["model"] = cat.models["llama3.1-70b"].arch.model_dump(exclude_none=True)
+    custom = parse_scenario(data)
+    assert published_training_note(custom, estimate(custom)) is None
