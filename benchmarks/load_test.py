@@ -36,6 +36,11 @@ LOCK_ERRORS = ("Could not set lock", "Conflicting lock", "connection is busy", "
                "TransactionContext Error")     # DuckDB's lock and concurrency errors as the server would log them
 
 
+def _spread_line(step: str, values: list[float], width: int) -> str:
+    p50, p95 = np.percentile(values, [50, 95])
+    return f"  {step:<{width}} p50 {p50:5.1f} s  p95 {p95:5.1f} s  max {max(values):5.1f} s  (n={len(values)})"
+
+
 @dataclass
 class Figures:
     sessions: int
@@ -51,11 +56,7 @@ class Figures:
                  f"wall {self.wall_s:.1f} s"
                  + (f", server CPU {self.server_cpu_s:.0f} s, server peak RSS {self.peak_rss_mib:.0f} MiB"
                     if self.peak_rss_mib is not None else "")]
-        for step, values in self.seconds.items():
-            if values:
-                p50, p95 = np.percentile(values, [50, 95])
-                lines.append(f"  {step:<7} p50 {p50:5.1f} s  p95 {p95:5.1f} s  max {max(values):5.1f} s  "
-                             f"(n={len(values)})")
+        lines += [_spread_line(step, values, 7) for step, values in self.seconds.items() if values]
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
 
@@ -153,12 +154,8 @@ class HostileFigures:
                  f"{self.others} others working meanwhile: errors {len(self.errors)}, wall {self.wall_s:.1f} s"
                  + (f", server CPU {self.server_cpu_s:.0f} s, server peak RSS {self.peak_rss_mib:.0f} MiB"
                     if self.peak_rss_mib is not None else "")]
-        for step, values in self.seconds.items():
-            if values:
-                p50, p95 = np.percentile(values, [50, 95])
-                seen = sorted(set(self.outcomes[step]))
-                lines.append(f"  {step:<6} p50 {p50:5.1f} s  p95 {p95:5.1f} s  max {max(values):5.1f} s  "
-                             f"(n={len(values)}): {'; '.join(seen)}")
+        lines += [_spread_line(step, values, 6) + ": " + "; ".join(sorted(set(self.outcomes[step])))
+                  for step, values in self.seconds.items() if values]
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
 
