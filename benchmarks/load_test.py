@@ -81,6 +81,7 @@ async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float)
     context.set_default_timeout(timeout_ms)
     page = await context.new_page()
     seconds = {}
+    step = "open"
     try:
         t = time.perf_counter()
         await page.goto(url)
@@ -88,13 +89,13 @@ async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float)
         search = page.get_by_role("button", name="Run layout search")
         await search.wait_for()
         seconds["open"] = time.perf_counter() - t
-        t = time.perf_counter()
+        step, t = "search", time.perf_counter()
         await search.click()
         await page.get_by_text("Best layouts").wait_for()
         seconds["search"] = time.perf_counter() - t
         await page.get_by_test_id("stSidebarNav").get_by_text("Benchmarks", exact=True).click()
         await page.get_by_role("tab", name="Upload results").click()
-        t = time.perf_counter()
+        step, t = "upload", time.perf_counter()
         await page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
             files=[{"name": name, "mimeType": "application/json", "buffer": data}])
         await page.get_by_role("button", name=f"Remove {name}").wait_for()        # the upload has finished
@@ -103,6 +104,12 @@ async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float)
         seconds["upload"] = time.perf_counter() - t
         if await page.get_by_test_id("stException").count():
             raise AssertionError(await page.get_by_test_id("stException").first.inner_text())
+    except Exception as err:
+        err.add_note(step)
+        shot = os.environ.get("LOAD_TEST_SHOTS")
+        if shot:
+            await page.screenshot(path=f"{shot}/{name}-{step}.png", full_page=True)
+        raise
     finally:
         await context.close()
     return seconds
@@ -119,7 +126,8 @@ async def _all_sessions(url: str, files: list[tuple[str, bytes]], step_timeout_s
             await browser.close()
     for (name, _), result in zip(files, results):
         if isinstance(result, BaseException):
-            figures.errors.append(f"{name}: {type(result).__name__}: {str(result).splitlines()[0][:300]}")
+            during = " during " + ", ".join(result.__notes__) if getattr(result, "__notes__", None) else ""
+            figures.errors.append(f"{name}{during}: {type(result).__name__}: {str(result).splitlines()[0][:300]}")
             continue
         figures.completed += 1
         for step, s in result.items():
