@@ -90,6 +90,26 @@ def korthikanti() -> list[str]:
     return out + [""]
 
 
+def flash_attention_2() -> list[str]:
+    from tests.engine.test_validation import fa2_gpt3_2p7b_8k_best
+    b = fa2_gpt3_2p7b_8k_best()
+    return ["### FlashAttention-2 (Dao 2023): GPT-3 2.7B at 8k context on 8 A100, layout free", "",
+            "| Published | Predicted (search's best, full square) | Layout |", "|---|---|---|",
+            f"| 225 TFLOP/s per GPU (72% MFU) | {b['model_tflops_per_gpu_full_square']:.0f} TFLOP/s ({b['mfu_full_square']:.1%} MFU) "
+            f"| {layout_text(b['layout'])} |", ""]
+
+
+def llama3_table4() -> list[str]:
+    from tests.engine.test_validation import LLAMA3_TABLE4, llama3_table4_estimate
+    out = ["### Llama 3 405B on H100, Meta's published layouts (Dubey et al. 2024, Table 4)", "",
+           "| GPUs | Layout | Published TFLOP/s | Predicted | Error | Memory per GPU |", "|---|---|---|---|---|---|"]
+    for n_gpus, dp, per_dp, published in LLAMA3_TABLE4:
+        e = llama3_table4_estimate(n_gpus, dp, per_dp)
+        out.append(f"| {n_gpus:,} | {layout_text(e['layout'])} | {published:.0f} | {e['model_tflops_per_gpu']:.0f} | "
+                   f"{e['model_tflops_per_gpu'] / published - 1:+.1%} | {e['memory_gib']['total']:.1f} GiB |")
+    return out + [""]
+
+
 def main() -> None:
     t1, ws = megatron_table1(), h100_weak_scaling()
     lines = table("Megatron-LM Table 1: hardware TFLOP/s per A100, published layouts (calibration set)", t1,
@@ -98,7 +118,7 @@ def main() -> None:
                    [r.predict() for r in ws])
     lines += table("Search realism: the search's best layout for each weak-scaling job (layout free)", ws,
                    [r.search_best() for r in ws])
-    lines += korthikanti() + llama3_whole_run() + mlperf()
+    lines += korthikanti() + flash_attention_2() + llama3_table4() + llama3_whole_run() + mlperf()
     print("\n".join(lines))
 
 

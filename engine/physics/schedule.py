@@ -12,8 +12,9 @@ gradient backward.
 Stages (Megatron-LM): the layers split evenly, or the first and last stage take a given number of transformer
 layers (--decoder-first/last-pipeline-num-layers; the embedding shares the first stage, the output layer and loss
 the last) and the other stages split the rest evenly. v divides the middle stages' layers, so their chunks are
-equal, and a first or last stage a layer or two short has a chunk or two a layer short (Llama 3 405B ran
-interleaved with 7 layers on its first and last stages and 8 on the others).
+equal, and a first or last stage a layer or two short has a chunk or two a layer short; with one layer per chunk
+the short stage's spare chunk holds the embedding or the output layer and loss alone (Llama 3 405B ran interleaved
+with 7 layers on its first and last stages and 8 on the others, Dubey et al. 2024 sec. 3.3.2).
 """
 from __future__ import annotations
 
@@ -57,9 +58,13 @@ def stage_layers(n_layers: int, pp: int, v: int = 1, first: int | None = None,
         raise SplitError(f"the middle pipeline stages would hold no layers ({rest} layers for {others} stages)")
     counts = (f, l_) + ((each,) if pp > 2 else ())
     reference = each if pp > 2 else max(f, l_)
-    if v > 1 and (min(counts) < v or reference % v):
+    # a first or last stage may leave one chunk without transformer layers: that chunk is the embedding or the
+    # output layer and loss alone (Megatron-LM --account-for-embedding/loss-in-pipeline-split; Llama 3 405B: 7 layers
+    # on its first and last stages, 8 on the others, one layer per chunk)
+    if v > 1 and (min(counts) < v - 1 or reference < v or reference % v):
         raise SplitError(f"virtual_stages={v} must divide the layers of the {'middle' if pp > 2 else 'larger'} "
-                         f"stages and no stage may hold fewer than {v} layers; the stages hold {f} (first), "
+                         f"stages and no stage may hold fewer than {v - 1} layers (the first or last stage's "
+                         f"embedding or output layer fills a chunk of its own); the stages hold {f} (first), "
                          f"{each if pp > 2 else '-'} (middle) and {l_} (last) layers")
     return f, (each if pp > 2 else f), l_
 

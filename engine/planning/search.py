@@ -132,7 +132,7 @@ def _virtual_stages(n_layers: int, pp: int, first, last, quick: bool = False) ->
     except SplitError:
         return []
     reference = middle if pp > 2 else max(f, last_n)
-    vs = [v for v in divisors(reference) if v <= min(f, middle, last_n)]
+    vs = [v for v in divisors(reference) if v <= min(f, middle, last_n) + (1 if pp > 2 else 0)]
     return sorted({1, max(v for v in vs if v <= QUICK_VIRTUAL_STAGES)}) if quick else vs
 
 
