@@ -25,6 +25,7 @@ import pandas as pd
 from benchmarks_db.accelerators import accelerator
 from benchmarks_db.queries import mlperf_results
 from benchmarks_db.store import Store
+from benchmarks_db.trust import TRUSTED_SOURCE
 
 REFERENCE = {
     "gpt3": {"preset": "gpt3-175b", "seq_len": 2048, "global_batch_size": 2048, "tokens": 1_207_959_552,
@@ -145,6 +146,17 @@ def _tokens(run_id: str, benchmark: str, params: dict) -> tuple[int, int, float,
     if logged:
         return logged["seq_len"], logged["global_batch_size"], logged["tokens"], logged["source"]
     return ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]), "reference run (this log unreadable): " + ref["source"]
+
+
+def results_version(store: Store, benchmark: str | None = None) -> tuple:
+    """What predicted_vs_measured(store, benchmark) depends on in the store: the benchmark's MLPerf results, their
+    scores, whether each is trusted, and their logged batch and tokens. It changes only when one of those does, not
+    with every upload (a microbenchmark result changes no prediction)."""
+    return tuple(store.rows(f"""
+SELECT count(*), coalesce(sum(hash(r.run_id, m.value, r.params, {TRUSTED_SOURCE})), 0)
+FROM run r JOIN source src USING (source_id) JOIN measurement m USING (run_id)
+WHERE r.suite = 'mlperf_training' AND m.stat = 'score' AND ($benchmark IS NULL OR r.benchmark = $benchmark)""",
+                            {"benchmark": benchmark})[0])
 
 
 def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_round: str | None = None) -> pd.DataFrame:

@@ -106,10 +106,11 @@ def wait_all(timeout_s: float = 120.0) -> None:
 
 
 def validation(store, benchmark: str, slot: bool = True) -> Job:
-    """benchmarks_db.validation.predicted_vs_measured for a benchmark on the store as it is now (its row counts are
-    part of the key, so an upload gives a new job); ~30 layout searches from scratch, so computed once per process."""
-    from benchmarks_db.validation import predicted_vs_measured
-    version = tuple(sorted(store.counts().items()))
+    """benchmarks_db.validation.predicted_vs_measured for a benchmark on the store as it is now (the version of its
+    MLPerf results is part of the key, so an MLPerf upload or a trust decision gives a new job, another kind of upload
+    does not); ~30 layout searches from scratch, so computed once per process."""
+    from benchmarks_db.validation import predicted_vs_measured, results_version
+    version = results_version(store, benchmark)
     return job(("validation", benchmark, version), "validation", predicted_vs_measured, store, benchmark, slot=slot)
 
 
