@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -41,21 +42,41 @@ def _spread_line(step: str, values: list[float], width: int) -> str:
     return f"  {step:<{width}} p50 {p50:5.1f} s  p95 {p95:5.1f} s  max {max(values):5.1f} s  (n={len(values)})"
 
 
-@dataclass
-class Figures:
-    sessions: int
-    completed: int = 0
+@dataclass(kw_only=True)
+class _ServerFigures:
+    """What a load run measured of the whole: its wall time and, when the server's process is known, its CPU time
+    and peak memory."""
     errors: list[str] = field(default_factory=list)
-    seconds: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STEPS})
     wall_s: float = 0.0
     server_cpu_s: float | None = None
     peak_rss_mib: float | None = None
 
+    def _server_line(self) -> str:
+        return f"wall {self.wall_s:.1f} s" + (
+            f", server CPU {self.server_cpu_s:.0f} s, server peak RSS {self.peak_rss_mib:.0f} MiB"
+            if self.peak_rss_mib is not None else "")
+
+    def measure(self, pid: int | None, sessions: Coroutine) -> None:
+        """Run the sessions to the end in an event loop of their own (the caller may be running one: pytest)."""
+        cpu_before = cpu_seconds(pid) if pid is not None else None
+        t = time.perf_counter()
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, sessions).result()
+        self.wall_s = time.perf_counter() - t
+        if pid is not None:
+            self.server_cpu_s = cpu_seconds(pid) - cpu_before
+            self.peak_rss_mib = peak_rss_mib(pid)
+
+
+@dataclass
+class Figures(_ServerFigures):
+    sessions: int
+    completed: int = 0
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STEPS})
+
     def report(self) -> str:
         lines = [f"sessions {self.sessions}, completed {self.completed}, errors {len(self.errors)}, "
-                 f"wall {self.wall_s:.1f} s"
-                 + (f", server CPU {self.server_cpu_s:.0f} s, server peak RSS {self.peak_rss_mib:.0f} MiB"
-                    if self.peak_rss_mib is not None else "")]
+                 + self._server_line()]
         lines += [_spread_line(step, values, 7) for step, values in self.seconds.items() if values]
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
@@ -95,10 +116,11 @@ async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float)
         seconds["search"] = time.perf_counter() - t
         await page.get_by_test_id("stSidebarNav").get_by_text("Benchmarks", exact=True).click()
         await page.get_by_role("tab", name="Upload results").click()
-        step, t = "upload", time.perf_counter()
+        step, t = "upload (sending the file)", time.perf_counter()
         await page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
             files=[{"name": name, "mimeType": "application/json", "buffer": data}])
         await page.get_by_role("button", name=f"Remove {name}").wait_for()        # the upload has finished
+        step = "upload (check and add)"
         await page.get_by_role("button", name="Check and add to the store").click()
         await page.get_by_text(f"Added {name}").wait_for()
         seconds["upload"] = time.perf_counter() - t
@@ -145,23 +167,17 @@ HOSTILE_STEPS = ("link", "bomb", "other")
 
 
 @dataclass
-class HostileFigures:
+class HostileFigures(_ServerFigures):
     """What every kind of session saw, and the server's memory and CPU."""
     links: int
     bombs: int
     others: int
     seconds: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in HOSTILE_STEPS})
     outcomes: dict[str, list[str]] = field(default_factory=lambda: {s: [] for s in HOSTILE_STEPS})
-    errors: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-    server_cpu_s: float | None = None
-    peak_rss_mib: float | None = None
 
     def report(self) -> str:
         lines = [f"{self.links} sessions opening layout-less links, {self.bombs} uploading {BOMB_MIB} MiB zip bombs, "
-                 f"{self.others} others working meanwhile: errors {len(self.errors)}, wall {self.wall_s:.1f} s"
-                 + (f", server CPU {self.server_cpu_s:.0f} s, server peak RSS {self.peak_rss_mib:.0f} MiB"
-                    if self.peak_rss_mib is not None else "")]
+                 f"{self.others} others working meanwhile: errors {len(self.errors)}, " + self._server_line()]
         lines += [_spread_line(step, values, 6) + ": " + "; ".join(sorted(set(self.outcomes[step])))
                   for step, values in self.seconds.items() if values]
         lines += [f"  error: {e}" for e in self.errors]
@@ -295,14 +311,7 @@ def run_hostile(url: str, pid: int | None, links: int = 8, bombs: int = 4, other
     """Issue 13's load: `links` sessions open layout-less links and `bombs` upload zip bombs at once, and `others`
     sessions use the planner meanwhile (starting `others_after_s` later)."""
     figures = HostileFigures(links, bombs, others)
-    cpu_before = cpu_seconds(pid) if pid is not None else None
-    t = time.perf_counter()
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, _hostile_sessions(url, figures, step_timeout_s, others_after_s)).result()
-    figures.wall_s = time.perf_counter() - t
-    if pid is not None:
-        figures.server_cpu_s = cpu_seconds(pid) - cpu_before
-        figures.peak_rss_mib = peak_rss_mib(pid)
+    figures.measure(pid, _hostile_sessions(url, figures, step_timeout_s, others_after_s))
     return figures
 
 
@@ -325,14 +334,7 @@ def run(url: str, pid: int | None, sessions: int = 20, step_timeout_s: float = 2
     figures = Figures(sessions)
     with tempfile.TemporaryDirectory() as tmp:
         files = runner_files(sessions, Path(tmp))
-    cpu_before = cpu_seconds(pid) if pid is not None else None
-    t = time.perf_counter()
-    with ThreadPoolExecutor(1) as pool:        # an event loop of its own: the caller may be running one (pytest)
-        pool.submit(asyncio.run, _all_sessions(url, files, step_timeout_s, figures)).result()
-    figures.wall_s = time.perf_counter() - t
-    if pid is not None:
-        figures.server_cpu_s = cpu_seconds(pid) - cpu_before
-        figures.peak_rss_mib = peak_rss_mib(pid)
+    figures.measure(pid, _all_sessions(url, files, step_timeout_s, figures))
     return figures
 
 
