@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Coroutine
+from contextlib import asynccontextmanager
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -96,44 +97,51 @@ def runner_files(n: int, tmp: Path) -> list[tuple[str, bytes]]:
     return files
 
 
-async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float) -> dict[str, float]:
-    """What a planner does: open the app and its layout search, run it, upload a result; seconds per step."""
+@asynccontextmanager
+async def _browser_page(browser, timeout_ms: float):
+    """A fresh browser context (its own cookies, so its own Streamlit session) with one page, closed afterwards."""
     context = await browser.new_context(viewport={"width": 1280, "height": 1600})
     context.set_default_timeout(timeout_ms)
-    page = await context.new_page()
-    seconds = {}
-    step = "open"
     try:
-        t = time.perf_counter()
-        await page.goto(url)
-        await page.get_by_test_id("stSidebarNav").get_by_text("Layout search", exact=True).click()
-        search = page.get_by_role("button", name="Run layout search")
-        await search.wait_for()
-        seconds["open"] = time.perf_counter() - t
-        step, t = "search", time.perf_counter()
-        await search.click()
-        await page.get_by_text("Best layouts").wait_for()
-        seconds["search"] = time.perf_counter() - t
-        await page.get_by_test_id("stSidebarNav").get_by_text("Benchmarks", exact=True).click()
-        await page.get_by_role("tab", name="Upload results").click()
-        step, t = "upload (sending the file)", time.perf_counter()
-        await page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
-            files=[{"name": name, "mimeType": "application/json", "buffer": data}])
-        await page.get_by_role("button", name=f"Remove {name}").wait_for()        # the upload has finished
-        step = "upload (check and add)"
-        await page.get_by_role("button", name="Check and add to the store").click()
-        await page.get_by_text(f"Added {name}").wait_for()
-        seconds["upload"] = time.perf_counter() - t
-        if await page.get_by_test_id("stException").count():
-            raise AssertionError(await page.get_by_test_id("stException").first.inner_text())
-    except Exception as err:
-        err.add_note(step)
-        shot = os.environ.get("LOAD_TEST_SHOTS")
-        if shot:
-            await page.screenshot(path=f"{shot}/{name}-{step}.png", full_page=True)
-        raise
+        yield await context.new_page()
     finally:
         await context.close()
+
+
+async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float) -> dict[str, float]:
+    """What a planner does: open the app and its layout search, run it, upload a result; seconds per step."""
+    async with _browser_page(browser, timeout_ms) as page:
+        seconds = {}
+        step = "open"
+        try:
+            t = time.perf_counter()
+            await page.goto(url)
+            await page.get_by_test_id("stSidebarNav").get_by_text("Layout search", exact=True).click()
+            search = page.get_by_role("button", name="Run layout search")
+            await search.wait_for()
+            seconds["open"] = time.perf_counter() - t
+            step, t = "search", time.perf_counter()
+            await search.click()
+            await page.get_by_text("Best layouts").wait_for()
+            seconds["search"] = time.perf_counter() - t
+            await page.get_by_test_id("stSidebarNav").get_by_text("Benchmarks", exact=True).click()
+            await page.get_by_role("tab", name="Upload results").click()
+            step, t = "upload (sending the file)", time.perf_counter()
+            await page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+                files=[{"name": name, "mimeType": "application/json", "buffer": data}])
+            await page.get_by_role("button", name=f"Remove {name}").wait_for()        # the upload has finished
+            step = "upload (check and add)"
+            await page.get_by_role("button", name="Check and add to the store").click()
+            await page.get_by_text(f"Added {name}").wait_for()
+            seconds["upload"] = time.perf_counter() - t
+            if await page.get_by_test_id("stException").count():
+                raise AssertionError(await page.get_by_test_id("stException").first.inner_text())
+        except Exception as err:
+            err.add_note(step)
+            shot = os.environ.get("LOAD_TEST_SHOTS")
+            if shot:
+                await page.screenshot(path=f"{shot}/{name}-{step}.png", full_page=True)
+            raise
     return seconds
 
 
@@ -215,10 +223,7 @@ async def _exception(page) -> str | None:
 
 async def _link_session(browser, url: str, token: str, timeout_ms: float) -> tuple[float, str]:
     """Open a layout-less link: the planner picks a layout (one search per scenario) or says it is busy."""
-    context = await browser.new_context(viewport={"width": 1280, "height": 1600})
-    context.set_default_timeout(timeout_ms)
-    page = await context.new_page()
-    try:
+    async with _browser_page(browser, timeout_ms) as page:
         t = time.perf_counter()
         await page.goto(f"{url}?sc={token}")
         await page.get_by_text("Layout:").first.wait_for()
@@ -229,16 +234,11 @@ async def _link_session(browser, url: str, token: str, timeout_ms: float) -> tup
         busy = await page.get_by_text("The planner is busy").count()
         chosen = await page.get_by_text("Layout chosen:").count()
         return seconds, "busy, said so" if busy else "layout chosen" if chosen else "opened"
-    finally:
-        await context.close()
 
 
 async def _bomb_session(browser, url: str, data: bytes, timeout_ms: float) -> tuple[float, str]:
     """Upload the zip bomb on the Benchmarks page: refused with a message, nothing unpacked."""
-    context = await browser.new_context(viewport={"width": 1280, "height": 1600})
-    context.set_default_timeout(timeout_ms)
-    page = await context.new_page()
-    try:
+    async with _browser_page(browser, timeout_ms) as page:
         await page.goto(url)
         await page.get_by_test_id("stSidebarNav").get_by_text("Benchmarks", exact=True).click()
         await page.get_by_role("tab", name="Upload results").click()
@@ -254,16 +254,11 @@ async def _bomb_session(browser, url: str, data: bytes, timeout_ms: float) -> tu
         bomb = await page.get_by_text("decompression bomb").count()
         busy = await page.get_by_text("The planner is busy").count()
         return seconds, "refused as a bomb" if bomb else "busy, said so" if busy else "refused"
-    finally:
-        await context.close()
 
 
 async def _other_session(browser, url: str, timeout_ms: float) -> tuple[float, str]:
     """Somebody else planning meanwhile: open the planner, then the Memory and Cost & carbon pages."""
-    context = await browser.new_context(viewport={"width": 1280, "height": 1600})
-    context.set_default_timeout(timeout_ms)
-    page = await context.new_page()
-    try:
+    async with _browser_page(browser, timeout_ms) as page:
         t = time.perf_counter()
         await page.goto(url)
         await page.get_by_role("heading", name="Scenario").first.wait_for()
@@ -274,8 +269,6 @@ async def _other_session(browser, url: str, timeout_ms: float) -> tuple[float, s
         if crash := await _exception(page):
             raise AssertionError(crash)
         return time.perf_counter() - t, "answered"
-    finally:
-        await context.close()
 
 
 async def _hostile_sessions(url: str, figures: HostileFigures, step_timeout_s: float, others_after_s: float) -> None:
