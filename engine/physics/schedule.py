@@ -69,6 +69,20 @@ def stage_layers(n_layers: int, pp: int, v: int = 1, first: int | None = None,
     return f, (each if pp > 2 else f), l_
 
 
+def virtual_stage_options(n_layers: int, pp: int, first: int | None = None, last: int | None = None) -> list[int]:
+    """The interleaving degrees stage_layers accepts for this split: divisors of the middle stages' layers (of the
+    larger stage for pp=2), up to one more than the shortest stage holds (its spare chunk holds the embedding or the
+    output layer alone); [] when the split itself cannot be built."""
+    if pp == 1:
+        return [1]
+    try:
+        f, middle, last_n = stage_layers(n_layers, pp, 1, first, last)
+    except SplitError:
+        return []
+    reference = middle if pp > 2 else max(f, last_n)
+    return [v for v in range(1, reference + 1) if reference % v == 0 and v <= min(f, middle, last_n) + 1]
+
+
 @lru_cache(maxsize=8192)
 def split_options(n_layers: int, pp: int) -> list[tuple[int | None, int | None]]:
     """(first, last) splits the search tries for pp stages: the even split when the layers divide, and the splits

@@ -13,7 +13,7 @@ import numpy as np
 from engine.catalog import load_catalog
 from engine.planning.estimate import Context, context, evaluate, memory, row
 from engine.physics.layouts import RECOMPUTE, Layouts
-from engine.physics.schedule import SplitError, split_options, stage_layers
+from engine.physics.schedule import split_options, virtual_stage_options
 from engine.scenario import Scenario, ScenarioError, divisors
 from engine.planning.sizing import Target, best_at, size_for
 
@@ -124,16 +124,10 @@ def _splits(n_layers: int, pp: int, quick: bool) -> list[tuple[int, int, int]]:
 
 @lru_cache(maxsize=8192)
 def _virtual_stages(n_layers: int, pp: int, first, last, quick: bool = False) -> list[int]:
-    """Interleaving degrees the split allows (engine.physics.schedule.stage_layers); quick: none, or the largest <= 4."""
-    if pp == 1:
-        return [1]
-    try:
-        f, middle, last_n = stage_layers(n_layers, pp, 1, first, last)
-    except SplitError:
-        return []
-    reference = middle if pp > 2 else max(f, last_n)
-    vs = [v for v in divisors(reference) if v <= min(f, middle, last_n) + (1 if pp > 2 else 0)]
-    return sorted({1, max(v for v in vs if v <= QUICK_VIRTUAL_STAGES)}) if quick else vs
+    """Interleaving degrees the split allows (engine.physics.schedule.virtual_stage_options); quick: none, or the
+    largest <= 4."""
+    vs = virtual_stage_options(n_layers, pp, first, last)
+    return sorted({1, max(v for v in vs if v <= QUICK_VIRTUAL_STAGES)}) if quick and vs else vs
 
 
 def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:

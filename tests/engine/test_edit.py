@@ -103,3 +103,16 @@ def test_every_offered_layout_value_passes_its_own_rule():
     assert choices["ep"] == [1]
     assert all(1024 // 32 % m == 0 for m in choices["micro_batch_size"])
     assert sc.layout.virtual_stages in choices["virtual_stages"]
+
+
+def test_offered_virtual_stages_follow_the_uneven_split():
+    # Llama 3 405B on pp16 with 7 + 14 x 8 + 7 layers: interleaving must divide the middle stages' 8 layers, and
+    # one layer per chunk (v8) is what Meta ran; every offered value is accepted as the scenario's layout
+    data = {"model": {"preset": "llama3.1-405b"},
+            "training": {"seq_len": 8192, "global_batch_size": 2048, "total_tokens": 1e12},
+            "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 16384},
+            "layout": {"tp": 8, "pp": 16, "dp": 128, "first_stage_layers": 7, "last_stage_layers": 7}}
+    offered = layout_choices(parse_scenario(data))["virtual_stages"]
+    assert offered == [1, 2, 4, 8]
+    for v in offered:
+        parse_scenario(data | {"layout": data["layout"] | {"virtual_stages": v}})

@@ -11,7 +11,7 @@ from engine.planning.estimate import context, estimate
 from engine.physics.hardware import resolve_hardware
 from engine.physics.kernels import gemm_s
 from engine.scenario import PRECISION_DTYPE, ScenarioError, parse_scenario
-from engine.physics.schedule import pipeline_slots, split_options, stage_layers
+from engine.physics.schedule import SplitError, pipeline_slots, split_options, stage_layers, virtual_stage_options
 from engine.planning.search import search
 from engine.physics.steptime import OVERLAP_SLOWDOWN
 from tests.engine.helpers import gpt
@@ -123,6 +123,12 @@ def test_causal_mfu_counts_half_the_square_and_stays_physical_at_long_context():
 
 def test_uneven_splits_are_expressible_and_suggested():
     assert stage_layers(126, 16, 4, 7, 7) == (7, 8, 7)                    # Llama 3 405B, interleaved
+    # Llama 3 405B as Meta ran it (Dubey et al. 2024 sec. 3.3.2): one layer per chunk, so the first stage's first
+    # chunk is the embedding alone and the last stage's last chunk the output layer and loss alone
+    assert stage_layers(126, 16, 8, 7, 7) == (7, 8, 7)
+    assert virtual_stage_options(126, 16, 7, 7) == [1, 2, 4, 8]
+    with pytest.raises(SplitError):
+        stage_layers(126, 16, 8, 6, 8)                                     # 6 layers cannot fill 7 of 8 chunks
     assert stage_layers(70, 12, 1, 5, 5) == (5, 6, 5)                      # BLOOM 176B
     assert (11, 11) in split_options(94, 8)                                # Qwen3-235B-A22B
     with pytest.raises(ScenarioError) as info:
