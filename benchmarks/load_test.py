@@ -134,8 +134,7 @@ async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float)
             await page.get_by_role("button", name="Check and add to the store").click()
             await page.get_by_text(f"Added {name}").wait_for()
             seconds["upload"] = time.perf_counter() - t
-            if await page.get_by_test_id("stException").count():
-                raise AssertionError(await page.get_by_test_id("stException").first.inner_text())
+            await _assert_no_exception(page)
         except Exception as err:
             err.add_note(step)
             shot = os.environ.get("LOAD_TEST_SHOTS")
@@ -216,9 +215,11 @@ async def _idle(page) -> None:
     await page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(state="attached")
 
 
-async def _exception(page) -> str | None:
+async def _assert_no_exception(page) -> None:
+    """Fail the session when the page shows a Python exception (a crash instead of a message)."""
     found = page.get_by_test_id("stException")
-    return await found.first.inner_text() if await found.count() else None
+    if await found.count():
+        raise AssertionError(await found.first.inner_text())
 
 
 async def _link_session(browser, url: str, token: str, timeout_ms: float) -> tuple[float, str]:
@@ -229,8 +230,7 @@ async def _link_session(browser, url: str, token: str, timeout_ms: float) -> tup
         await page.get_by_text("Layout:").first.wait_for()
         await _idle(page)
         seconds = time.perf_counter() - t
-        if crash := await _exception(page):
-            raise AssertionError(crash)
+        await _assert_no_exception(page)
         busy = await page.get_by_text("The planner is busy").count()
         chosen = await page.get_by_text("Layout chosen:").count()
         return seconds, "busy, said so" if busy else "layout chosen" if chosen else "opened"
@@ -249,8 +249,7 @@ async def _bomb_session(browser, url: str, data: bytes, timeout_ms: float) -> tu
         await page.get_by_role("button", name="Check and add to the store").click()
         await page.get_by_text("Refused bomb.zip").wait_for()
         seconds = time.perf_counter() - t
-        if crash := await _exception(page):
-            raise AssertionError(crash)
+        await _assert_no_exception(page)
         bomb = await page.get_by_text("decompression bomb").count()
         busy = await page.get_by_text("The planner is busy").count()
         return seconds, "refused as a bomb" if bomb else "busy, said so" if busy else "refused"
@@ -266,8 +265,7 @@ async def _other_session(browser, url: str, timeout_ms: float) -> tuple[float, s
             await page.get_by_test_id("stSidebarNav").get_by_text(title, exact=True).click()
             await page.get_by_role("heading", name=heading).first.wait_for()
         await _idle(page)
-        if crash := await _exception(page):
-            raise AssertionError(crash)
+        await _assert_no_exception(page)
         return time.perf_counter() - t, "answered"
 
 
