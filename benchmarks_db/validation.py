@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks_db.accelerators import accelerator
-from benchmarks_db.queries import mlperf_results
+from benchmarks_db.queries import BASE, mlperf_results
 from benchmarks_db.store import Store
 from benchmarks_db.trust import TRUSTED_SOURCE
 
@@ -154,8 +154,7 @@ def results_version(store: Store, benchmark: str | None = None) -> tuple:
     with every upload (a microbenchmark result changes no prediction)."""
     return tuple(store.rows(f"""
 SELECT count(*), coalesce(sum(hash(r.run_id, m.value, r.params, {TRUSTED_SOURCE})), 0)
-FROM run r JOIN source src USING (source_id) JOIN measurement m USING (run_id)
-WHERE r.suite = 'mlperf_training' AND m.stat = 'score' AND ($benchmark IS NULL OR r.benchmark = $benchmark)""",
+{BASE}WHERE r.suite = 'mlperf_training' AND m.stat = 'score' AND ($benchmark IS NULL OR r.benchmark = $benchmark)""",
                             {"benchmark": benchmark})[0])
 
 

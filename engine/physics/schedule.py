@@ -70,17 +70,14 @@ def stage_layers(n_layers: int, pp: int, v: int = 1, first: int | None = None,
 
 
 def virtual_stage_options(n_layers: int, pp: int, first: int | None = None, last: int | None = None) -> list[int]:
-    """The interleaving degrees stage_layers accepts for this split: divisors of the middle stages' layers (of the
-    larger stage for pp=2), up to one more than the shortest stage holds (its spare chunk holds the embedding or the
-    output layer alone); [] when the split itself cannot be built."""
-    if pp == 1:
-        return [1]
-    try:
-        f, middle, last_n = stage_layers(n_layers, pp, 1, first, last)
-    except SplitError:
-        return []
-    reference = middle if pp > 2 else max(f, last_n)
-    return [v for v in range(1, reference + 1) if reference % v == 0 and v <= min(f, middle, last_n) + 1]
+    """The interleaving degrees stage_layers accepts for this split ([] when the split itself cannot be built)."""
+    def accepted(v: int) -> bool:
+        try:
+            stage_layers(n_layers, pp, v, first, last)
+            return True
+        except SplitError:
+            return False
+    return [v for v in range(1, n_layers + 1) if accepted(v)]
 
 
 @lru_cache(maxsize=8192)

@@ -297,8 +297,8 @@ def layout_choices(sc: Scenario) -> dict[str, list]:
         "cp": [d for d in divs if d == 1 or (tr.seq_len % d == 0 and tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK)],
         "ep": [d for d in divs if arch.n_experts % d == 0] if arch.is_moe else [1],
         "micro_batch_size": divisors(per_replica)[:64],
-        "virtual_stages": virtual_stage_options(arch.n_layers, pp, *((lay.first_stage_layers, lay.last_stage_layers)
-                                                                        if lay else (None, None))) or [1],
+        "virtual_stages": virtual_stage_options(arch.n_layers, pp, lay and lay.first_stage_layers,
+                                                lay and lay.last_stage_layers) or [1],
         "zero_stage": [0, 1, 2, 3],
         "recompute": ["none", "selective", "full"],
         "shard_group": [None, *[g for g in divisors(dp * cp) if g < dp * cp]][:64],
