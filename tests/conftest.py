@@ -9,6 +9,21 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"     # test inputs with their sources (tests/data/README.md)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+# The slow tier, by place: whole folders (pages through AppTest, the browser, the container) and the files that
+# validate accuracy against published runs or build environments. Everything else (formulas, rules, parsers, store)
+# is the everyday tier: `bash scripts/test.sh -m "not slow"` (README "Set up").
+SLOW_FOLDERS = ("tests/app/", "tests/e2e/", "tests/container/")
+SLOW_FILES = ("tests/test_install.py", "tests/test_start.py", "tests/engine/test_accuracy.py",
+              "tests/benchmarks_db/test_validation.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        where = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+        if where.startswith(SLOW_FOLDERS) or where in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
+
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run"]
