@@ -58,7 +58,7 @@ def server_times() -> None:
 
     from benchmarks_db.seed import seed
     from benchmarks_db.store import open_store
-    from pages import background
+    from ui import background
 
     init = PagesManager.__init__
 
