@@ -6,8 +6,9 @@ import streamlit as st
 
 from engine.economics import ranges
 from engine.economics.cost import plan_budget
-from engine.presentation.report import (GLOSSARY, break_even_curves, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd,
-                                        range_text)
+from engine.economics.cost import break_even_curves
+from engine.presentation.figures import range_text
+from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd
 from ui import binding, cached, charts, escape, state
 from ui.fields import plain
 

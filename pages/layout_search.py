@@ -5,8 +5,9 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
-from engine.presentation.report import (GLOSSARY, breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
-                           ranked_rows, rejected_rows)
+from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
+from engine.presentation.tables import (breakdown_rows, dimension_rows, dimension_value, pareto_rows, ranked_rows,
+                                        rejected_rows)
 from engine.scenario import ScenarioError, parse_scenario
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
 from ui import binding, charts, escape, state, work_limits

@@ -3,7 +3,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.presentation.edit import apply_edit
-from engine.presentation.report import GLOSSARY, MEMORY_PARTS, WORST_STAGE, accelerator_name, memory_rows
+from engine.presentation.formatting import GLOSSARY, accelerator_name
+from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE, memory_rows
 from ui import binding, cached, charts, components, state
 from ui.fields import F
 

@@ -5,7 +5,7 @@ import streamlit as st
 
 from benchmarks_db.scenarios import scenario_id
 from benchmarks_db.store import utc_now
-from engine.presentation.report import scenario_title
+from engine.presentation.formatting import scenario_title
 from engine.presentation.summary import summary_html
 from engine.scenario import ScenarioError
 from ui import answer, cached, escape, links, state

@@ -6,7 +6,8 @@ from engine.economics.cost import PRICING, price_table
 from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
 from engine.regions import region_choices
-from engine.presentation.report import model_size_text, published_training_note
+from engine.presentation.figures import published_training_note
+from engine.presentation.formatting import model_size_text
 from engine.economics import ranges
 from engine.planning.sanity import warnings_for
 from engine.scenario import PresetRef

@@ -6,7 +6,9 @@ import streamlit as st
 
 from engine.economics import ranges
 from engine.economics.cost import server_prices, tco_defaults
-from engine.presentation.report import fmt_days, fmt_usd, range_text, vendor_rows
+from engine.presentation.figures import range_text
+from engine.presentation.formatting import fmt_days, fmt_usd
+from engine.presentation.tables import vendor_rows
 from engine.scenario import ScenarioError
 from engine.planning.vendor import CRITERIA
 from ui import binding, cached, charts, escape, state

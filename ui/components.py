@@ -6,7 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
-from engine.presentation.report import fmt_days, key_figures
+from engine.presentation.figures import key_figures
+from engine.presentation.formatting import fmt_days
 from engine.scenario import Scenario
 from ui import background
 from ui.binding import edit
@@ -38,7 +39,7 @@ def show_messages() -> None:
 
 
 def show_figures(figures, width: int = 170) -> None:
-    """engine.presentation.report.Figure rows as metrics that wrap to the next line instead of being cut off, each
+    """engine.presentation.figures.Figure rows as metrics that wrap to the next line instead of being cut off, each
     with its range under the value and what it is in its tooltip."""
     with st.container(horizontal=True, gap="small"):
         for f in figures:

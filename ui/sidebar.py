@@ -5,7 +5,7 @@ import streamlit as st
 
 from benchmarks_db.scenarios import MAX_NAME_CHARS, list_scenarios, save_scenario
 from engine.presentation.edit import describe_layout
-from engine.presentation.report import scenario_title
+from engine.presentation.formatting import scenario_title
 from engine.scenario import ScenarioError
 from ui import binding, cached, escape, state
 from ui.links import app_url
