@@ -2,9 +2,9 @@
 (from the link on a session's first run), keeps the address bar in step with it, and draws the sidebar."""
 import streamlit as st
 
-from pages import common
-from pages.settings import SettingsError, load_settings
-from pages.sidebar import draw_sidebar
+from ui import components, escape, links
+from ui.settings import SettingsError, load_settings
+from ui.sidebar import draw_sidebar
 
 # Figures wrap instead of being cut off ("5.36k M..."), at a size that lets two sit side by side in a narrow column.
 STYLE = """<style>
@@ -27,12 +27,12 @@ try:
     settings = load_settings()
 except SettingsError as err:
     st.error("This planner is misconfigured; its administrator must correct these settings and restart it:\n\n"
-             + "\n".join(f"- {common.md_escape(problem)}" for problem in err.problems))
+             + "\n".join(f"- {escape.md_escape(problem)}" for problem in err.problems))
     st.stop()
 st.set_page_config(page_title=settings.title, page_icon="assets/favicon.png", layout="wide")
 st.html(STYLE)
-common.init_session()
+links.init_session()
 draw_sidebar()
-common.show_messages()
+components.show_messages()
 page.run()
-common.sync_url()
+links.sync_url()

@@ -1,5 +1,5 @@
 """Start the planner as it is deployed (scripts/start.sh and the container image run this): check the settings
-(pages/settings.py), take the store's serving lock (one planner per store), create, upgrade and seed the store
+(ui/settings.py), take the store's serving lock (one planner per store), create, upgrade and seed the store
 (what `python -m benchmarks_db seed` does), then run `streamlit run app.py` in this process, so that signals such as
 the container's SIGTERM reach Streamlit itself. Streamlit's upload limit is set from APP_MAX_UPLOAD_MB, its pending
 uploads are capped (APP_MAX_PENDING_UPLOAD_MB), every response carries the anti-framing headers and the metrics
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchmarks_db.__main__ import seed_store
 from benchmarks_db.store import another_planner, serving_lock
-from pages.settings import SettingsError, load_settings
+from ui.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent
 START_TIMEOUT_S = 120
@@ -51,9 +51,9 @@ def main(args: list[str]) -> int:
 
 def warm_up(settings) -> None:
     """Start what every server computes once for all its sessions in the background (the MLPerf validation of the
-    Benchmarks page, pages/background.py); the server starts at once and serves while it runs."""
+    Benchmarks page, ui/background.py); the server starts at once and serves while it runs."""
     from benchmarks_db.store import open_store
-    from pages import background
+    from ui import background
 
     background.warm_up(open_store(settings.db_path, read_only=settings.read_only))
 

@@ -58,7 +58,7 @@ def server_times() -> None:
 
     from benchmarks_db.seed import seed
     from benchmarks_db.store import open_store
-    from pages import background
+    from ui import background
 
     init = PagesManager.__init__
 
@@ -135,7 +135,7 @@ def browser_times() -> None:
 
     from engine.planning.estimate import estimate
     from engine.presentation.edit import apply_edit, default_scenario
-    from engine.presentation.report import fmt_days
+    from engine.presentation.formatting import fmt_days
     from serve import local_server
     from tests.e2e.conftest import go_to, open_page, wait_for_app
 

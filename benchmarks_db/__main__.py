@@ -1,19 +1,38 @@
-"""python -m benchmarks_db seed [--db PATH]: create or upgrade the store and load the published data (idempotent;
-the planner's start runs it). python -m benchmarks_db info: schema version and row counts. python -m benchmarks_db
-uploads: the uploads and whether they are trusted. python -m benchmarks_db trust SOURCE_ID... [--by NAME] (or
-distrust): let uploads into calibration, or take them out again. Every command takes the store's serving lock, so
-none runs beside a planner serving the same store (stop it first, as for a backup)."""
+"""The benchmark store's one command line, python -m benchmarks_db COMMAND:
+
+    seed [--db PATH]          create or upgrade the store and load the published data (idempotent; the planner's
+                              start runs it)
+    info                      schema version and row counts
+    ingest FILE_OR_FOLDER...  check and store result files: [--json] [--submitter NAME] [--accelerator CATALOG_ID]
+                              [--max-bytes N] [--trusted]; each input on its own (one that is refused or breaks a
+                              parser does not stop the others), exit status 1 if any input was refused
+    uploads                   the uploads and whether they are trusted
+    trust SOURCE_ID...        let uploads into calibration [--by NAME]; distrust SOURCE_ID... takes them out again
+
+Every command takes the store's serving lock, so none runs beside a planner serving the same store (stop it
+first, as for a backup; uploads go through its Benchmarks page meanwhile)."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import duckdb
 
 from benchmarks_db import trust
+from benchmarks_db.ingest import MAX_FILE_BYTES, IngestReport, Uploader, ingest_each
 from benchmarks_db.seed import seed
 from benchmarks_db.store import SchemaVersionError, Store, StoreBusy, db_path, open_store, serving
+
+COMMANDS = {
+    "seed": "create or upgrade the store and load the published data",
+    "info": "schema version and row counts",
+    "ingest": "check and store result files (runner JSON, nccl-tests text, MLPerf results or a .zip of them, CSV)",
+    "uploads": "the uploads and whether they are trusted",
+    "trust": "let uploads into calibration",
+    "distrust": "take uploads out of calibration again",
+}
 
 
 def _open(path: Path) -> Store | None:
@@ -46,9 +65,44 @@ def seed_store(path: Path) -> int:
     return 0
 
 
+def _human(r: IngestReport) -> str:
+    status = "folder  " if r.format == "folder" and r.ingested else "ingested" if r.ingested else "REFUSED "
+    lines = [f"{status} {r.input}" + (f" [{r.format}]" if r.format and r.format != "folder" else "")]
+    if r.rows_added:
+        lines.append("  rows added: " + ", ".join(f"{k} {v}" for k, v in r.rows_added.items()))
+    lines += [f"  MLPerf score {path}: {minutes:.4f} min" for path, minutes in r.mlperf_scores.items()]
+    lines += [f"  error: {e}" for e in r.errors[:50]]
+    lines += [f"  flagged: {f}" for f in r.flags[:20]]
+    lines += [f"  note: {w}" for w in r.warnings[:20]]
+    return "\n".join(lines)
+
+
+def _ingest(args: argparse.Namespace, path: Path) -> int:
+    """Every input on its own, and the report of every input tried so far printed whatever happens; 1 when any input
+    was refused, 2 when the store cannot be opened."""
+    reports: list[IngestReport] = []
+    try:
+        store = open_store(path)
+        try:
+            reports = ingest_each(store, args.paths, args.accelerator, args.max_bytes,
+                                  Uploader(submitter=args.submitter, trusted=args.trusted))
+        finally:
+            store.close()
+    except (duckdb.IOException, SchemaVersionError) as err:
+        print(f"cannot open the store: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 2
+    finally:
+        if reports:
+            print(json.dumps([r.model_dump() for r in reports], indent=1) if args.json else
+                  "\n".join(_human(r) for r in reports), flush=True)
+    return 0 if all(r.ingested for r in reports) else 1
+
+
 def _run(args: argparse.Namespace, path: Path) -> int:
     if args.command == "seed":
         return seed_store(path)
+    if args.command == "ingest":
+        return _ingest(args, path)
     store = _open(path)
     if store is None:
         return 2
@@ -69,12 +123,34 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     return 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks_db", description="The benchmark store: "
+                                 + ", ".join(COMMANDS) + " (python -m benchmarks_db COMMAND --help)")
+    db_help = "store path (default: $APP_DB_PATH or var/planner.duckdb)"
+    ap.add_argument("--db", help=db_help)
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parsers = {name: sub.add_parser(name, help=text, description=text) for name, text in COMMANDS.items()}
+    for p in parsers.values():                      # --db before or after the command
+        p.add_argument("--db", default=argparse.SUPPRESS, help=db_help)
+    ingest = parsers["ingest"]
+    ingest.add_argument("paths", nargs="+", metavar="FILE_OR_FOLDER")
+    ingest.add_argument("--json", action="store_true", help="one JSON report per input on stdout")
+    ingest.add_argument("--submitter", help="your name or team, stored with the upload")
+    ingest.add_argument("--accelerator",
+                        help="catalog id of the device when the file's name for it is missing or ambiguous")
+    ingest.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES, help="largest accepted file (bytes)")
+    ingest.add_argument("--trusted", action="store_true",
+                        help="you run this deployment and vouch for these results: they calibrate the engine at once "
+                             "(otherwise: python -m benchmarks_db trust SOURCE_ID later)")
+    for name in ("trust", "distrust"):
+        parsers[name].add_argument("source_ids", nargs="*", metavar="SOURCE_ID",
+                                   help="the uploads (python -m benchmarks_db uploads lists them)")
+    parsers["trust"].add_argument("--by", default="the operator (command line)", help="who vouches for the uploads")
+    return ap
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks_db", description=__doc__.split(":")[0])
-    ap.add_argument("command", choices=["seed", "info", "uploads", "trust", "distrust"])
-    ap.add_argument("source_ids", nargs="*", metavar="SOURCE_ID", help="trust/distrust: the uploads (see uploads)")
-    ap.add_argument("--by", default="the operator (command line)", help="trust: who vouches for the uploads")
-    ap.add_argument("--db", help="store path (default: $APP_DB_PATH or var/planner.duckdb)")
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.command in ("trust", "distrust") and not args.source_ids:
         ap.error(f"{args.command} needs the source ids of the uploads (python -m benchmarks_db uploads lists them)")
@@ -83,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         with serving(path):
             return _run(args, path)
     except StoreBusy as err:
-        print(f"{err}\nStop it before running this command (or upload through its page).", file=sys.stderr)
+        then = ("ingesting from the command line, or upload through its Benchmarks page" if args.command == "ingest"
+                else "running this command (or upload through its page)")
+        print(f"{err}\nStop it before {then}.", file=sys.stderr)
         return 2
 
 

@@ -5,7 +5,7 @@
 Each runner warms up, repeats, reports median and spread and records the machine and its software. numpy alone
 is enough on a CPU; torch (CUDA, ROCm or Apple MPS) is used when installed, and runners that need it are skipped
 with the reason printed and recorded. --quick (small sizes, under 30 s for all) checks the pipeline, it does not
-measure. Upload the file on the app's upload page or with python -m benchmarks_db.ingest results.json.
+measure. Upload the file on the app's upload page or with python -m benchmarks_db ingest results.json.
 """
 from __future__ import annotations
 

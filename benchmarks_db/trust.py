@@ -1,6 +1,6 @@
 """Which uploads calibrate the engine: an upload enters calibration only once the deployment's operator trusts it,
 with `python -m benchmarks_db trust SOURCE_ID` (run with the planner stopped, as it takes the store) or, for
-everyone the reverse proxy signs on as one of APP_TRUSTED_UPLOADERS, on arrival (pages/settings.py). Anonymous and
+everyone the reverse proxy signs on as one of APP_TRUSTED_UPLOADERS, on arrival (ui/settings.py). Anonymous and
 unlisted uploads are stored and shown, but never change what the planner predicts for anyone else."""
 from __future__ import annotations
 

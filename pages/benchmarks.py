@@ -7,9 +7,9 @@ import streamlit as st
 from benchmarks_db import queries
 from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
 from engine.catalog import load_catalog
-from pages import background, charts, common, work_limits
-from pages.settings import load_settings
-from pages.work_limits import Busy
+from ui import background, cached, charts, components, escape, work_limits
+from ui.settings import load_settings
+from ui.work_limits import Busy
 
 STORE_TTL_S = 60             # other sessions' uploads show up within a minute; this session's at once
 UPLOAD, SUBMITTER, UPLOAD_ACCEL, LAST_INGEST = "bench_upload", "bench_submitter", "bench_accelerator", "bench_ingest"
@@ -26,27 +26,27 @@ python -m benchmarks_db.run matmul --out matmul.json --quick  # one runner; --qu
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
 def options_in_store() -> dict:
-    return queries.filter_options(common.store())
+    return queries.filter_options(cached.store())
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
 def mlperf_table(benchmark, accelerator, mlperf_round, source_kind) -> pd.DataFrame:
-    return queries.mlperf_results(common.store(), benchmark, accelerator, mlperf_round, source_kind)
+    return queries.mlperf_results(cached.store(), benchmark, accelerator, mlperf_round, source_kind)
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
 def microbench_table(metric, accelerator, source_kind) -> pd.DataFrame:
-    return queries.microbench_results(common.store(), metric, accelerator, source_kind)
+    return queries.microbench_results(cached.store(), metric, accelerator, source_kind)
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
 def systems_table(benchmark) -> pd.DataFrame:
-    return queries.compare_systems(common.store(), benchmark)
+    return queries.compare_systems(cached.store(), benchmark)
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
 def datasheet_table(metric) -> pd.DataFrame:
-    return queries.datasheet_efficiency(common.store(), metric)
+    return queries.datasheet_efficiency(cached.store(), metric)
 
 
 def _none_if_all(value):
@@ -61,7 +61,7 @@ def _ingest(dry_run: bool) -> None:
     if file is None:
         ss[LAST_INGEST] = {"errors": ["choose a file first"]}
         return
-    store = common.store()
+    store = cached.store()
     before = store.counts()
     try:
         with work_limits.slot("upload check"):
@@ -89,7 +89,7 @@ def uploader() -> Uploader:
 
 def _remove_upload(source_id: str) -> None:
     """Undo an upload of this session (only user uploads can be removed; published data cannot)."""
-    store = common.store()
+    store = cached.store()
     before = store.counts()
     n_runs = delete_upload(store, source_id)
     st.session_state[LAST_INGEST] = {"removed": source_id, "removed_runs": n_runs, "before": before,
@@ -98,21 +98,21 @@ def _remove_upload(source_id: str) -> None:
 
 
 def _clear_store_caches() -> None:
-    for cached in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table,
-                   common.calibration_of):
-        cached.clear()
+    for cache in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table,
+                  cached.calibration_of):
+        cache.clear()
 
 
 def _plot_texts(part: pd.DataFrame, columns: list[str]) -> list[list]:
     """Columns of store data as plotly customdata, text escaped (plotly draws the HTML tags in hover labels)."""
-    return [[common.plot_text(v) if isinstance(v, str) else v for v in row] for row in part[columns].values.tolist()]
+    return [[escape.plot_text(v) if isinstance(v, str) else v for v in row] for row in part[columns].values.tolist()]
 
 
 def systems_figure(df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for accelerator, part in df.groupby("accelerator", sort=True):
         fig.add_scatter(x=part["n_accelerators"], y=part["best_minutes"], mode="lines+markers",
-                        name=common.plot_text(accelerator),
+                        name=escape.plot_text(accelerator),
                         customdata=_plot_texts(part.assign(name=accelerator), ["submitter", "round", "name"]),
                         hovertemplate="%{customdata[2]}: %{x} accelerators, %{y:.1f} min<br>%{customdata[0]} "
                                       "%{customdata[1]}<extra></extra>")
@@ -124,7 +124,7 @@ def systems_figure(df: pd.DataFrame) -> go.Figure:
 
 def efficiency_figure(df: pd.DataFrame) -> go.Figure:
     shown = df.dropna(subset=["efficiency"])
-    labels = (shown["accelerator"] + " " + shown["dtype"].fillna("") + " " + shown["op"].fillna("")).map(common.plot_text)
+    labels = (shown["accelerator"] + " " + shown["dtype"].fillna("") + " " + shown["op"].fillna("")).map(escape.plot_text)
     colors = ["#4C78A8" if v == "accepted" else "#BAB0AC" for v in shown["validation"]]
     fig = go.Figure(go.Bar(x=shown["efficiency"], y=labels, orientation="h", marker_color=colors,
                            customdata=_plot_texts(shown, ["value", "unit", "peak_value", "source_kind"]),
@@ -140,7 +140,7 @@ def validation_figure(df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for accelerator, part in shown.groupby("accelerator"):
         fig.add_scatter(x=part["published_minutes"], y=part["predicted_minutes"], mode="markers",
-                        name=common.plot_text(accelerator),
+                        name=escape.plot_text(accelerator),
                         customdata=_plot_texts(part, ["n_accelerators", "round", "submitter"]),
                         hovertemplate="%{customdata[0]} accelerators, %{customdata[1]} %{customdata[2]}: published "
                                       "%{x:.1f} min, predicted %{y:.1f} min<extra></extra>")
@@ -174,13 +174,13 @@ with browse:
                                                                      "storage")]], key="f_bench")
     rnd = cols[3].selectbox("MLPerf round", [ALL, *found["mlperf_rounds"]], key="f_round")
     st.markdown("**MLPerf Training results** (time to train in minutes; accelerator-hours are derived)")
-    st.dataframe(common.csv_safe(mlperf_table(_none_if_all(bench), _none_if_all(accel), _none_if_all(rnd),
+    st.dataframe(escape.csv_safe(mlperf_table(_none_if_all(bench), _none_if_all(accel), _none_if_all(rnd),
                                               _none_if_all(kind))),
                  hide_index=True, key="mlperf_table", column_config={"url": st.column_config.LinkColumn()})
     metric = st.selectbox("Microbenchmark metric", [ALL, *[m for m in found["metrics"] if m != "time_to_train"]],
                           key="f_metric")
     st.markdown("**Microbenchmark results**")
-    st.dataframe(common.csv_safe(microbench_table(_none_if_all(metric), _none_if_all(accel), _none_if_all(kind))),
+    st.dataframe(escape.csv_safe(microbench_table(_none_if_all(metric), _none_if_all(accel), _none_if_all(kind))),
                  hide_index=True, key="microbench_table")
 
 with compare_tab:
@@ -190,7 +190,7 @@ with compare_tab:
         chosen = st.selectbox("Benchmark", mlperf_benchmarks, key="cmp_bench")
         systems = systems_table(chosen)
         st.plotly_chart(systems_figure(systems), key="systems_chart")
-        st.dataframe(common.csv_safe(systems), hide_index=True, key="systems_table")
+        st.dataframe(escape.csv_safe(systems), hide_index=True, key="systems_table")
     else:
         st.info("No MLPerf results in the store yet: run `python -m benchmarks_db seed`.")
 
@@ -202,7 +202,7 @@ with datasheet_tab:
         st.plotly_chart(efficiency_figure(eff), key="efficiency_chart")
         st.caption("Blue: trusted (accepted); grey: flagged or illustrative. The engine's default matmul efficiency "
                    "is the published MAMF measurement over the datasheet peak.")
-        st.dataframe(common.csv_safe(eff), hide_index=True, key="efficiency_table")
+        st.dataframe(escape.csv_safe(eff), hide_index=True, key="efficiency_table")
     else:
         st.info("No measurement of this kind with a datasheet peak yet.")
 
@@ -211,11 +211,11 @@ with validation_tab:
                "against the published minutes. Published minutes include in-run evaluation; the prediction is "
                "training only.")
     target = st.selectbox("Benchmark to predict", list(background.VALIDATED), key="val_bench")
-    job = background.validation(common.store(), target)
+    job = background.validation(cached.store(), target)
     if not job.wait(0.05):
         st.info("The predictions are being computed (a layout search per published system, once per server); they "
                 "appear here in a few seconds.")
-        common.poll(job)
+        components.poll(job)
     else:
         try:
             val = job.value()
@@ -223,7 +223,7 @@ with validation_tab:
             st.warning(str(err))
         else:
             st.plotly_chart(validation_figure(val), key="validation_chart")
-            st.dataframe(common.csv_safe(val), hide_index=True, key="validation_table",
+            st.dataframe(escape.csv_safe(val), hide_index=True, key="validation_table",
                          column_config={"ratio": st.column_config.NumberColumn("predicted / published",
                                                                                format="%.2f")})
 
@@ -250,33 +250,33 @@ with upload_tab:
     outcome = st.session_state.get(LAST_INGEST)
     if outcome:
         if outcome.get("dry_run"):
-            st.info(f"{common.md_escape(outcome['input'])} ({outcome['format']}) passes every check and would add "
+            st.info(f"{escape.md_escape(outcome['input'])} ({outcome['format']}) passes every check and would add "
                     + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
                     + ". Nothing was written: use 'Check and add to the store' to keep it.")
         elif outcome.get("removed"):
             st.success(f"Removed upload {outcome['removed']} and its {outcome['removed_runs']} run(s) from the store.")
         elif outcome.get("ingested"):
-            st.success(f"Added {common.md_escape(outcome['input'])} ({outcome['format']}): "
+            st.success(f"Added {escape.md_escape(outcome['input'])} ({outcome['format']}): "
                        + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
                        + f". Run ids: {', '.join(outcome['run_ids'][:10])} (source 'user_submitted' in Browse).")
             if outcome.get("trusted_by"):
-                st.info(f"Trusted on arrival ({common.md_escape(outcome['trusted_by'])} is one of this deployment's "
+                st.info(f"Trusted on arrival ({escape.md_escape(outcome['trusted_by'])} is one of this deployment's "
                         "trusted uploaders): its accepted runs calibrate the engine for everyone.")
             else:
                 st.info("Kept as an untrusted upload: shown in Browse, but used for calibration only once the "
                         "deployment's operator trusts it (`python -m benchmarks_db trust "
-                        f"{common.md_escape(outcome['source_id'])}`).")
+                        f"{escape.md_escape(outcome['source_id'])}`).")
             if outcome.get("source_id") and not settings.read_only:
                 st.button("Remove this upload", on_click=_remove_upload, args=(outcome["source_id"],),
                           help="Take it out of the store again, e.g. to upload it with the right accelerator.")
         else:
-            st.error(f"Refused {common.md_escape(outcome.get('input', 'the upload'))}: nothing was written to the store.")
+            st.error(f"Refused {escape.md_escape(outcome.get('input', 'the upload'))}: nothing was written to the store.")
         for error in outcome.get("errors", [])[:30]:
-            st.markdown(f"- :red[error] {common.md_escape(error)}")
+            st.markdown(f"- :red[error] {escape.md_escape(error)}")
         for flag in outcome.get("flags", []):
-            st.markdown(f"- :orange[flagged] {common.md_escape(flag)} (kept, but never used for calibration)")
+            st.markdown(f"- :orange[flagged] {escape.md_escape(flag)} (kept, but never used for calibration)")
         for warning in outcome.get("warnings", []):
-            st.markdown(f"- note: {common.md_escape(warning)}")
+            st.markdown(f"- note: {escape.md_escape(warning)}")
         if "before" in outcome:
             st.dataframe(pd.DataFrame({"before": outcome["before"], "after": outcome["after"]}), key="counts_table")
     st.subheader("Run the bundled benchmarks")

@@ -6,10 +6,11 @@ import streamlit as st
 
 from engine.economics import ranges
 from engine.economics.cost import plan_budget
-from engine.presentation.report import (GLOSSARY, break_even_curves, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd,
-                                        range_text)
-from pages import charts, common
-from pages.fields import plain
+from engine.economics.cost import break_even_curves
+from engine.presentation.figures import range_text
+from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd
+from ui import binding, cached, charts, escape, state
+from ui.fields import plain
 
 INPUT_NAMES = {"server_capex_usd": "server price", "host_capex_usd_per_gpu": "host share per GPU",
                "gpus_per_server": "GPUs per server", "network_fraction": "network share of the hardware",
@@ -17,9 +18,9 @@ INPUT_NAMES = {"server_capex_usd": "server price", "host_capex_usd_per_gpu": "ho
                "utilisation": "utilisation", "power_usd_per_kwh": "electricity price",
                "colocation_usd_per_kw_month": "colocation rent", "contracted_kw_per_gpu": "contracted power per GPU",
                "ops_usd_per_gpu_year": "operations per GPU-year"}
-sc = common.scenario()
-opts = common.options()
-est = common.current_estimate()
+sc = state.scenario()
+opts = state.options()
+est = cached.current_estimate()
 cost, energy, rel = est["cost"], est["energy"], est["reliability"]
 band = lambda value, key: range_text(ranges.band(value, "tuned"), key)      # the engine's figure and its range
 
@@ -84,7 +85,7 @@ cols[2].metric(f"Cost ({cost['basis'].replace('_', '-')})", fmt_usd(est["cost_us
                help=plain(cost["price_source"] or cost["missing"]))
 cols[3].metric("Price per GPU-hour", f"${cost['usd_per_gpu_hour']:.2f}" if cost["usd_per_gpu_hour"] else "unknown")
 if cost["missing"]:
-    st.warning(common.md_escape(plain(cost["missing"])))
+    st.warning(escape.md_escape(plain(cost["missing"])))
 if cost["cloud_prices"]:
     with st.expander(f"Every published cloud price for this accelerator ({len(cost['cloud_prices'])})"):
         st.dataframe([{"provider": p["provider"], "pricing": p["pricing"], "region": p["region"],
@@ -98,7 +99,7 @@ st.subheader("Cloud or own hardware")
 onprem = cost["on_prem"]
 curves = break_even_curves(est, sc.cluster.n_gpus)
 if curves is None:
-    st.info(common.md_escape(plain(onprem.get("missing") or "A break-even needs a server price, a power figure and a "
+    st.info(escape.md_escape(plain(onprem.get("missing") or "A break-even needs a server price, a power figure and a "
                                                              "cloud price.")))
 else:
     cols = st.columns(3)
@@ -138,10 +139,10 @@ cols[3].metric("CO2, embodied share", f"{fmt_num(energy['embodied']['co2_t'])} t
                help=f"Manufacturing emissions of the accelerators, the run's share of their "
                     f"{energy['embodied']['lifetime_years']:g}-year life.")
 if energy["missing"]:
-    st.warning(common.md_escape(plain(energy["missing"])))
+    st.warning(escape.md_escape(plain(energy["missing"])))
 st.plotly_chart(co2_figure(), key="co2_chart")
 with st.expander("Where these figures come from"):
-    st.markdown("\n".join(f"- **{what}:** {common.md_escape(plain(source))}" for what, source in (
+    st.markdown("\n".join(f"- **{what}:** {escape.md_escape(plain(source))}" for what, source in (
         ("Accelerator power", energy["accelerator_power_source"]), ("Host power", energy["host_power_source"]),
         ("PUE", energy["pue_source"]), ("Grid", energy["grid"]["source"]), ("Embodied", energy["embodied"]["source"]))))
 
@@ -150,15 +151,15 @@ st.caption("How many runs like this one a budget pays for. Pilot a smaller run f
            "warned about any single run above it.")
 cols = st.columns(3)
 with cols[0]:
-    common.bind_option("gpu_hour_budget", st.number_input, "Budget (GPU-hours)",
+    binding.bind_option("gpu_hour_budget", st.number_input, "Budget (GPU-hours)",
                        "A GPU-hour allocation or quota; leave empty to give a money budget instead.",
                        step=100_000.0, placeholder="none")
 with cols[1]:
-    common.bind_option("budget_usd", st.number_input, "Budget (USD)",
+    binding.bind_option("budget_usd", st.number_input, "Budget (USD)",
                        "A money budget, converted at the price per GPU-hour above.", step=100_000.0,
                        placeholder="none")
 with cols[2]:
-    common.bind_option("budget_warn_gpu_hours", st.number_input, "Warn above (GPU-hours per job)",
+    binding.bind_option("budget_warn_gpu_hours", st.number_input, "Warn above (GPU-hours per job)",
                        "Optional per-job limit of your allocation policy (some clusters ask for a pilot before any job "
                        "above a few hundred GPU-hours); empty: no per-job warning.", step=100.0,
                        placeholder="no limit")

@@ -5,19 +5,20 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
-from engine.presentation.report import (GLOSSARY, breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
-                           ranked_rows, rejected_rows)
+from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
+from engine.presentation.tables import (breakdown_rows, dimension_rows, dimension_value, pareto_rows, ranked_rows,
+                                        rejected_rows)
 from engine.scenario import ScenarioError, parse_scenario
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
-from pages import charts, common, work_limits
-from pages.work_limits import Busy
+from ui import binding, charts, escape, state, work_limits
+from ui.work_limits import Busy
 
 RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": search(...) output}
 TOP = 20
 KIND_COLORS = {"compute": "#4C78A8", "communication": "#F58518", "pipeline idle": "#BAB0AC"}
 OBJECTIVES = {"time": "Fastest (wall-clock time)", "cost": "Cheapest", "energy": "Least energy"}
-sc = common.scenario()
-opts = common.options()
+sc = state.scenario()
+opts = state.options()
 run_key = (sc.model_copy(update={"layout": None}).model_dump_json(), opts.model_dump_json())   # the search ignores the layout
 
 
@@ -29,7 +30,7 @@ def why_not(scenario_json: str, allow_span_nodes: bool, objective: str, dimensio
 
 
 def _use_layout(layout: dict) -> None:
-    common.commit(apply_edit(common.scenario(), "layout", layout), "layout")
+    state.commit(apply_edit(state.scenario(), "layout", layout), "layout")
 
 
 def breakdown_figure(est: dict) -> go.Figure:
@@ -65,17 +66,17 @@ st.caption("Tries every way to split the run over the cluster (tensor, pipeline,
 
 cols = st.columns(4)
 with cols[0]:
-    common.bind_option("objective", st.radio, "Rank by", "What 'best' means for the ranking.", options=list(OBJECTIVES),
+    binding.bind_option("objective", st.radio, "Rank by", "What 'best' means for the ranking.", options=list(OBJECTIVES),
            format_func=OBJECTIVES.get)
 with cols[1]:
-    common.bind_option("deadline_days", st.number_input, "Deadline (days, optional)",
+    binding.bind_option("deadline_days", st.number_input, "Deadline (days, optional)",
            "Also find the smallest cluster whose best layout trains within this many days.", step=1.0,
            placeholder="none")
 with cols[2]:
-    common.bind_option("gpu_hour_budget", st.number_input, "GPU-hour budget (optional)",
+    binding.bind_option("gpu_hour_budget", st.number_input, "GPU-hour budget (optional)",
            "Also check the smallest cluster against this many GPU-hours.", step=10_000.0, placeholder="none")
 with cols[3]:
-    common.bind_option("allow_span_nodes", st.checkbox, "Span nodes (TP/CP/EP)",
+    binding.bind_option("allow_span_nodes", st.checkbox, "Span nodes (TP/CP/EP)",
            "Normally tensor-, context- and expert-parallel groups stay inside one node, on its fast links.")
 
 if st.button("Run layout search", type="primary"):
@@ -87,7 +88,7 @@ if st.button("Run layout search", type="primary"):
                             progress=lambda fraction, message: bar.progress(min(fraction, 1.0), text=message))
     except ScenarioError as err:
         bar.empty()
-        st.error("The search cannot run: " + common.problems_text(err.problems))
+        st.error("The search cannot run: " + escape.problems_text(err.problems))
     except Busy as err:
         bar.empty()
         st.warning(str(err))
@@ -130,7 +131,7 @@ else:
                                              "cost USD": st.column_config.NumberColumn(format="dollar"),
                                              "energy MWh": st.column_config.NumberColumn(format="%.0f"),
                                              "step s": st.column_config.NumberColumn(format="%.2f")})
-        st.download_button("Download ranked layouts (CSV)", common.csv_safe(table).to_csv(index=False),
+        st.download_button("Download ranked layouts (CSV)", escape.csv_safe(table).to_csv(index=False),
                            "ranked_layouts.csv",
                            "text/csv", on_click="ignore")
         rows = picked.selection.rows
@@ -173,7 +174,7 @@ else:
     values = list(result["by_dimension"][dimension])
     value = st.selectbox(f"Why not {dimension} =", values, key="why_value")
     try:
-        answer = why_not(common.scenario_json(), opts.allow_span_nodes, result["objective"], dimension,
+        answer = why_not(state.scenario_json(), opts.allow_span_nodes, result["objective"], dimension,
                          dimension_value(dimension, value))
     except Busy as err:
         answer = None

@@ -3,15 +3,16 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.presentation.edit import apply_edit
-from engine.presentation.report import GLOSSARY, MEMORY_PARTS, WORST_STAGE, accelerator_name, memory_rows
-from pages import charts, common
-from pages.fields import F
+from engine.presentation.formatting import GLOSSARY, accelerator_name
+from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE, memory_rows
+from ui import binding, cached, charts, components, state
+from ui.fields import F
 
 COLORS = {"weights": "#4C78A8", "gradients": "#72B7B2", "optimizer_states": "#F58518", "activations": "#E45756",
           "other": "#BAB0AC"}
-sc = common.scenario()
-est = common.current_estimate()
-choices = common.layout_choices_of(common.scenario_json())
+sc = state.scenario()
+est = cached.current_estimate()
+choices = cached.layout_choices_of(state.scenario_json())
 
 
 def memory_figure(bars: list[tuple[str, dict]], capacity_gib: float) -> go.Figure:
@@ -29,7 +30,7 @@ def memory_figure(bars: list[tuple[str, dict]], capacity_gib: float) -> go.Figur
     return fig
 
 
-SPLIT_KEY = common.WIDGET + "layout.stage_split"
+SPLIT_KEY = state.WIDGET + "layout.stage_split"
 
 
 def _split_text(split: tuple) -> str:
@@ -38,8 +39,8 @@ def _split_text(split: tuple) -> str:
 
 def _split_changed() -> None:
     first, last = st.session_state[SPLIT_KEY]
-    layout = {**common.scenario().layout.model_dump(), "first_stage_layers": first, "last_stage_layers": last}
-    common.commit(common.edit(common.scenario(), "layout", {k: v for k, v in layout.items() if v is not None}),
+    layout = {**state.scenario().layout.model_dump(), "first_stage_layers": first, "last_stage_layers": last}
+    state.commit(binding.edit(state.scenario(), "layout", {k: v for k, v in layout.items() if v is not None}),
                   "layout.stage_split")
 
 
@@ -48,7 +49,7 @@ def stage_split_widget(splits: list[tuple]) -> None:
     st.session_state.setdefault(SPLIT_KEY, (sc.layout.first_stage_layers, sc.layout.last_stage_layers))
     st.selectbox(F["layout.stage_split"].label, splits, key=SPLIT_KEY, format_func=_split_text,
                  help=F["layout.stage_split"].help, on_change=_split_changed)
-    common.field_problems("layout.stage_split")
+    binding.field_problems("layout.stage_split")
 
 
 st.title("Memory per accelerator")
@@ -60,31 +61,31 @@ controls, chart = st.columns([1.2, 3], gap="large")
 with controls:
     st.subheader("What if ...")
     for name in ("tp", "pp", "cp"):
-        common.bind(f"layout.{name}", st.selectbox, F[f"layout.{name}"], options=choices[name])
+        binding.bind(f"layout.{name}", st.selectbox, F[f"layout.{name}"], options=choices[name])
     if len(choices["ep"]) > 1:
-        common.bind("layout.ep", st.selectbox, F["layout.ep"], options=choices["ep"])
+        binding.bind("layout.ep", st.selectbox, F["layout.ep"], options=choices["ep"])
     st.metric("Data parallel (DP)", sc.layout.dp, help="Copies of the model that each train on different data: "
                                                       "the accelerators left after TP x PP x CP.")
-    common.bind("layout.micro_batch_size", st.selectbox, F["layout.micro_batch_size"],
+    binding.bind("layout.micro_batch_size", st.selectbox, F["layout.micro_batch_size"],
                 options=choices["micro_batch_size"])
     if sc.layout.pp > 1:
-        common.bind("layout.virtual_stages", st.selectbox, F["layout.virtual_stages"],
+        binding.bind("layout.virtual_stages", st.selectbox, F["layout.virtual_stages"],
                     options=choices["virtual_stages"])
     if sc.layout.pp > 1 and len(choices["stage_split"]) > 1:
         stage_split_widget(choices["stage_split"])
-    common.bind("layout.zero_stage", st.select_slider, F["layout.zero_stage"], options=choices["zero_stage"])
+    binding.bind("layout.zero_stage", st.select_slider, F["layout.zero_stage"], options=choices["zero_stage"])
     if sc.layout.zero_stage >= 1 and sc.layout.dp * sc.layout.cp > 1:
-        common.bind("layout.shard_group", st.selectbox, F["layout.shard_group"],
+        binding.bind("layout.shard_group", st.selectbox, F["layout.shard_group"],
                     options=[F["layout.shard_group"].blank, *choices["shard_group"][1:]])
     if sc.layout.zero_stage == 3:
-        common.bind("layout.reshard_after_forward", st.toggle, F["layout.reshard_after_forward"])
+        binding.bind("layout.reshard_after_forward", st.toggle, F["layout.reshard_after_forward"])
     if sc.arch.is_moe and len(choices["expert_tp"]) > 2:
-        common.bind("layout.expert_tp", st.selectbox, F["layout.expert_tp"],
+        binding.bind("layout.expert_tp", st.selectbox, F["layout.expert_tp"],
                     options=[F["layout.expert_tp"].blank, *choices["expert_tp"][1:]])
-    common.bind("layout.recompute", st.selectbox, F["layout.recompute"], options=choices["recompute"])
-    common.bind("layout.sequence_parallel", st.toggle, F["layout.sequence_parallel"])
+    binding.bind("layout.recompute", st.selectbox, F["layout.recompute"], options=choices["recompute"])
+    binding.bind("layout.sequence_parallel", st.toggle, F["layout.sequence_parallel"])
     if sc.layout.tp > 1 and sc.layout.sequence_parallel:
-        common.bind("layout.tp_comm_overlap", st.toggle, F["layout.tp_comm_overlap"])
+        binding.bind("layout.tp_comm_overlap", st.toggle, F["layout.tp_comm_overlap"])
 
 with chart:
     mem = est["memory_gib"]
@@ -94,7 +95,7 @@ with chart:
         st.error(f"Does not fit: {mem['total']:.1f} GiB needed, {est['memory_capacity_gib']:.0f} GiB available, so no "
                  "time is given. Try a higher ZeRO stage, recompute, more tensor or pipeline parallelism, or a smaller "
                  "micro-batch.")
-        common.show_what_fits(sc)
+        components.show_what_fits(sc)
     st.markdown(f"**Worst stage:** {WORST_STAGE[est['worst_stage']]}.")
     bars = [("this layout", est)]
     for field, values, label in (("layout.zero_stage", choices["zero_stage"], "ZeRO-{}"),
@@ -103,7 +104,7 @@ with chart:
         for value in values:
             variant = apply_edit(sc, field, value).scenario
             if value != current and variant is not None:
-                bars.append((label.format(value), common.estimate_of(common.scenario_json(variant))))
+                bars.append((label.format(value), cached.estimate_of(state.scenario_json(variant))))
     st.plotly_chart(memory_figure(bars, est["memory_capacity_gib"]), key="memory_chart")
     st.caption("The first bar is the chosen layout; the others change only the ZeRO stage or the recompute policy.")
     if est["fits"]:

@@ -5,27 +5,28 @@ import streamlit as st
 
 from benchmarks_db.scenarios import scenario_id
 from benchmarks_db.store import utc_now
-from engine.presentation.report import scenario_title
+from engine.presentation.formatting import scenario_title
 from engine.presentation.summary import summary_html
 from engine.scenario import ScenarioError
-from pages import answer, common
-from pages.sidebar import app_url
+from ui import answer, cached, escape, links, state
+from ui.links import app_url
+from ui.work_limits import Busy
 
-sc = common.scenario()
-est = common.current_estimate()
+sc = state.scenario()
+est = cached.current_estimate()
 
 st.title("Summary report")
 st.caption("One page with the scenario, the recommendation, the key figures and charts, and where the numbers come "
            "from. It is a self-contained HTML file: open it in any browser and print it, or attach it to an email.")
 try:
-    vendor = common.current_comparison()
+    vendor = cached.current_comparison()
 except ScenarioError as err:
     vendor = None
-    st.warning("The vendor recommendation is left out: " + common.problems_text(err.problems))
-except common.Busy as err:
+    st.warning("The vendor recommendation is left out: " + escape.problems_text(err.problems))
+except Busy as err:
     vendor = None
     st.warning(f"The vendor recommendation is left out for now: {err}")
-opts = common.options()
+opts = state.options()
 asked = answer.current_job(sc, opts)
 result = None
 if asked is not None:
@@ -33,9 +34,9 @@ if asked is not None:
         asked.wait(120)
     try:
         result = asked.value()
-    except (ScenarioError, common.Busy) as err:
-        st.warning("The answer to the target is left out: " + common.md_escape(str(err)))
-link = f"{app_url()}?{urlencode(common.share_params())}"
+    except (ScenarioError, Busy) as err:
+        st.warning("The answer to the target is left out: " + escape.md_escape(str(err)))
+link = f"{app_url()}?{urlencode(links.share_params())}"
 report = summary_html(sc, est, utc_now(), link=link, vendor=vendor, answer=result, efficiency=opts.efficiency)
 sid = scenario_id(sc)
 cols = st.columns(2)

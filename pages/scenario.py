@@ -6,22 +6,23 @@ from engine.economics.cost import PRICING, price_table
 from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
 from engine.regions import region_choices
-from engine.presentation.report import model_size_text, published_training_note
+from engine.presentation.figures import published_training_note
+from engine.presentation.formatting import model_size_text
 from engine.economics import ranges
 from engine.planning.sanity import warnings_for
 from engine.scenario import PresetRef
-from pages import answer, common
-from pages.fields import F
+from ui import answer, binding, cached, components, escape, state
+from ui.fields import F
 
 MAX_SCENARIO_FILE_MB = 1
 UPLOAD = "scenario_upload"
 HF_UPLOAD = "hf_config_upload"
 HF_TEXT = "hf_config_text"
-EFFICIENCY = common.WIDGET + "efficiency_source"
+EFFICIENCY = state.WIDGET + "efficiency_source"
 SOURCES = {"datasheet": "Published (datasheet and published measurements)",
            "calibrated": "Calibrated (measured, from the benchmark store)", "custom": "My own values (below)"}
 cat = load_catalog()
-sc = common.scenario()
+sc = state.scenario()
 
 
 def short_name(name: str) -> str:
@@ -30,13 +31,13 @@ def short_name(name: str) -> str:
 
 
 def _model_kind_changed() -> None:
-    kind = st.session_state[common.WIDGET + "model"]
-    current = common.scenario()
+    kind = st.session_state[state.WIDGET + "model"]
+    current = state.scenario()
     if kind == "custom":
-        edit = common.edit(current, "model", current.arch.model_dump(exclude_none=True))
+        edit = binding.edit(current, "model", current.arch.model_dump(exclude_none=True))
     else:
-        edit = common.edit(current, "model.preset", next(iter(cat.models)))
-    common.commit(edit, "model")
+        edit = binding.edit(current, "model.preset", next(iter(cat.models)))
+    state.commit(edit, "model")
 
 
 def _uploaded() -> None:
@@ -44,20 +45,20 @@ def _uploaded() -> None:
     if file is None:
         return
     if file.size > MAX_SCENARIO_FILE_MB * 1_000_000:
-        st.session_state[common.PROBLEMS]["(scenario)"] = [
+        st.session_state[state.PROBLEMS]["(scenario)"] = [
             f"{file.name} is {file.size / 1e6:.1f} MB; a scenario file is a small JSON object (under "
             f"{MAX_SCENARIO_FILE_MB} MB). Nothing was changed."]
         return
-    if common.replace_scenario(file.getvalue()):
-        st.session_state[common.NOTES].insert(0, f"Loaded the scenario from {file.name}.")
+    if binding.replace_scenario(file.getvalue()):
+        st.session_state[state.NOTES].insert(0, f"Loaded the scenario from {file.name}.")
     else:
-        problems = st.session_state[common.PROBLEMS]["(scenario)"]
+        problems = st.session_state[state.PROBLEMS]["(scenario)"]
         problems.insert(0, f"{file.name} is not a usable scenario, so nothing was changed:")
 
 
 def _import_hf(data: bytes | str, what: str) -> None:
     """Fill 'My own architecture' from a Hugging Face config.json; refusals name the config key and the family."""
-    problems = st.session_state[common.PROBLEMS]
+    problems = st.session_state[state.PROBLEMS]
     if len(data) > MAX_CONFIG_BYTES:
         problems["model"] = [f"{what} is over {MAX_CONFIG_BYTES // 1000} KB; a config.json is a few KB. Nothing was changed."]
         return
@@ -67,8 +68,8 @@ def _import_hf(data: bytes | str, what: str) -> None:
         problems["model"] = [f"{what} could not be imported, so nothing was changed:"] + \
                             [f"{field}: {msg}" for field, msg in err.problems]
         return
-    if common.commit(apply_edit(common.scenario(), "model", arch.model_dump(mode="json", exclude_defaults=True)), "model"):
-        st.session_state[common.NOTES].insert(0, f"Architecture imported from {what}.")
+    if state.commit(apply_edit(state.scenario(), "model", arch.model_dump(mode="json", exclude_defaults=True)), "model"):
+        st.session_state[state.NOTES].insert(0, f"Architecture imported from {what}.")
 
 
 def _hf_uploaded() -> None:
@@ -84,34 +85,34 @@ def _hf_pasted() -> None:
 
 
 def _efficiency_source_changed(overrides: dict) -> None:
-    current = common.scenario()
+    current = state.scenario()
     cluster = {k: v for k, v in current.cluster.model_dump(exclude_none=True).items() if k not in CALIBRATION_FIELDS}
     if st.session_state[EFFICIENCY] == "calibrated":
         cluster.update(overrides)
-    common.commit(common.edit(current, "cluster", cluster), EFFICIENCY)
+    state.commit(binding.edit(current, "cluster", cluster), EFFICIENCY)
 
 
 def _reset() -> None:
-    common.commit(with_layout(default_scenario()))
+    state.commit(with_layout(default_scenario()))
 
 
 st.title("Scenario")
 st.caption("Describe the training run. Every page uses this scenario, and the address bar always carries it.")
-answer.show(sc, common.options())
+answer.show(sc, state.options())
 inputs, results = st.columns([1.35, 1], gap="large")
 
 with inputs:
     st.subheader("Model")
-    kind_key = common.WIDGET + "model"
+    kind_key = state.WIDGET + "model"
     if kind_key not in st.session_state:
         st.session_state[kind_key] = "preset" if isinstance(sc.model, PresetRef) else "custom"
     st.radio("Model source", ["preset", "custom"], key=kind_key, horizontal=True, on_change=_model_kind_changed,
              format_func={"preset": "A published model", "custom": "My own architecture"}.get,
              help="Start from a published model, or describe your own architecture (it starts as a copy of the "
                   "current model).")
-    common.field_problems("model")
+    binding.field_problems("model")
     if isinstance(sc.model, PresetRef):
-        common.bind("model.preset", st.selectbox, F["model.preset"], options=list(cat.models),
+        binding.bind("model.preset", st.selectbox, F["model.preset"], options=list(cat.models),
                     format_func=lambda m: cat.models[m].name)
     else:
         with st.expander("Import a Hugging Face config.json", expanded=False):
@@ -126,10 +127,10 @@ with inputs:
                                   "vocab_size", "n_experts", "experts_per_token", "n_shared_experts",
                                   "n_dense_layers", "moe_layer_every", "attention_window", "global_attention_every",
                                   "mtp_layers")):
-            common.bind(f"model.{name}", st.number_input, F[f"model.{name}"], container=cols[i % 3], step=1)
-        common.bind("model.ffn_type", st.selectbox, F["model.ffn_type"], container=cols[1],
+            binding.bind(f"model.{name}", st.number_input, F[f"model.{name}"], container=cols[i % 3], step=1)
+        binding.bind("model.ffn_type", st.selectbox, F["model.ffn_type"], container=cols[1],
                     options=["gelu", "swiglu", "geglu"])
-        common.bind("model.tied_embeddings", st.checkbox, F["model.tied_embeddings"], container=cols[2])
+        binding.bind("model.tied_embeddings", st.checkbox, F["model.tied_embeddings"], container=cols[2])
         if sc.arch.mla is not None:
             st.caption("This model uses multi-head latent attention (MLA); its ranks are kept as they are (edit them "
                        "in a scenario file).")
@@ -137,30 +138,30 @@ with inputs:
 
     st.subheader("Training")
     cols = st.columns(3)
-    common.bind("training.seq_len", st.number_input, F["training.seq_len"], container=cols[0], step=1)
-    common.bind("training.global_batch_size", st.number_input, F["training.global_batch_size"], container=cols[1],
+    binding.bind("training.seq_len", st.number_input, F["training.seq_len"], container=cols[0], step=1)
+    binding.bind("training.global_batch_size", st.number_input, F["training.global_batch_size"], container=cols[1],
                 step=1)
-    common.bind("training.total_tokens", st.number_input, F["training.total_tokens"], container=cols[2],
+    binding.bind("training.total_tokens", st.number_input, F["training.total_tokens"], container=cols[2],
                 step=100.0, format="%.0f")
-    common.bind("training.precision", st.selectbox, F["training.precision"], container=cols[0],
+    binding.bind("training.precision", st.selectbox, F["training.precision"], container=cols[0],
                 options=["bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"])
-    common.bind("training.optimizer", st.selectbox, F["training.optimizer"], container=cols[1],
+    binding.bind("training.optimizer", st.selectbox, F["training.optimizer"], container=cols[1],
                 options=["adam", "sgd"])
-    common.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],
+    binding.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],
                 options=["flash", "standard"])
 
     st.subheader("Cluster")
     cols = st.columns([2, 1, 1])
-    common.bind("cluster.accelerator", st.selectbox, F["cluster.accelerator"], container=cols[0],
+    binding.bind("cluster.accelerator", st.selectbox, F["cluster.accelerator"], container=cols[0],
                 options=list(cat.accelerators), format_func=lambda a: short_name(cat.accelerators[a].name))
-    common.bind("cluster.n_gpus", st.number_input, F["cluster.n_gpus"], container=cols[1], step=8)
-    common.bind("cluster.gpus_per_node", st.number_input, F["cluster.gpus_per_node"], container=cols[2], step=1,
+    binding.bind("cluster.n_gpus", st.number_input, F["cluster.n_gpus"], container=cols[1], step=8)
+    binding.bind("cluster.gpus_per_node", st.number_input, F["cluster.gpus_per_node"], container=cols[2], step=1,
                 placeholder=f"{cat.accelerators[sc.cluster.accelerator].gpus_per_node} (usual)")
     if short_name(cat.accelerators[sc.cluster.accelerator].name) != cat.accelerators[sc.cluster.accelerator].name:
-        st.caption(common.md_escape(cat.accelerators[sc.cluster.accelerator].name))
+        st.caption(escape.md_escape(cat.accelerators[sc.cluster.accelerator].name))
     with st.expander("Network and measured efficiencies"):
-        calibration = common.calibration_for(sc)
-        source = common.efficiency_source(sc)
+        calibration = cached.calibration_for(sc)
+        source = cached.efficiency_source(sc)
         st.session_state.setdefault(EFFICIENCY, source)
         st.radio("Efficiencies", list(SOURCES) if source == "custom" else ["datasheet", "calibrated"],
                  key=EFFICIENCY, format_func=SOURCES.get, on_change=_efficiency_source_changed,
@@ -168,25 +169,25 @@ with inputs:
                  help="Calibrated replaces the published matmul efficiency and the modelled bus bandwidths with "
                       "trusted measurements of this accelerator from the Benchmarks page (uploads that passed every "
                       "check, and published tables).")
-        common.field_problems(EFFICIENCY)
+        binding.field_problems(EFFICIENCY)
         for name, evidence in calibration["evidence"].items():      # run ids and source titles come from uploads
-            st.caption(f"{F['cluster.' + name].label} {evidence['value']:g}: {common.md_escape(evidence['how'])}; "
-                       f"runs {common.md_escape(', '.join(evidence['runs'][:5]))} "
-                       f"({common.md_escape('; '.join(evidence['sources'][:3]))}).")
+            st.caption(f"{F['cluster.' + name].label} {evidence['value']:g}: {escape.md_escape(evidence['how'])}; "
+                       f"runs {escape.md_escape(', '.join(evidence['runs'][:5]))} "
+                       f"({escape.md_escape('; '.join(evidence['sources'][:3]))}).")
         for name, why in calibration["missing"].items():
-            st.caption(f"{F['cluster.' + name].label}: nothing measured to use yet ({common.md_escape(why)}); the "
+            st.caption(f"{F['cluster.' + name].label}: nothing measured to use yet ({escape.md_escape(why)}); the "
                        "planner models it from the datasheet links.")
         cols = st.columns(2)
-        common.bind("cluster.intra_node_bw_gbs", st.number_input, F["cluster.intra_node_bw_gbs"], container=cols[0],
+        binding.bind("cluster.intra_node_bw_gbs", st.number_input, F["cluster.intra_node_bw_gbs"], container=cols[0],
                     step=10.0, placeholder="catalog")
-        common.bind("cluster.inter_node_bw_gbs", st.number_input, F["cluster.inter_node_bw_gbs"], container=cols[1],
+        binding.bind("cluster.inter_node_bw_gbs", st.number_input, F["cluster.inter_node_bw_gbs"], container=cols[1],
                     step=5.0, placeholder="catalog")
         cols = st.columns(3)
-        common.bind("cluster.matmul_efficiency", st.number_input, F["cluster.matmul_efficiency"], container=cols[0],
+        binding.bind("cluster.matmul_efficiency", st.number_input, F["cluster.matmul_efficiency"], container=cols[0],
                     step=0.01, placeholder="published")
-        common.bind("cluster.intra_node_busbw_gbs", st.number_input, F["cluster.intra_node_busbw_gbs"],
+        binding.bind("cluster.intra_node_busbw_gbs", st.number_input, F["cluster.intra_node_busbw_gbs"],
                     container=cols[1], step=10.0, placeholder="modelled")
-        common.bind("cluster.inter_node_busbw_gbs", st.number_input, F["cluster.inter_node_busbw_gbs"],
+        binding.bind("cluster.inter_node_busbw_gbs", st.number_input, F["cluster.inter_node_busbw_gbs"],
                     container=cols[2], step=5.0, placeholder="modelled")
     st.markdown(f"**Layout:** {describe_layout(sc.layout.model_dump())}. Change it on the **Memory** page, or let "
                 "**Layout search** find the best one.")
@@ -195,34 +196,34 @@ with inputs:
     regions = dict((code, label) for label, code in region_choices())
     stored = sc.site.region if sc.site else None
     region_codes = ([stored] if stored and stored not in regions else []) + list(regions)
-    common.bind("site.region", st.selectbox, F["site.region"],
+    binding.bind("site.region", st.selectbox, F["site.region"],
                 options=[F["site.region"].blank, *region_codes], format_func=lambda c: regions.get(c, c))
     cols = st.columns(3)
-    common.bind("site.pue", st.number_input, F["site.pue"], container=cols[0], step=0.05, placeholder="default")
-    common.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[1],
+    binding.bind("site.pue", st.number_input, F["site.pue"], container=cols[0], step=0.05, placeholder="default")
+    binding.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[1],
                 step=10.0, placeholder="none")
-    common.bind("site.accelerator_power_w", st.number_input, F["site.accelerator_power_w"], container=cols[2],
+    binding.bind("site.accelerator_power_w", st.number_input, F["site.accelerator_power_w"], container=cols[2],
                 step=10.0, placeholder="TDP")
     cols = st.columns(3)
     providers = sorted({r.provider for r in price_table()})
-    common.bind("cost.basis", st.selectbox, F["cost.basis"], container=cols[0], options=["cloud", "on_prem"])
-    common.bind("cost.provider", st.selectbox, F["cost.provider"], container=cols[1],
+    binding.bind("cost.basis", st.selectbox, F["cost.basis"], container=cols[0], options=["cloud", "on_prem"])
+    binding.bind("cost.provider", st.selectbox, F["cost.provider"], container=cols[1],
                 options=[F["cost.provider"].blank, *providers])
-    common.bind("cost.pricing", st.selectbox, F["cost.pricing"], container=cols[2], options=list(PRICING))
+    binding.bind("cost.pricing", st.selectbox, F["cost.pricing"], container=cols[2], options=list(PRICING))
     cols = st.columns(2)
-    common.bind("cost.price_usd_per_gpu_hour", st.number_input, F["cost.price_usd_per_gpu_hour"], container=cols[0],
+    binding.bind("cost.price_usd_per_gpu_hour", st.number_input, F["cost.price_usd_per_gpu_hour"], container=cols[0],
                 step=0.1, placeholder="published")
     with st.expander("Owning the hardware (on-premises) and reliability"):
         cols = st.columns(2)
         for i, name in enumerate(("server_capex_usd", "gpus_per_server", "depreciation_years", "utilisation",
                                   "power_usd_per_kwh", "ops_usd_per_gpu_year", "storage_capex_usd_per_gpu",
                                   "network_fraction")):
-            common.bind(f"cost.on_prem.{name}", st.number_input, F[f"cost.on_prem.{name}"], container=cols[i % 2],
+            binding.bind(f"cost.on_prem.{name}", st.number_input, F[f"cost.on_prem.{name}"], container=cols[i % 2],
                         step=0.05 if name in ("utilisation", "power_usd_per_kwh", "network_fraction") else
                         1 if name == "gpus_per_server" else 1.0, placeholder="default")
         cols = st.columns(3)
         for i, name in enumerate(("mtbf_gpu_hours", "storage_write_gb_per_s", "restart_s")):
-            common.bind(f"reliability.{name}", st.number_input, F[f"reliability.{name}"], container=cols[i],
+            binding.bind(f"reliability.{name}", st.number_input, F[f"reliability.{name}"], container=cols[i],
                         step=1.0, placeholder="default")
 
     st.subheader("Scenario file")
@@ -231,24 +232,24 @@ with inputs:
                      max_upload_size=MAX_SCENARIO_FILE_MB,
                      help="A scenario JSON as downloaded from the Summary report page or used by "
                           "`python -m engine estimate`.")
-    common.field_problems("(scenario)")
+    binding.field_problems("(scenario)")
     st.button("Reset to the default scenario", on_click=_reset)
 
 with results:
     st.subheader("Results")
-    est = common.current_estimate()
+    est = cached.current_estimate()
     if est["fits"]:
         st.success(f"Fits: {est['memory_gib']['total']:.1f} of {est['memory_capacity_gib']:.0f} GiB per "
                    "accelerator on the fullest one.")
     else:
         st.error(f"Does not fit: {est['memory_gib']['total']:.1f} GiB needed per accelerator, "
                  f"{est['memory_capacity_gib']:.0f} GiB available, so no time or cost is given for this layout.")
-        common.show_what_fits(sc)
-    common.show_key_figures(est, width=150)
+        components.show_what_fits(sc)
+    components.show_key_figures(est, width=150)
     if est["fits"]:
-        st.caption(ranges.explain(common.options().efficiency) + " The ranges under the figures follow from it.")
-        published = published_training_note(sc, est, common.options().efficiency)
+        st.caption(ranges.explain(state.options().efficiency) + " The ranges under the figures follow from it.")
+        published = published_training_note(sc, est, state.options().efficiency)
         if published:
-            st.info(common.md_escape(published))
+            st.info(escape.md_escape(published))
     for warning in warnings_for(sc, est if est["fits"] else None):
-        st.warning(common.md_escape(warning))
+        st.warning(escape.md_escape(warning))

@@ -6,11 +6,14 @@ import streamlit as st
 
 from engine.economics import ranges
 from engine.economics.cost import server_prices, tco_defaults
-from engine.presentation.report import fmt_days, fmt_usd, range_text, vendor_rows
+from engine.presentation.figures import range_text
+from engine.presentation.formatting import fmt_days, fmt_usd
+from engine.presentation.tables import vendor_rows
 from engine.scenario import ScenarioError
 from engine.planning.vendor import CRITERIA
-from pages import charts, common
-from pages.fields import plain
+from ui import binding, cached, charts, escape, state
+from ui.fields import plain
+from ui.work_limits import Busy
 
 WEIGHT_LABELS = {"time": "Time to train", "cost": "Cost", "energy": "Energy", "co2": "CO2",
                  "memory_headroom": "Memory headroom", "ecosystem": "Software ecosystem"}
@@ -22,12 +25,12 @@ WEIGHT_HELP = {"time": "Wall-clock days to train.", "cost": "Cost of the run at 
                             "planner's sourced ecosystem table."}
 NO_PRICE = "no price: enter one"
 VENDOR_COLORS = {"NVIDIA": "#76B900", "AMD": "#ED1C24", "Intel": "#0071C5", "Google": "#FBBC04"}
-sc = common.scenario()
-opts = common.options()
+sc = state.scenario()
+opts = state.options()
 
 
 def _apply_weights() -> None:
-    common.set_options(vendor_weights={c: st.session_state["weight:" + c] for c in CRITERIA})
+    binding.set_options(vendor_weights={c: st.session_state["weight:" + c] for c in CRITERIA})
 
 
 def score_figure(rows: list[dict]) -> go.Figure:
@@ -112,17 +115,17 @@ with st.container(border=True):
                 "each change at once)")
     cols = st.columns(len(CRITERIA))
     for col, criterion in zip(cols, CRITERIA):
-        st.session_state.setdefault("weight:" + criterion, float(common.vendor_weights().get(criterion, 0.0)))
+        st.session_state.setdefault("weight:" + criterion, float(state.vendor_weights().get(criterion, 0.0)))
         col.slider(WEIGHT_LABELS[criterion], 0.0, 1.0, step=0.05, key="weight:" + criterion,
                    help=WEIGHT_HELP[criterion], on_change=_apply_weights)
-common.field_problems("options.vendor_weights")
+binding.field_problems("options.vendor_weights")
 
 try:
-    result = common.current_comparison()
+    result = cached.current_comparison()
 except ScenarioError as err:
-    st.error("The comparison cannot run: " + common.problems_text(err.problems))
+    st.error("The comparison cannot run: " + escape.problems_text(err.problems))
     st.stop()
-except common.Busy as err:
+except Busy as err:
     st.warning(str(err))
     st.stop()
 
@@ -132,15 +135,15 @@ rows = [{**r, **{k: r[k] * factor for k in ("days (wall)", "cost USD", "energy M
 if result["recommendation"]:
     top = next(r for r in result["rows"] if r["accelerator"] == result["recommendation"])
     days = range_text(ranges.band(top["wall_days"], opts.efficiency), "wall_days")
-    st.success(f"**Recommendation: {common.md_escape(top['name'])}** ({fmt_days(top['wall_days'] * factor)}, range "
+    st.success(f"**Recommendation: {escape.md_escape(top['name'])}** ({fmt_days(top['wall_days'] * factor)}, range "
                f"{days}, on {top['n_gpus']:,} accelerators)")
-    st.markdown(common.md_escape(plain(result["why"])))
+    st.markdown(escape.md_escape(plain(result["why"])))
     unpriced = [r["accelerator"] for r in result["rows"] if r["rank"] is not None and r.get("cost_usd") is None]
     if unpriced:
         st.caption(f"No published price ({NO_PRICE} on the Scenario page): {', '.join(unpriced)}. They are ranked on "
                    "what is known, without cost, and are not on the time-against-cost chart.")
 else:
-    st.error(common.md_escape(plain(result["why"])))
+    st.error(escape.md_escape(plain(result["why"])))
 
 st.caption(ranges.explain(opts.efficiency) + " Days, cost, energy and CO2 below are for this stack.")
 cols = st.columns(2)
@@ -158,7 +161,7 @@ st.dataframe(table, hide_index=True, key="vendor_table",
                             "days (wall)": st.column_config.NumberColumn(format="%.1f"),
                             "MFU": st.column_config.NumberColumn(format="percent"),
                             "memory headroom": st.column_config.NumberColumn(format="percent")})
-st.download_button("Download the comparison (CSV)", common.csv_safe(pd.DataFrame(rows)).to_csv(index=False),
+st.download_button("Download the comparison (CSV)", escape.csv_safe(pd.DataFrame(rows)).to_csv(index=False),
                    "vendor_comparison.csv", "text/csv",
                    on_click="ignore")
 

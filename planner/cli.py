@@ -3,7 +3,7 @@ the runners, each forwarded to its own command line unchanged, so every option a
 works here too:
 
     planner serve [--server.port 8501 ...]    serve.py (the web app; options go to `streamlit run`)
-    planner store seed|info|ingest ...        python -m benchmarks_db seed|info, python -m benchmarks_db.ingest
+    planner store seed|info|ingest|...        python -m benchmarks_db seed|info|ingest|uploads|trust|distrust
     planner bench run ...                     python -m benchmarks_db.run
     planner COMMAND ...                       python -m engine COMMAND (estimate, search, compare, catalog, ...)
 """
@@ -21,7 +21,8 @@ HERE = Path(__file__).resolve().parent
 APP_DIR = HERE / "app" if (HERE / "app" / "serve.py").is_file() else HERE.parent
 OWN_COMMANDS = {
     "serve": "start the web app on http://127.0.0.1:8501 (options go to `streamlit run`, e.g. --server.port 8502)",
-    "store": "the benchmark store: seed [--db PATH] (create, upgrade, load the published data), info, ingest FILE...",
+    "store": "the benchmark store: seed [--db PATH] (create, upgrade, load the published data), info, ingest FILE..., "
+             "uploads, trust, distrust",
     "bench": "run NAME --out FILE: measure this machine with the bundled runners (matmul, membw, h2d, collectives, "
              "storage, all)",
 }
@@ -51,9 +52,6 @@ def serve(args: list[str]) -> int:
 
 
 def store(args: list[str]) -> int:
-    if args[:1] == ["ingest"]:
-        from benchmarks_db.ingest import main as ingest
-        return ingest(args[1:])
     from benchmarks_db.__main__ import main as store_main
     return store_main(args)
 

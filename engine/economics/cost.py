@@ -272,6 +272,28 @@ def break_even_years(capex_usd_per_gpu: float, ops_usd_per_gpu_year: float, powe
     return capex_usd_per_gpu / saving_per_year if saving_per_year > 0 else None
 
 
+def break_even_curves(est: dict, n_gpus: int, points: int = 41) -> dict | None:
+    """Cumulative cost of the cluster's accelerators over the years, bought (capex, then operations and power) against
+    rented at the cloud price, both at the on-premises utilisation; they cross at cost.detail's break-even years.
+    None when no server price, power figure or cloud price is known."""
+    onprem, power = est["cost"]["on_prem"], est["energy"]
+    rent = (onprem.get("break_even") or {}).get("against_usd_per_gpu_hour")
+    if onprem.get("capex_usd_per_gpu") is None or rent is None or power.get("node_power_w_per_gpu") is None:
+        return None
+    v = {k: x["value"] for k, x in onprem["inputs"].items()}
+    power_h = power_usd_per_gpu_hour(power["node_power_w_per_gpu"], power["pue"], v["power_usd_per_kwh"])
+    used_hours_per_year = HOURS_PER_YEAR * v["utilisation"]
+    horizon = max(v["depreciation_years"], 1.5 * (onprem["break_even"]["years_at_utilisation"] or 0))
+    years = [horizon * i / (points - 1) for i in range(points)]
+    buy = [n_gpus * (onprem["capex_usd_per_gpu"] + y * (v["ops_usd_per_gpu_year"] + used_hours_per_year * power_h))
+           for y in years]
+    return {"years": years, "buy_usd": buy, "rent_usd": [n_gpus * y * used_hours_per_year * rent for y in years],
+            "rent_usd_per_gpu_hour": rent, "utilisation": v["utilisation"],
+            "break_even_years": onprem["break_even"]["years_at_utilisation"],
+            "break_even_utilisation": onprem["break_even"]["utilisation"]}
+
+
+
 # ---- the scenario's price --------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

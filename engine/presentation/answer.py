@@ -3,7 +3,8 @@ cluster as a scenario change, the nearest alternatives and every accelerator's o
 from __future__ import annotations
 
 from engine.scenario import Scenario, parse_scenario
-from engine.presentation.report import Figure, fmt_days, fmt_num, fmt_usd, range_text
+from engine.presentation.figures import Figure, range_text
+from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd
 
 ALTERNATIVE_LABELS = {"one size smaller": "One size smaller", "one size larger": "One size larger",
                       "cheapest other": "Cheapest other accelerator", "fastest other": "Fastest other accelerator",

@@ -4,16 +4,87 @@ answer to the deadline or budget when one was asked, the key figures with their 
 scripts, nothing fetched. Pure: no Streamlit."""
 from __future__ import annotations
 
+import html
 from datetime import datetime
 
 from engine.economics import ranges
 from engine.presentation.answer import alternative_rows, answer_scenario, headline
 from engine.presentation.edit import describe_layout, layout_words
-from engine.presentation.report import (MEMORY_PARTS, REPORT_CSS, WORST_STAGE, _e, breakdown_rows,
-                                        fmt_days, fmt_num, fmt_usd, headline_bands, key_figures,
-                                        published_training_note, range_text, scenario_rows, scenario_title,
-                                        svg_hbars, svg_stacked_bar)
+from engine.presentation.figures import headline_bands, key_figures, published_training_note, range_text
+from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd, scenario_title
+from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE, breakdown_rows, scenario_rows
 from engine.scenario import Scenario
+
+REPORT_CSS = """
+@page { size: A4; margin: 14mm; }
+* { box-sizing: border-box; }
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: #1b1b1b;
+       margin: 0 auto; max-width: 190mm; font-size: 10.5pt; line-height: 1.35; }
+h1 { font-size: 17pt; margin: 0 0 2pt; } h2 { font-size: 12pt; margin: 12pt 0 4pt; border-bottom: 1px solid #ccc; }
+.sub { color: #555; font-size: 9pt; margin: 0 0 8pt; }
+.rec { background: #eef6ee; border-left: 4px solid #2e7d32; padding: 6pt 9pt; margin: 6pt 0; }
+.warn { background: #fdecea; border-left: 4px solid #c62828; padding: 6pt 9pt; margin: 6pt 0; }
+.figs { display: grid; grid-template-columns: repeat(3, 1fr); gap: 4pt 10pt; }
+.fig { border: 1px solid #ddd; border-radius: 4px; padding: 4pt 6pt; }
+.fig b { display: block; font-size: 13pt; } .fig span { color: #555; font-size: 8.5pt; }
+.fig span.range { display: block; color: #333; font-size: 9pt; margin-bottom: 2pt; }
+table { border-collapse: collapse; width: 100%; font-size: 9pt; }
+td, th { border-bottom: 1px solid #e5e5e5; padding: 2pt 4pt; text-align: left; vertical-align: top; }
+.charts { display: grid; grid-template-columns: 1fr 1fr; gap: 8pt; }
+section, .charts, table { break-inside: avoid; }
+.src { color: #555; font-size: 8pt; word-break: break-all; }
+"""
+SVG_COLORS = ("#4C78A8", "#72B7B2", "#F58518", "#E45756", "#BAB0AC", "#54A24B", "#B279A2", "#9D755D")
+
+
+def _e(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def svg_stacked_bar(parts: list[tuple[str, float]], capacity: float, unit: str, title: str) -> str:
+    """One vertical stacked bar (parts bottom-up) against a dashed capacity line, with a legend; inline SVG."""
+    width, height, top, bottom, bar_x, bar_w = 330, 210, 18, 190, 40, 70
+    scale_max = max(capacity, sum(v for _, v in parts)) * 1.08 or 1.0
+    y_of = lambda v: bottom - (bottom - top) * v / scale_max
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+           f'height="{height}" role="img" '
+           f'aria-label="{_e(title)}"><title>{_e(title)}</title>']
+    base = 0.0
+    for i, (label, value) in enumerate(parts):
+        y0, y1 = y_of(base + value), y_of(base)
+        out.append(f'<rect x="{bar_x}" y="{y0:.1f}" width="{bar_w}" height="{max(y1 - y0, 0):.1f}" '
+                   f'fill="{SVG_COLORS[i % len(SVG_COLORS)]}"><title>{_e(label)}: {value:.1f} {unit}</title></rect>')
+        out.append(f'<rect x="150" y="{top + 16 * i}" width="10" height="10" fill="{SVG_COLORS[i % len(SVG_COLORS)]}"/>'
+                   f'<text x="165" y="{top + 9 + 16 * i}" font-size="10">{_e(label)}: {value:.1f} {unit}</text>')
+        base += value
+    cy = y_of(capacity)
+    out.append(f'<line x1="30" x2="{bar_x + bar_w + 10}" y1="{cy:.1f}" y2="{cy:.1f}" stroke="#222" '
+               f'stroke-dasharray="4 3"/><text x="150" y="{top + 16 * len(parts) + 12}" font-size="10">'
+               f'- - capacity {capacity:.0f} {unit}</text>')
+    out.append(f'<line x1="30" x2="30" y1="{top}" y2="{bottom}" stroke="#888"/>'
+               f'<text x="26" y="{bottom}" font-size="9" text-anchor="end">0</text>'
+               f'<text x="26" y="{cy + 3:.1f}" font-size="9" text-anchor="end">{capacity:.0f}</text></svg>')
+    return "".join(out)
+
+
+def svg_hbars(items: list[tuple[str, float]], value_text, title: str, highlight: str | None = None) -> str:
+    """Horizontal bars, one per (label, value), longest scaled to the width; inline SVG."""
+    row_h, label_w, bar_w = 18, 240, 120
+    height = row_h * len(items) + 8
+    top = max((v for _, v in items), default=0) or 1.0
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {label_w + bar_w + 70} {height}" '
+           f'width="{label_w + bar_w + 70}" height="{height}" role="img" '
+           f'aria-label="{_e(title)}"><title>{_e(title)}</title>']
+    for i, (label, value) in enumerate(items):
+        y = 4 + i * row_h
+        color = "#2e7d32" if label == highlight else SVG_COLORS[0]
+        out.append(f'<text x="{label_w - 4}" y="{y + 12}" font-size="10" text-anchor="end">{_e(label[:46])}</text>'
+                   f'<rect x="{label_w}" y="{y + 2}" width="{bar_w * max(value, 0) / top:.1f}" height="{row_h - 6}" '
+                   f'fill="{color}"/><text x="{label_w + bar_w * max(value, 0) / top + 4:.1f}" y="{y + 12}" '
+                   f'font-size="10">{_e(value_text(value))}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
 
 
 def plan_sentence(sc: Scenario, est: dict, efficiency: str = "tuned") -> str:

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from benchmarks_db.seed import seed
 from benchmarks_db.store import open_store
-from pages import common
+from ui import cached
 from tests.conftest import runner_result
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,9 +43,9 @@ def app_store(tmp_path_factory):
     os.environ["APP_DB_PATH"] = str(path)
     store = open_store(path)
     seed(store)
-    common.store.clear()
+    cached.store.clear()
     yield store
-    common.store.clear()
+    cached.store.clear()
     store.close()
     if previous is None:
         os.environ.pop("APP_DB_PATH", None)

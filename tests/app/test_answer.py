@@ -11,7 +11,7 @@ from engine.presentation.edit import default_scenario
 from engine.presentation.share import PlannerOptions, decode, encode
 from engine.presentation.summary import summary_html
 from engine.scenario import parse_scenario
-from pages import background
+from ui import background
 from tests.app.conftest import button, metric, on_page, run_app, texts
 
 ACCURACY = json.loads((Path(__file__).resolve().parents[2] / "data" / "accuracy.json").read_text())

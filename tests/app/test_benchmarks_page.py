@@ -113,7 +113,7 @@ def test_an_upload_can_be_removed_again(tmp_path, app_store):
 
 def test_predicted_vs_mlperf_is_computed_once_in_the_background_and_shared_by_every_session(app_store):
     from benchmarks_db.validation import predicted_vs_measured
-    from pages import background
+    from ui import background
     background.validation(app_store, "gpt3").wait(300)            # what serve.py starts when the server starts
     at = benchmarks_page()                                         # a new session finds it done: no wait, no toggle
     charts = {c.proto.id: json.loads(c.proto.spec) for c in at.get("plotly_chart")}

@@ -12,8 +12,8 @@ import streamlit as st
 
 from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
 from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
-from pages import common, work_limits
-from pages.work_limits import Busy, WorkLimiter
+from ui import cached, escape, work_limits
+from ui.work_limits import Busy, WorkLimiter
 from tests.app.conftest import button, on_page, run_app, texts
 from tests.app.test_links import token_of
 from tests.engine.test_share import raw_token
@@ -82,7 +82,7 @@ def test_tables_of_store_text_neutralise_formulas_for_csv_export(upload_into_app
 
 def test_csv_cells_starting_like_a_formula_get_an_apostrophe():
     df = pd.DataFrame({"name": ["=1+1", "+1", "-x", "@SUM(A1)", "\tx", "plain", None], "value": [-1, 2, 3, 4, 5, 6, 7]})
-    out = common.csv_safe(df)
+    out = escape.csv_safe(df)
     assert list(out["name"])[:6] == ["'=1+1", "'+1", "'-x", "'@SUM(A1)", "'\tx", "plain"]
     assert pd.isna(out["name"][6])
     assert list(out["value"]) == [-1, 2, 3, 4, 5, 6, 7]                      # numbers stay numbers
@@ -90,10 +90,10 @@ def test_csv_cells_starting_like_a_formula_get_an_apostrophe():
 
 
 def test_a_layout_less_link_is_searched_once_for_every_tab(monkeypatch):
-    common._layout_outcome.clear()
+    cached._layout_outcome.clear()
     calls = []
-    real = common.with_layout
-    monkeypatch.setattr(common, "with_layout", lambda sc: calls.append(sc) or real(sc))
+    real = cached.with_layout
+    monkeypatch.setattr(cached, "with_layout", lambda sc: calls.append(sc) or real(sc))
     link = token_of({"scenario": {**NO_LAYOUT, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 512}}})
     tabs = [run_app({"sc": link}) for _ in range(3)]
     assert len(calls) == 1

@@ -4,7 +4,7 @@ import json
 
 from engine.presentation.edit import apply_edit, default_scenario
 from engine.planning.estimate import estimate
-from engine.presentation.report import MEMORY_PARTS, WORST_STAGE
+from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE
 from engine.presentation.share import decode
 from tests.app.conftest import button, metric, on_page, run_app, texts
 

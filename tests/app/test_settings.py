@@ -1,4 +1,4 @@
-"""The deployment's settings (pages/settings.py): a read-only planner writes nothing and says so where one would
+"""The deployment's settings (ui/settings.py): a read-only planner writes nothing and says so where one would
 write, the title is the team's, the upload limit applies to the store's ingestion, and a wrong setting is named
 with what it takes, in the browser and by serve.py before anything starts."""
 import subprocess
@@ -11,8 +11,8 @@ from benchmarks_db.scenarios import save_scenario
 from benchmarks_db.seed import seed
 from benchmarks_db.store import open_store
 from engine.presentation.edit import default_scenario
-from pages import common
-from pages.settings import SettingsError, load_settings
+from ui import cached
+from ui.settings import SettingsError, load_settings
 from tests.app.conftest import ROOT, on_page, run_app, texts
 from tests.app.test_benchmarks_page import upload
 
@@ -26,10 +26,10 @@ def read_only_store(tmp_path, monkeypatch):
     store.close()
     monkeypatch.setenv("APP_DB_PATH", str(path))
     monkeypatch.setenv("APP_READ_ONLY", "true")
-    common.store.clear()
+    cached.store.clear()
     yield path
     open_store(path, read_only=True).close()
-    common.store.clear()
+    cached.store.clear()
 
 
 def test_a_read_only_planner_offers_no_upload_or_save_and_its_store_refuses_writes(read_only_store):

@@ -12,7 +12,8 @@ import pytest
 
 from benchmarks_db import csv_table
 from benchmarks_db.calibration import calibrated_cluster, matmul_calibration
-from benchmarks_db.ingest import INTERNAL_ERROR, MAX_ZIP_ENTRIES, Uploader, delete_upload, ingest_bytes
+from benchmarks_db.ingest import INTERNAL_ERROR, Uploader, delete_upload, ingest_bytes
+from benchmarks_db.zip_archive import MAX_ZIP_ENTRIES
 from benchmarks_db.store import another_planner, serving_lock
 from benchmarks_db.trust import set_trusted
 from tests.conftest import ROOT
@@ -170,7 +171,7 @@ def test_the_command_line_reports_each_file_and_always_prints_its_report(tmp_pat
     also_good = tmp_path / "later.json"
     also_good.write_bytes(runner_file([matmul_result(2048, 2048, 2048, "bf16", [0.05e-3] * 5)]))
     db = tmp_path / "store.duckdb"
-    proc = subprocess.run([sys.executable, "-m", "benchmarks_db.ingest", str(good), str(deep), str(also_good),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks_db", "ingest", str(good), str(deep), str(also_good),
                            "--db", str(db), "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr
     reports = json.loads(proc.stdout)
@@ -293,7 +294,7 @@ def test_the_ingest_and_seed_commands_refuse_while_a_planner_serves_the_store(tm
     db = tmp_path / "planner.duckdb"
     lock = serving_lock(db)                            # what serve.py holds for as long as the planner runs
     try:
-        for cmd in (["benchmarks_db", "seed"], ["benchmarks_db.ingest", str(ROOT / "README.md")],
+        for cmd in (["benchmarks_db", "seed"], ["benchmarks_db", "ingest", str(ROOT / "README.md")],
                     ["benchmarks_db", "trust", "upload:x"]):
             proc = subprocess.run([sys.executable, "-m", *cmd, "--db", str(db)], cwd=ROOT, capture_output=True,
                                   text=True, timeout=120)

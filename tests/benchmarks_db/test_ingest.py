@@ -5,7 +5,8 @@ import zipfile
 
 import pytest
 
-from benchmarks_db.ingest import IngestReport, ingest_bytes, ingest_path, main
+from benchmarks_db.__main__ import main
+from benchmarks_db.ingest import IngestReport, ingest_bytes, ingest_path
 
 from .helpers import GPT3_RESULTS, busbw_result, matmul_result, runner_file, seed003_nccl_sample
 
@@ -177,10 +178,10 @@ def test_cli_json_report_and_exit_status(tmp_path, capsys):
     good, bad = tmp_path / "result_0.txt", tmp_path / "bad.csv"
     good.write_bytes((GPT3_RESULTS / "result_0.txt").read_bytes())
     bad.write_text("accelerator,metric,value,unit\nH100-SXM5-80GB,matmul_tflops,-5,TFLOP/s\n")
-    assert main([str(good), "--json", "--db", db]) == 0
+    assert main(["ingest", str(good), "--json", "--db", db]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out[0]["ingested"] and out[0]["score_minutes"] == pytest.approx(49.7747, abs=5e-5)
     assert out[0]["rows_added"] == {"source": 1, "run": 1, "measurement": 1}
-    assert main([str(bad), "--json", "--db", db]) == 1
+    assert main(["ingest", str(bad), "--json", "--db", db]) == 1
     out = json.loads(capsys.readouterr().out)
     assert not out[0]["ingested"] and "must be a finite number above zero" in out[0]["errors"][0]

@@ -1,14 +1,16 @@
-"""Cost: the dated price table, cloud vs on-premises TCO, break-even, and the published DeepSeek-V3 figure."""
+"""Cost: the dated price table, cloud vs on-premises TCO, break-even and its curves, DeepSeek-V3's published cost."""
 import json
 import re
 
 import pytest
 
 from engine.catalog import Source, load_catalog
-from engine.economics.cost import (HOURS_PER_YEAR, break_even_utilisation, break_even_years, capex_per_gpu_usd,
-                         colocation_usd_per_gpu_year, cost_usd, fixed_usd_per_gpu_year, onprem_usd_per_gpu_hour,
-                         power_usd_per_gpu_hour, prices_for, price_table, server_capex_usd, server_prices)
+from engine.economics.cost import (HOURS_PER_YEAR, break_even_curves, break_even_utilisation, break_even_years,
+                         capex_per_gpu_usd, colocation_usd_per_gpu_year, cost_usd, fixed_usd_per_gpu_year,
+                         onprem_usd_per_gpu_hour, power_usd_per_gpu_hour, prices_for, price_table, server_capex_usd,
+                         server_prices)
 from engine.planning.estimate import estimate
+from engine.presentation.edit import default_scenario
 from engine.scenario import ScenarioError
 from tests.conftest import ROOT
 from tests.engine.helpers import parse
@@ -101,6 +103,18 @@ def test_on_prem_tco_by_hand():
                             "cost.on_prem.power_usd_per_kwh": 0.10, "cost.on_prem.ops_usd_per_gpu_year": 500}))
     assert est["cost"]["basis"] == "on_prem" and est["cost"]["usd_per_gpu_hour"] == pytest.approx(per_h)
     assert est["cost_usd"] == pytest.approx(8 * est["wall_days"] * 24 * per_h)
+
+
+def test_break_even_curves_cross_at_the_engines_break_even_years():
+    est = estimate(default_scenario())
+    curves = break_even_curves(est, 1024)
+    years = est["cost"]["on_prem"]["break_even"]["years_at_utilisation"]
+    diff = [b - r for b, r in zip(curves["buy_usd"], curves["rent_usd"])]
+    i = next(k for k, d in enumerate(diff) if d <= 0)
+    assert curves["years"][i - 1] <= years <= curves["years"][i]
+    # interpolated crossing agrees with cost.break_even_years to 0.1%
+    x0, x1, d0, d1 = curves["years"][i - 1], curves["years"][i], diff[i - 1], diff[i]
+    assert abs((x0 - d0 * (x1 - x0) / (d1 - d0)) / years - 1) < 1e-3
 
 
 def test_default_tco_uses_the_published_server_price():

@@ -1,4 +1,5 @@
-"""What the app shows (engine/presentation/report.py): tables built from engine results and the self-contained summary report."""
+"""What the app shows (engine/presentation: formatting, figures, tables, summary): tables built from engine results
+and the self-contained summary report."""
 import re
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -6,9 +7,10 @@ from html.parser import HTMLParser
 
 from engine.presentation.edit import default_scenario
 from engine.planning.estimate import estimate
-from engine.presentation.report import (break_even_curves, breakdown_rows, fmt_days, fmt_num, fmt_seconds, fmt_usd,
-                                        key_figures, memory_rows, ranked_rows, rejected_rows, svg_stacked_bar)
-from engine.presentation.summary import summary_html
+from engine.presentation.figures import key_figures
+from engine.presentation.formatting import fmt_days, fmt_num, fmt_seconds, fmt_usd
+from engine.presentation.summary import summary_html, svg_stacked_bar
+from engine.presentation.tables import breakdown_rows, memory_rows, ranked_rows, rejected_rows
 from engine.planning.search import search
 from engine.planning.vendor import compare
 
@@ -34,18 +36,6 @@ def test_search_tables():
     assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
     assert rows[0]["days (compute)"] == result["best"][0]["train_days"]
     assert sum(r["layouts"] for r in rejected_rows(result)) == result["candidates_evaluated"] - result["feasible"]
-
-
-def test_break_even_curves_cross_at_the_engines_break_even_years():
-    est = estimate(default_scenario())
-    curves = break_even_curves(est, 1024)
-    years = est["cost"]["on_prem"]["break_even"]["years_at_utilisation"]
-    diff = [b - r for b, r in zip(curves["buy_usd"], curves["rent_usd"])]
-    i = next(k for k, d in enumerate(diff) if d <= 0)
-    assert curves["years"][i - 1] <= years <= curves["years"][i]
-    # interpolated crossing agrees with cost.break_even_years to 0.1%
-    x0, x1, d0, d1 = curves["years"][i - 1], curves["years"][i], diff[i - 1], diff[i]
-    assert abs((x0 - d0 * (x1 - x0) / (d1 - d0)) / years - 1) < 1e-3
 
 
 class _Collector(HTMLParser):
@@ -94,7 +84,7 @@ def test_the_memory_svg_is_well_formed_and_proportional():
 
 def test_the_published_whole_run_gpu_hours_stand_beside_the_estimate():
     from engine.catalog import load_catalog
-    from engine.presentation.report import published_training_note
+    from engine.presentation.figures import published_training_note
     from engine.scenario import parse_scenario
     cat = load_catalog()
     for m in cat.models.values():                 # every published figure names an accelerator of the catalog

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engine.presentation.report import GLOSSARY
+from engine.presentation.formatting import GLOSSARY
 
 
 @dataclass(frozen=True)

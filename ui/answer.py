@@ -1,7 +1,7 @@
 """The manager's answer at the top of the Scenario page: a deadline, a budget or GPU-hours in (with the vendor, the
 software stack and an optional range of global batches); the cluster in whole nodes, wall days, cost, energy and
 CO2 with their ranges, the layout in plain words and the nearest alternatives out. engine.planning.plan runs in the
-background (pages/background.py), once per question for the whole server, so no page rerun waits for it."""
+background (ui/background.py), once per question for the whole server, so no page rerun waits for it."""
 from __future__ import annotations
 
 import streamlit as st
@@ -14,8 +14,8 @@ from engine.presentation.answer import alternative_rows, answer_figures, answer_
 from engine.presentation.edit import Edit, layout_words
 from engine.presentation.share import PlannerOptions
 from engine.scenario import Scenario, ScenarioError, parse_scenario
-from pages import background, common
-from pages.work_limits import Busy
+from ui import background, binding, components, escape, state
+from ui.work_limits import Busy
 
 TARGETS = {"deadline_days": "Deadline (days)", "budget_usd": "Budget (USD)", "gpu_hour_budget": "GPU-hours"}
 TARGET_STEP = {"deadline_days": 1.0, "budget_usd": 1_000_000.0, "gpu_hour_budget": 100_000.0}
@@ -81,11 +81,11 @@ def _seed(opts: PlannerOptions) -> None:
 def _asked() -> None:
     """The question's form was sent: its answer settings become page options (part of the link)."""
     ss = st.session_state
-    ss[common.PROBLEMS].pop(WHERE, None)
-    gbs = common.scenario().training.global_batch_size
+    ss[state.PROBLEMS].pop(WHERE, None)
+    gbs = state.scenario().training.global_batch_size
     lo, hi = ss[ASK + "batch_min"], ss[ASK + "batch_max"]
     if (lo is not None and lo > gbs) or (hi is not None and hi < gbs):
-        ss[common.PROBLEMS][WHERE] = [
+        ss[state.PROBLEMS][WHERE] = [
             f"The accepted global batch range must include the scenario's {gbs:,} sequences (tokens stay fixed, the "
             f"batch may grow for larger clusters): for example {min(lo or gbs, gbs):,} to {max(hi or gbs, gbs * 4):,}."]
         return
@@ -93,18 +93,18 @@ def _asked() -> None:
     changes[ss[ASK + "kind"]] = ss[ASK + "value"] or None
     changes.update(vendor=ss[ASK + "vendor"], efficiency=ss[ASK + "efficiency"], batch_min=lo, batch_max=hi)
     try:
-        new = PlannerOptions.model_validate({**common.options().model_dump(), **changes})
+        new = PlannerOptions.model_validate({**state.options().model_dump(), **changes})
     except ValidationError as err:
-        ss[common.PROBLEMS][WHERE] = [f"{TARGETS.get(e['loc'][0], e['loc'][0])}: {e['msg']}"
+        ss[state.PROBLEMS][WHERE] = [f"{TARGETS.get(e['loc'][0], e['loc'][0])}: {e['msg']}"
                                       for e in err.errors(include_url=False, include_input=False)]
         return
-    ss[common.OPTIONS] = new
+    ss[state.OPTIONS] = new
 
 
 def _use(result: dict) -> None:
-    sc = answer_scenario(common.scenario(), result["answer"])
-    if common.commit(Edit(sc)):
-        st.session_state[common.NOTES] = [f"The scenario is now the answer: {headline(result)} Every page shows it."]
+    sc = answer_scenario(state.scenario(), result["answer"])
+    if state.commit(Edit(sc)):
+        st.session_state[state.NOTES] = [f"The scenario is now the answer: {headline(result)} Every page shows it."]
 
 
 def show(sc: Scenario, opts: PlannerOptions) -> None:
@@ -131,7 +131,7 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
                                  help="Optional: the largest global batch (sequences) you accept; larger clusters "
                                       "need larger batches to keep every accelerator busy.")
             st.form_submit_button("Answer", type="primary", on_click=_asked)
-        common.field_problems(WHERE)
+        binding.field_problems(WHERE)
         st.caption(ranges.explain(opts.efficiency))
         job = current_job(sc, opts)
         if job is None:
@@ -139,12 +139,12 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
                        "it, and the cheapest that meets a deadline (the fastest within a budget) is the answer.")
             return
         if not job.wait(0.05):
-            common.poll(job, 'Working out the answer')
+            components.poll(job, 'Working out the answer')
             return
         try:
             result = job.value()
         except ScenarioError as err:
-            st.error("This question cannot be answered: " + common.problems_text(err.problems))
+            st.error("This question cannot be answered: " + escape.problems_text(err.problems))
             return
         except Busy as err:
             st.warning(str(err))
@@ -155,14 +155,14 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
 def _draw(sc: Scenario, result: dict) -> None:
     answer = result["answer"]
     if answer is None:
-        st.warning(common.md_escape(result["reason"][0].upper() + result["reason"][1:] + "."))
+        st.warning(escape.md_escape(result["reason"][0].upper() + result["reason"][1:] + "."))
         _options(result)
         return
-    st.success(common.md_escape(headline(result)))
-    common.show_figures(answer_figures(answer), width=150)
-    st.markdown("**Layout:** " + common.md_escape(layout_words(answer["layout"], answer["gpus_per_node"])))
+    st.success(escape.md_escape(headline(result)))
+    components.show_figures(answer_figures(answer), width=150)
+    st.markdown("**Layout:** " + escape.md_escape(layout_words(answer["layout"], answer["gpus_per_node"])))
     st.markdown("**Nearest alternatives**\n" + "\n".join(
-        f"- {common.md_escape(r['alternative'])}: {common.md_escape(r['what it takes'])}"
+        f"- {escape.md_escape(r['alternative'])}: {escape.md_escape(r['what it takes'])}"
         for r in alternative_rows(result)))
     applied = answer_scenario(sc, answer)
     if applied == sc:

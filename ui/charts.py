@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from engine.presentation.report import fmt_num
+from engine.presentation.formatting import fmt_num
 
 LEGEND_ABOVE = {"legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "xanchor": "left", "x": 0}}
 MAX_TICKS = 8

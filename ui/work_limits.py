@@ -14,7 +14,7 @@ import threading
 from contextlib import contextmanager
 from functools import lru_cache
 
-from pages.settings import load_settings
+from ui.settings import load_settings
 
 WAIT_S = 120.0                 # the longest a job waits for a slot before the user is told to try again
 MAX_WAITING_PER_SLOT = 64      # jobs queued per slot (a session queues at most one); more are refused at once

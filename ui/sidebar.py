@@ -1,16 +1,15 @@
 """The sidebar on every page: what the scenario is, how to share it, and saving it under a short link."""
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 import streamlit as st
 
 from benchmarks_db.scenarios import MAX_NAME_CHARS, list_scenarios, save_scenario
 from engine.presentation.edit import describe_layout
-from engine.presentation.report import scenario_title
+from engine.presentation.formatting import scenario_title
 from engine.scenario import ScenarioError
-from pages import common
-from pages.settings import load_settings
+from ui import binding, cached, escape, state
+from ui.links import app_url
+from ui.settings import load_settings
 
 SAVE_NAME = "save_name"
 LAST_SAVED = "last_saved"
@@ -18,27 +17,21 @@ LAST_SAVED = "last_saved"
 
 def _save() -> None:
     ss = st.session_state
-    ss[common.PROBLEMS].pop("save name", None)
+    ss[state.PROBLEMS].pop("save name", None)
     try:
-        saved = save_scenario(common.store(), common.scenario(), ss.get(SAVE_NAME, ""))
+        saved = save_scenario(cached.store(), state.scenario(), ss.get(SAVE_NAME, ""))
     except ScenarioError as err:
-        ss[common.PROBLEMS]["save name"] = [msg for _, msg in err.problems]
+        ss[state.PROBLEMS]["save name"] = [msg for _, msg in err.problems]
         return
-    ss[common.SAVED_IDS].add(saved.scenario_id)
+    ss[state.SAVED_IDS].add(saved.scenario_id)
     ss[LAST_SAVED] = saved
 
 
-def app_url() -> str:
-    """The address of the current page without its query (empty in tests without a browser)."""
-    url = urlsplit(st.context.url or "")
-    return urlunsplit((url.scheme, url.netloc, url.path or "/", "", "")) if url.netloc else ""
-
-
 def draw_sidebar() -> None:
-    sc = common.scenario()
+    sc = state.scenario()
     settings = load_settings()
     with st.sidebar:
-        st.header(common.md_escape(settings.title))
+        st.header(escape.md_escape(settings.title))
         st.markdown(f"**{scenario_title(sc)}**")
         st.caption(f"Layout: {describe_layout(sc.layout.model_dump())}")
         st.caption("The address bar always holds this scenario: copy it to share exactly what you see.")
@@ -51,14 +44,14 @@ def draw_sidebar() -> None:
                               help="Saving stores the scenario in this planner's database and gives it a short "
                                    "link (?s=...) that stays valid for everyone who can reach this planner.")
                 st.form_submit_button("Save scenario", on_click=_save)
-        common.field_problems("save name")
+        binding.field_problems("save name")
         saved = st.session_state.get(LAST_SAVED)
         if saved is not None:
             verb = "Saved" if saved.new else f"Already saved on {saved.created_at:%Y-%m-%d} as"
-            st.success(f"{verb} '{common.md_escape(saved.name)}'. Short link:")
+            st.success(f"{verb} '{escape.md_escape(saved.name)}'. Short link:")
             st.code(f"{app_url()}?s={saved.scenario_id}", language=None)
-        recent = list_scenarios(common.store(), limit=8)
+        recent = list_scenarios(cached.store(), limit=8)
         if len(recent):
             with st.expander("Saved scenarios"):
                 for row in recent.itertuples():
-                    st.markdown(f"[{common.md_escape(row.name)}](?s={row.scenario_id}) · {row.created_at:%Y-%m-%d}")
+                    st.markdown(f"[{escape.md_escape(row.name)}](?s={row.scenario_id}) · {row.created_at:%Y-%m-%d}")

@@ -1,5 +1,5 @@
 """Work done once per server process, off the script thread, and shared by every session: a job runs once per key
-(in a work slot, pages/work_limits.py) and pages show its result once it is done, with a progress bar that polls
+(in a work slot, ui/work_limits.py) and pages show its result once it is done, with a progress bar that polls
 until then, so that a page rerun never waits for it. The manager's answer (engine.planning.plan) runs here, and the
 MLPerf validation is warmed here when the server starts (serve.py). Nothing here imports Streamlit.
 
@@ -15,7 +15,7 @@ from contextlib import nullcontext
 from typing import Callable
 
 from engine.scenario import ScenarioError
-from pages import work_limits
+from ui import work_limits
 
 VALIDATED = ("gpt3", "llama31_405b")      # the MLPerf benchmarks the engine predicts (Benchmarks page)
 

@@ -1,0 +1,106 @@
+"""Numbers, durations, money and names as people read them ('1.23M', '3.2 hours', '$4.5M', 'Llama 3.1 70B on
+1,024 x NVIDIA H100 SXM5 80GB'), and the glossary of terms shown in tooltips. Pure: no Streamlit."""
+from __future__ import annotations
+
+import math
+
+from engine.catalog import load_catalog
+from engine.physics.model import shape_of
+from engine.scenario import PresetRef, Scenario
+
+
+def fmt_num(x: float | None, digits: int = 3) -> str:
+    """1234567 -> '1.23M', 6754 -> '6,750'; None or NaN -> 'n/a'."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "n/a"
+    for size, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if abs(x) >= size:
+            return f"{x / size:.{digits}g}{suffix}"
+    if abs(x) >= 1e3:
+        return f"{float(f'{x:.{digits}g}'):,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def fmt_rate(x: float) -> str:
+    """A rate in k or M units: 822,345 -> '822k', 1.2e6 -> '1.2M'."""
+    return f"{x / 1e3:.3g}k" if 1e3 <= abs(x) < 1e6 else fmt_num(x)
+
+
+def fmt_usd(x: float | None) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else "$" + fmt_num(x)
+
+
+def fmt_days(days: float | None) -> str:
+    if days is None or (isinstance(days, float) and math.isnan(days)):
+        return "n/a"
+    if days < 1:
+        return f"{days * 24:.1f} hours"
+    return f"{days:,.1f} days" if days < 100 else f"{days:,.0f} days"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """A duration in the largest fitting unit: '45 s', '26 minutes', '3.2 hours'."""
+    if seconds is None:
+        return "n/a"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} minutes"
+    return fmt_days(seconds / 86400)
+
+
+def fmt_pct(x: float | None, digits: int = 1) -> str:
+    return "n/a" if x is None else f"{x * 100:.{digits}f}%"
+
+
+def model_name(sc: Scenario) -> str:
+    if isinstance(sc.model, PresetRef):
+        return load_catalog().models[sc.model.preset].name
+    arch = sc.arch
+    return f"custom model ({arch.n_layers} layers, hidden {arch.hidden_size:,})"
+
+
+def model_size_text(sc: Scenario) -> str:
+    """E.g. '70.6 billion parameters' or '671 billion parameters, 37.5 billion active per token'."""
+    shape = shape_of(sc.arch)
+    total, active = shape.total_params(), shape.active_params()
+    text = f"{fmt_num(total)} parameters".replace("B ", " billion ").replace("M ", " million ")
+    if active != total:
+        text += f", {fmt_num(active)} active per token".replace("B ", " billion ").replace("M ", " million ")
+    return text
+
+
+def accelerator_name(accelerator_id: str) -> str:
+    acc = load_catalog().accelerators.get(accelerator_id)
+    return acc.name if acc else accelerator_id
+
+
+def scenario_title(sc: Scenario) -> str:
+    """E.g. 'Llama 3.1 70B on 1,024 x NVIDIA H100 SXM5 80GB'."""
+    return f"{model_name(sc)} on {sc.cluster.n_gpus:,} x {accelerator_name(sc.cluster.accelerator)}"
+
+
+
+# A short glossary, shown in tooltips wherever the term appears.
+GLOSSARY = {
+    "MFU": "model FLOPs utilisation: useful model arithmetic (causal attention counted as computed, as current "
+           "Megatron-LM counts) as a share of the accelerators' dense peak",
+    "HFU": "hardware FLOPs utilisation: like MFU, but counting the recomputed forward work too",
+    "goodput": "share of the wall-clock time spent making training progress, after failures, restarts and "
+               "checkpoint writes",
+    "virtual stages": "interleaved pipeline: each accelerator holds this many smaller chunks of layers instead of "
+                      "one block, which shrinks the pipeline bubble at the cost of more pipeline sends",
+    "ZeRO": "splits training state across the data-parallel copies instead of repeating it in each: 1 the optimizer "
+            "states, 2 also the gradients, 3 also the weights (like PyTorch FSDP)",
+    "HSDP": "hybrid sharding: ZeRO splits the state within groups of copies and repeats it across groups, so the "
+            "gathers stay inside a group (often one node or a few)",
+    "TP overlap": "tensor-parallel communication runs at the same time as the matrix multiplications around it; "
+                  "both slow a little, but less time is exposed",
+    "tensor parallel": "every layer's matrices split across accelerators, which then exchange results after each "
+                       "layer; needs the fast links inside a node",
+    "pipeline bubble": "time the first and last pipeline stages wait while the pipeline fills and drains",
+    "data parallel": "copies of the model that each train on different data and average their gradients",
+    "expert parallel": "a mixture-of-experts model's experts spread over accelerators; tokens travel to their "
+                       "experts and back (all-to-all)",
+}
+

@@ -1,0 +1,143 @@
+"""Engine results as table rows for people: memory and step time by component, the search's ranked and rejected
+layouts, the vendor comparison, the Pareto front, and a scenario described line by line. Pure: no Streamlit."""
+from __future__ import annotations
+
+from engine.presentation.edit import describe_layout
+from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, fmt_usd, model_name, model_size_text
+from engine.scenario import Scenario
+
+MEMORY_PARTS = {  # estimate()["memory_gib"] key: label, what it is
+    "weights": ("Weights", "the model's parameters held by this GPU (16-bit), after TP/PP/EP and ZeRO-3 splitting"),
+    "gradients": ("Gradients", "one gradient per parameter held (16-bit), sharded by ZeRO-2 and -3"),
+    "optimizer_states": ("Optimizer states", "fp32 master weights and Adam's two moments (12 bytes per parameter), "
+                                              "sharded by ZeRO-1 and up"),
+    "activations": ("Activations", "values kept from the forward pass for the backward pass, for every micro-batch "
+                                   "in flight; cut by recompute, TP with sequence parallelism, and CP"),
+    "other": ("Other", "output logits, communication buffers and a framework/fragmentation allowance"),
+}
+BREAKDOWN = {  # estimate()["time_breakdown_s"] key: label, kind
+    "compute": ("Compute", "compute"),
+    "recompute": ("Recompute (activation checkpointing)", "compute"),
+    "optimizer": ("Optimizer update", "compute"),
+    "tp_comm": ("Tensor-parallel communication", "communication"),
+    "cp_comm": ("Context-parallel communication", "communication"),
+    "ep_comm": ("Expert-parallel all-to-all", "communication"),
+    "zero3_comm": ("ZeRO-3 weight gathering", "communication"),
+    "pp_comm": ("Pipeline sends", "communication"),
+    "dp_comm": ("Data-parallel gradient reduction (exposed)", "communication"),
+    "pipeline_bubble": ("Pipeline bubble", "pipeline idle"),
+    "pipeline_imbalance": ("Pipeline stage imbalance", "pipeline idle"),
+}
+WORST_STAGE = {  # estimate()["worst_stage"]: what it means
+    "first": "the first pipeline stage: it holds the token embedding and keeps the most micro-batches in flight",
+    "middle": "a middle pipeline stage",
+    "last": "the last pipeline stage: it holds the output layer and its logits",
+    "only": "no pipeline: every accelerator holds the same share",
+}
+LAYOUT_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_stages", "zero_stage",
+                  "sequence_parallel", "recompute")
+
+
+
+def memory_rows(est: dict) -> list[dict]:
+    """Per-GPU memory by component (worst pipeline stage) with its share of the accelerator's capacity."""
+    cap = est["memory_capacity_gib"]
+    return [{"component": label, "GiB": est["memory_gib"][key], "share of capacity": est["memory_gib"][key] / cap,
+             "what it is": what} for key, (label, what) in MEMORY_PARTS.items()]
+
+
+def breakdown_rows(est: dict) -> list[dict]:
+    """Seconds per optimizer step by component and kind, with the share of the step."""
+    step = est["step_time_s"]
+    return [{"component": label, "kind": kind, "seconds per step": est["time_breakdown_s"][key],
+             "share of step": est["time_breakdown_s"][key] / step if step else 0.0}
+            for key, (label, kind) in BREAKDOWN.items()]
+
+
+
+def vendor_rows(result: dict) -> list[dict]:
+    """engine.planning.vendor.compare rows as a table, ranked first, with the plain-language reason of each."""
+    return [{"rank": r["rank"], "accelerator": r["accelerator"], "vendor": r["vendor"],
+             "software": r["software_stack"], "decision score": r.get("decision_score"),
+             "GPUs": r.get("n_gpus"), "days (wall)": r.get("wall_days"), "cost USD": r.get("cost_usd"),
+             "energy MWh": r.get("energy_mwh"), "CO2 t": r.get("co2_t"), "MFU": r.get("mfu"),
+             "memory headroom": r.get("memory_headroom"), "ecosystem": r.get("ecosystem_score"),
+             "precision": r.get("precision"), "layout": describe_layout(r["layout"]) if r.get("layout") else "-",
+             "why": r["why"]} for r in result["rows"]]
+
+
+def ranked_rows(result: dict) -> list[dict]:
+    """The search's best layouts as table rows (rank, layout fields, time, MFU, memory, GPU-hours, cost)."""
+    rows = []
+    for rank, r in enumerate(result["best"], start=1):
+        rows.append({"rank": rank, **{k: r["layout"][k] for k in LAYOUT_COLUMNS},
+                     "days (wall)": r.get("wall_days") or r["train_days"], "days (compute)": r["train_days"],
+                     "MFU": r["mfu"], "memory GiB": r["memory_gib"]["total"], "GPU-hours": r["gpu_hours"],
+                     "cost USD": r.get("cost_usd"), "energy MWh": r.get("energy_mwh"),
+                     "step s": r["step_time_s"]})
+    return rows
+
+
+def rejected_rows(result: dict) -> list[dict]:
+    """Why candidate layouts were rejected, most common first."""
+    total = result["candidates_evaluated"]
+    return [{"reason": reason, "layouts": n, "share": n / total if total else 0.0}
+            for reason, n in sorted(result["rejected"].items(), key=lambda kv: -kv[1])]
+
+
+def objective_text(objective: str, value: float | None) -> str:
+    """A search objective value (seconds for time, USD, MWh) in words."""
+    if value is None:
+        return "none feasible"
+    if objective == "time":
+        return fmt_days(value / 86400)
+    return fmt_usd(value) if objective == "cost" else f"{fmt_num(value)} MWh"
+
+
+def dimension_rows(result: dict, dimension: str) -> list[dict]:
+    """'Why not ...?' for one layout dimension: per value, how many layouts, how many feasible, the best objective
+    reached and the main reasons the others were rejected."""
+    rows = []
+    for value, info in result["by_dimension"][dimension].items():
+        reasons = sorted(info["rejected"].items(), key=lambda kv: -kv[1])
+        rows.append({dimension: value, "layouts": info["candidates"], "feasible": info["feasible"],
+                     "best": objective_text(result["objective"], info["best"]),
+                     "main reasons rejected": "; ".join(f"{r} ({n:,})" for r, n in reasons[:3]) or "-"})
+    return rows
+
+
+def dimension_value(dimension: str, key: str):
+    """A by_dimension key (text) back as the layout value it names."""
+    if dimension == "recompute":
+        return key
+    if dimension == "sequence_parallel":
+        return key == "True"
+    return int(key)
+
+
+def pareto_rows(result: dict) -> list[dict]:
+    return [{"GPUs": p["n_gpus"], "days (wall)": p["wall_days"], "GPU-hours": p["gpu_hours"],
+             "cost USD": p.get("cost_usd"), "layout": describe_layout(p["layout"])} for p in result["pareto"]]
+
+
+
+def scenario_rows(sc: Scenario) -> list[tuple[str, str]]:
+    """(what, value) lines describing a scenario for people."""
+    tr, cl = sc.training, sc.cluster
+    rows = [("Model", f"{model_name(sc)}, {model_size_text(sc)}"),
+            ("Training", f"{fmt_num(tr.total_tokens)} tokens, sequences of {tr.seq_len:,} tokens, global batch "
+                         f"{tr.global_batch_size:,}, {tr.precision}, {tr.optimizer}, {tr.attention} attention"),
+            ("Cluster", f"{cl.n_gpus:,} x {accelerator_name(cl.accelerator)}, {sc.gpus_per_node} per node"),
+            ("Layout", describe_layout(sc.layout.model_dump()) if sc.layout else "none")]
+    measured = [f"{k.replace('_', ' ')} {getattr(cl, k):g}" for k in ("matmul_efficiency", "intra_node_busbw_gbs",
+                                                                     "inter_node_busbw_gbs") if getattr(cl, k)]
+    if measured:
+        rows.append(("Measured efficiencies", ", ".join(measured)))
+    if sc.site is not None:
+        rows.append(("Site", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in
+                                       sc.site.model_dump(exclude_none=True).items()) or "defaults"))
+    if sc.cost is not None:
+        rows.append(("Cost inputs", ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in
+                                              sc.cost.model_dump(exclude_none=True).items())))
+    return rows
+

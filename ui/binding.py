@@ -1,0 +1,134 @@
+"""Widgets bound to the scenario's fields and the page options: each widget is seeded from the scenario, a change
+goes through engine.presentation.edit (in a work slot when it may search a new layout), and a refused value is
+flagged right under its field, with buttons for valid values near it."""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Callable
+
+import streamlit as st
+from pydantic import ValidationError
+
+from engine.presentation.edit import Edit, apply_edit, describe_layout, field_value
+from engine.planning.sizing import nearest_sizes
+from engine.scenario import Scenario, ScenarioError, parse_scenario
+from engine.presentation.share import PlannerOptions
+from ui import work_limits
+from ui.cached import with_layout_once
+from ui.escape import md_escape
+from ui.fields import Field, plain
+from ui.state import OPTION, OPTIONS, PROBLEMS, SUGGESTIONS, WIDGET, commit, options, scenario
+from ui.work_limits import Busy
+
+MAY_SEARCH = ("model", "training", "cluster")       # edits that can break the layout, so that a new one is searched
+
+
+def edit(current: Scenario, path: str, value) -> Edit:
+    """engine.presentation.edit.apply_edit, in a work slot when the edit may search a new layout (model, training, cluster)."""
+    try:
+        if path.split(".")[0] in MAY_SEARCH:
+            with work_limits.slot("change"):
+                return apply_edit(current, path, value)
+        return apply_edit(current, path, value)
+    except (ScenarioError, Busy) as err:
+        return Edit(None, err.problems if isinstance(err, ScenarioError) else [(path, str(err))])
+
+
+def _field_changed(path: str, to_scenario: Callable | None) -> None:
+    raw = st.session_state[WIDGET + path]
+    current = scenario()
+    value = to_scenario(raw) if to_scenario else raw
+    st.session_state[SUGGESTIONS].pop(path, None)
+    if not commit(edit(current, path, value), path) and path == "cluster.n_gpus" and isinstance(value, (int, float)):
+        _suggest_sizes(current, int(value))
+
+
+def _suggest_sizes(current: Scenario, n_gpus: int) -> None:
+    """A refused cluster size: the nearest sizes (whole nodes) that have a layout, with their days, as the message
+    and as buttons."""
+    try:
+        with work_limits.slot("cluster sizes"):
+            near = nearest_sizes(current, n_gpus) if 0 < n_gpus <= 10_000_000 else []
+    except Busy:
+        near = []
+    if not near:
+        return
+    ss = st.session_state
+    ss[PROBLEMS]["cluster.n_gpus"] = [
+        f"No layout splits this model over {n_gpus:,} accelerators (its batch, heads and layers must divide among them)"
+        ". Nearest sizes that work: " + " or ".join(
+            f"{s['n_gpus']:,} ({s['nodes']:,} nodes; {s['wall_days']:,.0f} days with {describe_layout(s['layout'])})"
+            for s in near) + "."]
+    ss[SUGGESTIONS]["cluster.n_gpus"] = [(f"Use {s['n_gpus']:,}", s["n_gpus"]) for s in near]
+
+
+def _use_suggestion(path: str, value) -> None:
+    st.session_state[SUGGESTIONS].pop(path, None)
+    commit(edit(scenario(), path, value), path)
+
+
+def field_problems(path: str) -> None:
+    """The refused value's messages under its field, in plain words, with buttons for valid values near it."""
+    for msg in st.session_state[PROBLEMS].get(path, []):
+        st.error(md_escape(plain(msg)))
+    suggested = st.session_state[SUGGESTIONS].get(path) if path in st.session_state[PROBLEMS] else None
+    if suggested:
+        with st.container(horizontal=True):
+            for label, value in suggested:
+                st.button(label, key=f"suggest:{path}:{value}", on_click=_use_suggestion, args=(path, value))
+
+
+def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
+    """Draw `widget` for the scenario field `path`, seeded from the scenario; changes go through engine.presentation.edit and
+    refused values are flagged right under the field."""
+    key = WIDGET + path
+    if key not in st.session_state:
+        value = field_value(scenario(), path)
+        if value is None:
+            value = spec.blank
+        st.session_state[key] = value / spec.scale if spec.scale != 1 and value is not None else value
+    if spec.scale != 1:
+        to_scenario = lambda v: None if v is None else v * spec.scale
+    else:
+        to_scenario = (lambda v: None if v == spec.blank else v) if spec.blank is not None else None
+    with container if container is not None else nullcontext():
+        out = widget(spec.label, key=key, help=spec.help, on_change=_field_changed, args=(path, to_scenario),
+                     **kwargs)
+        field_problems(path)
+    return out
+
+
+def replace_scenario(data) -> bool:
+    """Adopt a whole new scenario (uploaded JSON, reset); problems are shown under '(scenario)'."""
+    try:
+        sc = parse_scenario(data)
+    except ScenarioError as err:
+        return commit(Edit(None, err.problems))
+    return commit(with_layout_once(sc))
+
+
+def _option_changed(name: str) -> None:
+    set_options(**{name: st.session_state[OPTION + name]})
+
+
+def bind_option(name: str, widget: Callable, label: str, help: str, **kwargs):
+    """Draw `widget` for the page option `name` (part of the link, like the scenario)."""
+    key = OPTION + name
+    if key not in st.session_state:
+        st.session_state[key] = getattr(options(), name)
+    out = widget(label, key=key, help=help, on_change=_option_changed, args=(name,), **kwargs)
+    field_problems("options." + name)
+    return out
+
+
+def set_options(**changes) -> bool:
+    """Change page options (validated); a refused change is flagged under 'options.<name>'."""
+    try:
+        st.session_state[OPTIONS] = PlannerOptions.model_validate({**options().model_dump(), **changes})
+    except ValidationError as err:
+        name = "options." + next(iter(changes))
+        st.session_state[PROBLEMS][name] = [e["msg"] for e in err.errors(include_url=False, include_input=False)]
+        return False
+    for name in changes:
+        st.session_state[PROBLEMS].pop("options." + name, None)
+    return True

@@ -1,0 +1,90 @@
+"""Pieces several pages draw: the messages above every page (a refused value, a link that could not be opened,
+what the last change did), figures as metrics with their ranges, what fits instead of a layout that does not, and a
+progress bar for background work."""
+from __future__ import annotations
+
+import streamlit as st
+
+from engine.presentation.edit import apply_edit, describe_layout
+from engine.presentation.figures import key_figures
+from engine.presentation.formatting import fmt_days
+from engine.scenario import Scenario
+from ui import background
+from ui.binding import edit
+from ui.cached import what_fits_of
+from ui.escape import md_escape
+from ui.fields import label_of
+from ui.state import LINK_PROBLEMS, NOTES, commit, options, refused_fields, revert_refused, scenario, scenario_json
+from ui.work_limits import Busy
+
+
+def show_messages() -> None:
+    """The link problem (until the first successful change), that the figures show the last valid scenario while a
+    field holds a refused value, and, once, what the last change did."""
+    ss = st.session_state
+    refused = refused_fields()
+    if refused:
+        names = ", ".join(f"\u201c{label_of(p) or p}\u201d" for p in refused)
+        with st.container(horizontal=True, vertical_alignment="center"):
+            st.warning(f"The figures show the last valid scenario: the value entered in {md_escape(names)} was refused "
+                       "(see the message under the field).")
+            st.button("Undo the refused value" + ("s" if len(refused) > 1 else ""), on_click=revert_refused,
+                      key="revert_refused")
+    if ss.get(LINK_PROBLEMS):
+        st.error("This link could not be opened, so the default scenario is shown instead:\n\n"
+                 + "\n".join(f"- **{md_escape(field)}**: {md_escape(msg)}" for field, msg in ss[LINK_PROBLEMS]))
+    for note in ss.get(NOTES, []):
+        st.info(md_escape(note))
+    ss[NOTES] = []
+
+
+def show_figures(figures, width: int = 170) -> None:
+    """engine.presentation.figures.Figure rows as metrics that wrap to the next line instead of being cut off, each
+    with its range under the value and what it is in its tooltip."""
+    with st.container(horizontal=True, gap="small"):
+        for f in figures:
+            st.metric(f.label, f.value, delta=f.range, delta_color="off", delta_arrow="off", help=f.what, width=width)
+
+
+def show_key_figures(est: dict, width: int = 170) -> None:
+    show_figures(key_figures(est, options().efficiency), width)
+
+
+def _use_layout(layout: dict) -> None:
+    commit(apply_edit(scenario(), "layout", {k: v for k, v in layout.items() if v is not None}), "layout")
+
+
+def show_what_fits(sc: Scenario) -> None:
+    """What would fit instead of a layout that does not: a layout on the same cluster, or another cluster size."""
+    try:
+        best, sizes = what_fits_of(scenario_json(sc))
+    except Busy as err:
+        st.warning(str(err))
+        return
+    if best is not None:
+        st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(best['layout']))}"
+                    f" ({best['memory_gib']['total']:.1f} GiB, {fmt_days(best.get('wall_days') or best['train_days'])}).")
+        st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(best["layout"],))
+    elif sizes:
+        st.markdown(f"**Nothing fits on {sc.cluster.n_gpus:,} accelerators.** Nearest sizes where it fits: " + " or ".join(
+            f"{s['n_gpus']:,} ({fmt_days(s['wall_days'])})" for s in sizes) + ".")
+        with st.container(horizontal=True):
+            for s in sizes:
+                st.button(f"Use {s['n_gpus']:,} accelerators", key=f"use_size:{s['n_gpus']}",
+                          on_click=lambda n=s["n_gpus"]: commit(edit(scenario(), "cluster.n_gpus", n), "cluster.n_gpus"))
+    else:
+        st.markdown("Nothing fits near this cluster size: try an accelerator with more memory or a shorter sequence.")
+
+
+@st.fragment(run_every=0.3)
+def _poll(key: tuple, text: str | None) -> None:
+    job = background.find(key)
+    if job is None or job.done:
+        st.rerun()                          # the whole page is drawn again with the result
+    st.progress(job.fraction, text=f"{text or 'Working'}: {job.message} ...")
+
+
+def poll(job, text: str | None = None) -> None:
+    """A progress bar for a background job (ui/background.py) that checks every 0.3 s and draws the whole
+    page again once the job is done, so no rerun waits for the job."""
+    _poll(job.key, text)
