@@ -344,9 +344,9 @@ class Price:
     onprem_fixed_usd_per_gpu_year: float | None
     onprem_power_usd_per_gpu_hour: float | None
     missing: str | None
+    n_gpus: int                         # the cluster the price was chosen for (see sold_for_a_cluster)
+    gpus_per_node: int
     scale_warning: str | None = None    # set when no row is sold for a cluster this size and a smaller one prices it
-    n_gpus: int = 1
-    gpus_per_node: int = 1
 
 
 def resolve(sc, power: Power) -> Price:
