@@ -37,6 +37,7 @@ class PriceRow(BaseModel):
     pricing: Literal["on_demand", "reserved_1y", "reserved_3y", "reserved", "spot"]
     instance: str
     gpus_per_instance: int = Field(ge=1)
+    slice_of: Literal["rack", "pod"] | None = None     # a slice of a rack-scale NVLink domain or a TPU pod, one rate
     usd_per_gpu_hour: float | None = Field(default=None, gt=0)
     usd_per_instance_hour: float | None = Field(default=None, gt=0)
     note: str = ""
@@ -54,21 +55,73 @@ class PriceRow(BaseModel):
 
     def describe(self) -> dict:
         return {"provider": self.provider, "region": self.region, "pricing": self.pricing, "instance": self.instance,
+                "gpus_per_instance": self.gpus_per_instance, **({"slice_of": self.slice_of} if self.slice_of else {}),
                 "usd_per_gpu_hour": round(self.price, 4), "date": self.source.date, "source": self.source.url,
-                "how_read": self.source.document, **({"note": self.note} if self.note else {})}
+                "source_document": self.source.document, **({"note": self.note} if self.note else {})}
+
+    def cite(self) -> str:
+        """Provider, instance, term, price, source document and date in one line, to stand beside a cost (a caption:
+        the address is in describe()'s source, so a printed report shows no link outside its source list)."""
+        return (f"{self.provider} {self.instance} ({self.gpus_per_instance} GPU{'s' if self.gpus_per_instance > 1 else ''}"
+                f"{', a slice of a ' + self.slice_of if self.slice_of else ''}), {self.pricing}, "
+                f"{_fmt_usd(self.price)} per GPU-hour; {self.source.document}, {self.source.date}")
+
+
+class NoPublishedPrice(BaseModel):
+    """An accelerator for which the sources read give no cloud rate: which providers were checked, and when."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    accelerator: str
+    providers_checked: list[str] = Field(min_length=1)
+    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    note: str = Field(min_length=3)
+
+    def describe(self) -> str:
+        return (f"no published price for {self.accelerator} in the sources read (providers checked: "
+                f"{', '.join(self.providers_checked)}; {self.date}): {self.note}")
 
 
 @lru_cache(maxsize=1)
-def price_table() -> tuple[PriceRow, ...]:
+def _price_doc() -> tuple[tuple[PriceRow, ...], dict[str, NoPublishedPrice]]:
     doc = json.loads((DATA_DIR / "prices.json").read_text())
-    if doc.get("schema_version") != 1:
+    if doc.get("schema_version") != 2:
         raise ValueError(f"data/prices.json: unsupported schema_version {doc.get('schema_version')!r}")
     rows = tuple(PriceRow(**r) for r in doc["rows"])
+    none = [NoPublishedPrice(**r) for r in doc["no_published_price"]]
     known = load_catalog().accelerators
-    unknown = sorted({r.accelerator for r in rows} - set(known))
+    unknown = sorted(({r.accelerator for r in rows} | {n.accelerator for n in none}) - set(known))
     if unknown:
         raise ValueError(f"data/prices.json: unknown accelerator ids {unknown}")
-    return rows
+    both = sorted({r.accelerator for r in rows} & {n.accelerator for n in none})
+    if both:
+        raise ValueError(f"data/prices.json: {both} have prices and a no_published_price entry")
+    return rows, {n.accelerator: n for n in none}
+
+
+def price_table() -> tuple[PriceRow, ...]:
+    """Every published cloud price (data/prices.json rows)."""
+    return _price_doc()[0]
+
+
+def no_published_price(accelerator: str) -> NoPublishedPrice | None:
+    """The record that no price for this accelerator was found in the sources read (None when it has one, or when
+    nobody looked)."""
+    return _price_doc()[1].get(accelerator)
+
+
+def sold_for_a_cluster(row: PriceRow, n_gpus: int, gpus_per_node: int) -> bool:
+    """Whether a price row can price this cluster: the instance holds the scenario's node, min(n_gpus, gpus per node)
+    GPUs, or is a slice of a rack or pod sold at one rate. The reason: the layout assumes GPUs joined by the node's
+    NVLink and nodes joined by a scale-out network (InfiniBand, RoCE, EFA); clouds sell that network with whole
+    8-GPU (or rack, or pod) instances, so a 1-GPU instance's rate, applied to thousands of GPUs, prices a cluster that
+    cannot be rented. A 1-GPU row therefore prices only a 1-GPU scenario."""
+    return row.slice_of is not None or row.gpus_per_instance >= min(n_gpus, gpus_per_node)
+
+
+def cluster_price(rows: list[PriceRow], n_gpus: int, gpus_per_node: int) -> tuple[PriceRow | None, bool]:
+    """The cheapest of `rows` (cheapest first, as prices_for returns them) sold for this cluster, and True; when none
+    is, the cheapest row of any size and False, so the cost can say so; (None, False) without rows."""
+    fit = next((r for r in rows if sold_for_a_cluster(r, n_gpus, gpus_per_node)), None)
+    return (fit, True) if fit is not None else (rows[0] if rows else None, False)
 
 
 def prices_for(accelerator: str, provider: str | None = None, region: str | None = None,
@@ -162,6 +215,11 @@ class OnPrem:
     """Resolved TCO inputs; capex_usd_per_gpu None when no server price is published or given."""
     capex_usd_per_gpu: float | None
     inputs: dict                    # name -> {"value", "unit", "derivation", "source"} for the output
+
+
+def _fmt_usd(usd: float) -> str:
+    """Dollars to the cent, or to the hundredth of a cent where the price has more digits ($6.88, $1.1088)."""
+    return f"${usd:,.2f}" if abs(usd * 100 - round(usd * 100)) < 1e-9 else f"${usd:,.4f}"
 
 
 def _fmt_source(s) -> str:
@@ -308,10 +366,14 @@ class Price:
     onprem_fixed_usd_per_gpu_year: float | None
     onprem_power_usd_per_gpu_hour: float | None
     missing: str | None
+    n_gpus: int                         # the cluster the price was chosen for (see sold_for_a_cluster)
+    gpus_per_node: int
+    scale_warning: str | None = None    # set when no row is sold for a cluster this size and a smaller one prices it
 
 
 def resolve(sc, power: Power) -> Price:
-    """Cloud price (explicit, or the cheapest published row matching the cost block) or on-premises TCO per GPU-hour."""
+    """Cloud price (explicit, or the cheapest published row matching the cost block among those sold for a cluster of
+    this size, see sold_for_a_cluster) or on-premises TCO per GPU-hour."""
     c = sc.cost
     acc = sc.cluster.accelerator
     op = _onprem(sc, power)
@@ -321,8 +383,9 @@ def resolve(sc, power: Power) -> Price:
         fixed = fixed_usd_per_gpu_year(op.capex_usd_per_gpu, v["depreciation_years"], v["ops_usd_per_gpu_year"])
         power_h = power_usd_per_gpu_hour(power.node_w_per_gpu, power.pue, v["power_usd_per_kwh"])
         onprem = float(onprem_usd_per_gpu_hour(fixed, v["utilisation"], power_h))
+    n, per_node = sc.cluster.n_gpus, sc.gpus_per_node
     tco = dict(on_prem=op, onprem_usd_per_gpu_hour=onprem, onprem_fixed_usd_per_gpu_year=fixed,
-               onprem_power_usd_per_gpu_hour=power_h)
+               onprem_power_usd_per_gpu_hour=power_h, n_gpus=n, gpus_per_node=per_node)
     if c is not None and c.basis == "on_prem":
         missing = None if onprem is not None else (
             f"no published server price for {acc}; enter cost.on_prem.server_capex_usd" if op.capex_usd_per_gpu is None
@@ -330,13 +393,20 @@ def resolve(sc, power: Power) -> Price:
         return Price("on_prem", onprem, "on-premises TCO (see cost.on_prem)", None, missing=missing, **tco)
     if c is not None and c.price_usd_per_gpu_hour is not None:
         return Price("cloud", c.price_usd_per_gpu_hour, "given in cost.price_usd_per_gpu_hour", None, missing=None, **tco)
-    rows = prices_for(acc, c.provider if c else None, c.region if c else None, c.pricing if c else "on_demand")
+    pricing = c.pricing if c else "on_demand"
+    rows = prices_for(acc, c.provider if c else None, c.region if c else None, pricing)
     if not rows:
-        return Price("cloud", None, "", None, missing=f"no published {'on-demand ' if c is None else ''}price for {acc} "
-                     "in data/prices.json; enter one in cost.price_usd_per_gpu_hour", **tco)
-    row = rows[0]
-    how = "cheapest published" if len(rows) > 1 else "published"
-    return Price("cloud", row.price, f"{how} {row.pricing} price: {row.provider} {row.instance}", row, missing=None, **tco)
+        none = no_published_price(acc)
+        why = none.describe() if none is not None else f"no published {pricing} price for {acc} in data/prices.json"
+        return Price("cloud", None, "", None, missing=f"{why}; enter one in cost.price_usd_per_gpu_hour", **tco)
+    row, fits = cluster_price(rows, n, per_node)
+    warning = None if fits else (
+        f"no published {pricing} {acc} price for an instance of {min(n, per_node)} GPUs or a rack or pod slice, "
+        f"the unit sold with the scale-out network the layout assumes; priced at a {row.gpus_per_instance}-GPU "
+        "instance's rate, which may not be on offer for a cluster")
+    source = (f"cheapest published {pricing} price sold for {n:,} GPU{'s' if n > 1 else ''}: {row.cite()}" if fits else
+              f"cheapest published {pricing} price: {row.cite()}; {warning}")
+    return Price("cloud", row.price, source, row, missing=None, scale_warning=warning, **tco)
 
 
 def onprem_terms(capex_usd_per_gpu: float | None, v: dict, power_usd_per_hour: float | None) -> list[dict] | None:
@@ -361,7 +431,8 @@ def detail(price: Price, accelerator: str, billed_gpu_hours: float) -> dict:
     v = {k: x["value"] for k, x in op.inputs.items()}
     rent = price.row.price if price.row is not None else (price.usd_per_gpu_hour if price.basis == "cloud" else None)
     if rent is None:
-        rent = next((r.price for r in prices_for(accelerator, pricing="on_demand")), None)
+        row, _ = cluster_price(prices_for(accelerator, pricing="on_demand"), price.n_gpus, price.gpus_per_node)
+        rent = row.price if row is not None else None
     onprem_block = {"usd_per_gpu_hour": price.onprem_usd_per_gpu_hour, "cost_usd": cost(price.onprem_usd_per_gpu_hour),
                     "capex_usd_per_gpu": op.capex_usd_per_gpu, "inputs": op.inputs,
                     "per_gpu_hour_terms": onprem_terms(op.capex_usd_per_gpu, v, price.onprem_power_usd_per_gpu_hour)}
@@ -381,10 +452,13 @@ def detail(price: Price, accelerator: str, billed_gpu_hours: float) -> dict:
         "usd_per_gpu_hour": price.usd_per_gpu_hour,
         "price_source": price.source or None,
         "price_row": price.row.describe() if price.row is not None else None,
+        "scale_warning": price.scale_warning,
         "billed_gpu_hours": billed_gpu_hours if finite else None,
         "cost_usd": cost(price.usd_per_gpu_hour),
         "missing": price.missing,
-        "cloud_prices": [dict(r.describe(), cost_usd=cost(r.price)) for r in prices_for(accelerator)],
+        "cloud_prices": [dict(r.describe(), cost_usd=cost(r.price),
+                              sold_for_this_cluster=sold_for_a_cluster(r, price.n_gpus, price.gpus_per_node))
+                         for r in prices_for(accelerator)],
         "on_prem": onprem_block,
     }
 

@@ -7,15 +7,16 @@ import pytest
 from engine.catalog import Source, load_catalog
 from engine.economics.cost import (HOURS_PER_YEAR, break_even_curves, break_even_utilisation, break_even_years,
                          capex_per_gpu_usd, colocation_usd_per_gpu_year, cost_usd, fixed_usd_per_gpu_year,
-                         onprem_usd_per_gpu_hour, power_usd_per_gpu_hour, prices_for, price_table, server_capex_usd,
-                         server_prices)
+                         no_published_price, onprem_usd_per_gpu_hour, power_usd_per_gpu_hour, prices_for, price_table,
+                         server_capex_usd, server_prices, sold_for_a_cluster)
 from engine.planning.estimate import estimate
 from engine.presentation.edit import default_scenario
 from engine.scenario import ScenarioError
 from tests.conftest import ROOT
 from tests.engine.helpers import parse
 
-PRICES = json.loads((ROOT / "data" / "prices.json").read_text())["rows"]
+PRICE_DOC = json.loads((ROOT / "data" / "prices.json").read_text())
+PRICES = PRICE_DOC["rows"]
 TCO = json.loads((ROOT / "data" / "tco_defaults.json").read_text())
 # SemiAnalysis DGX H100 bill of materials, non-GPU parts, as summed in Epoch AI's h100_manufacturing_cost.ipynb
 HOST_USD_PER_GPU = (5200 + 7860 + 3456 + 10908 + 563 + 875 + 463 + 1200 + 1485) / 8
@@ -30,24 +31,104 @@ def test_deepseek_v3_rental_cost():
 
 def test_every_price_row_is_dated_sourced_and_known():
     ids = set(load_catalog().accelerators)
-    assert len(price_table()) == len(PRICES) > 30
+    assert len(price_table()) == len(PRICES) > 70
     for r in PRICES:
         assert r["accelerator"] in ids
         assert re.match(r"^https?://", r["source"]["url"]) and re.match(r"^\d{4}(-\d{2})?(-\d{2})?$", r["source"]["date"])
         assert r["pricing"] in ("on_demand", "reserved_1y", "reserved_3y", "reserved", "spot")
+        assert r.get("slice_of") in (None, "rack", "pod")
     p5 = next(r for r in price_table() if r.instance == "p5.48xlarge" and r.pricing == "on_demand")
-    assert p5.price == pytest.approx(55.04 / 8)           # AWS lists the 8-GPU instance at $55.04/h
+    assert p5.price == pytest.approx(6.88) == 55.04 / 8    # AWS lists the 8-GPU instance at $55.04/h
+    p5en = next(r for r in price_table() if r.instance == "p5en.48xlarge" and r.pricing == "on_demand")
+    assert p5en.price == pytest.approx(7.912)             # $63.296 per instance-hour / 8 H200
+    # Azure bills ND MI300X v5 per instance ($48.00/h in eastus2) and Oracle BM.GPU.MI300X.8 per GPU ($6.00): the same
+    # rate read two ways
+    azure, oracle = (next(r for r in prices_for("MI300X", p, pricing="on_demand")) for p in ("azure", "oracle"))
+    assert azure.price == 48.00 / 8 == oracle.price == 6.00
 
 
-def test_default_price_is_the_cheapest_published_on_demand_row():
+def test_every_catalog_accelerator_has_a_price_or_says_none_was_found():
+    priced = {r["accelerator"] for r in PRICES}
+    unpriced = {n["accelerator"] for n in PRICE_DOC["no_published_price"]}
+    assert priced | unpriced == set(load_catalog().accelerators) and not priced & unpriced
+    assert {"TPU-v5p", "TPU-v7", "Trainium2", "Gaudi3", "GB300"} <= unpriced
+    for n in PRICE_DOC["no_published_price"]:
+        assert n["providers_checked"] and re.match(r"^\d{4}-\d{2}-\d{2}$", n["date"]) and n["note"]
+        assert no_published_price(n["accelerator"]).providers_checked == n["providers_checked"]
+    assert no_published_price("MI300X") is None
+
+
+def per_gpu_hour(r: dict) -> float:
+    return r.get("usd_per_gpu_hour") or r["usd_per_instance_hour"] / r["gpus_per_instance"]
+
+
+def test_default_price_is_the_cheapest_on_demand_row_sold_for_the_cluster():
+    # one 8-GPU H100 node: rows of whole 8-GPU instances qualify, the cheapest is Lambda's 8x H100 SXM at $3.99 per
+    # GPU-hour; Hyperstack's 1-GPU VM ($3.20) is cheaper but cannot be rented as an NVLink node
     est = estimate(parse())
-    cheapest = min(r.get("usd_per_gpu_hour") or r["usd_per_instance_hour"] / r["gpus_per_instance"]
-                   for r in PRICES if r["accelerator"] == "H100-SXM5-80GB" and r["pricing"] == "on_demand")
+    eight = [per_gpu_hour(r) for r in PRICES if r["accelerator"] == "H100-SXM5-80GB" and r["pricing"] == "on_demand"
+             and r["gpus_per_instance"] >= 8]
     c = est["cost"]
-    assert c["usd_per_gpu_hour"] == pytest.approx(cheapest)
-    assert est["cost_usd"] == pytest.approx(8 * est["wall_days"] * 24 * cheapest)
-    assert c["price_row"]["date"] and c["price_row"]["source"].startswith("https://")
+    assert min(eight) == 3.99 and c["usd_per_gpu_hour"] == 3.99 and c["scale_warning"] is None
+    assert est["cost_usd"] == pytest.approx(8 * est["wall_days"] * 24 * 3.99)
+    row = c["price_row"]
+    assert (row["provider"], row["instance"], row["pricing"], row["gpus_per_instance"], row["date"], row["source"]) == (
+        "lambda", "8x NVIDIA H100 SXM", "on_demand", 8, "2026-09-20", "https://lambda.ai/instances")
+    assert "Lambda instances pricing page" in row["source_document"]
+    assert all(s in c["price_source"] for s in ("lambda", "8x NVIDIA H100 SXM", "on_demand", "$3.99 per GPU-hour",
+                                                "Lambda instances pricing page", "2026-09-20"))
     assert len(c["cloud_prices"]) == sum(r["accelerator"] == "H100-SXM5-80GB" for r in PRICES)
+    hyperstack = next(p for p in c["cloud_prices"] if p["provider"] == "hyperstack" and p["pricing"] == "on_demand")
+    assert hyperstack["usd_per_gpu_hour"] == 3.20 and not hyperstack["sold_for_this_cluster"]
+
+
+def test_4096_mi300x_are_priced_from_an_8_gpu_instance_not_a_1_gpu_droplet():
+    # before: DigitalOcean's 1-GPU droplet gpu-mi300x1-192gb at $2.59 priced all 4,096 GPUs; now the cheapest 8-GPU
+    # instance with InfiniBand, Crusoe's mi300x-192gb-ib.8x at $3.45 per GPU-hour
+    est = estimate(parse(**{"cluster.accelerator": "MI300X", "cluster.n_gpus": 4096, "layout.dp": 4096,
+                            "training.global_batch_size": 4096}))
+    c = est["cost"]
+    assert c["usd_per_gpu_hour"] == 3.45 and c["price_row"]["instance"] == "mi300x-192gb-ib.8x"
+    assert c["price_row"]["provider"] == "crusoe" and c["price_row"]["gpus_per_instance"] == 8
+    assert est["cost_usd"] == pytest.approx(4096 * est["wall_days"] * 24 * 3.45)
+    droplet = next(r for r in price_table() if r.instance == "gpu-mi300x1-192gb" and r.pricing == "on_demand")
+    assert droplet.price == 2.59 and not sold_for_a_cluster(droplet, 4096, 8)
+
+
+def test_a_one_gpu_scenario_may_use_a_one_gpu_instance():
+    est = estimate(parse(**{"cluster.n_gpus": 1, "layout.dp": 1}))
+    assert est["cost"]["usd_per_gpu_hour"] == 3.20 and est["cost"]["price_row"]["provider"] == "hyperstack"
+
+
+def test_slices_of_racks_and_pods_price_a_cluster():
+    # CoreWeave rents GB200 NVL72 by the 4-GPU tray ($42.00/h, $10.50 per GPU-hour); Google prices TPU v5e per chip-hour
+    # for any pod slice ($1.20 on demand)
+    gb200 = estimate(parse(**{"cluster.accelerator": "GB200", "cluster.n_gpus": 72, "layout.dp": 72,
+                              "training.global_batch_size": 288}))["cost"]
+    assert gb200["usd_per_gpu_hour"] == 42.00 / 4 == 10.50 and gb200["scale_warning"] is None
+    v5e = estimate(parse(**{"cluster.accelerator": "TPU-v5e", "cluster.n_gpus": 256, "layout.dp": 256}))["cost"]
+    assert v5e["usd_per_gpu_hour"] == 1.20 and v5e["scale_warning"] is None
+
+
+def test_a_1_gpu_rate_for_a_cluster_is_used_only_when_nothing_else_is_published_and_says_so():
+    # B300 on demand: only 1-GPU rates (Hyperstack $7.40, Nebius $9.50); the cost takes the cheapest and says it is
+    # not a cluster price. Spot: CoreWeave's 8-GPU HGX B300 at $35.84/h, $4.48 per GPU-hour, a cluster price.
+    od = estimate(parse(**{"cluster.accelerator": "B300-SXM-270GB"}))["cost"]
+    assert od["usd_per_gpu_hour"] == 7.40 and "1-GPU instance" in od["scale_warning"]
+    assert od["scale_warning"] in od["price_source"]
+    spot = estimate(parse(**{"cluster.accelerator": "B300-SXM-270GB", "cost.pricing": "spot"}))["cost"]
+    assert spot["usd_per_gpu_hour"] == 35.84 / 8 == 4.48 and spot["scale_warning"] is None
+
+
+def test_committed_terms_are_a_scenario_input():
+    # A100 80 GB, 1-year commitment: AWS p4de.24xlarge $24.01/h for 8 GPUs ($3.00 per GPU-hour) is cheaper than Azure's
+    # ND96amsr A100 v4 at $3.53
+    c = estimate(parse(**{"cluster.accelerator": "A100-SXM4-80GB", "cost.pricing": "reserved_1y"}))["cost"]
+    assert c["usd_per_gpu_hour"] == pytest.approx(24.01 / 8) and c["price_row"]["pricing"] == "reserved_1y"
+    with pytest.raises(ScenarioError) as err:
+        parse(**{"cost.pricing": "monthly"})
+    field, msg = err.value.problems[0]
+    assert field == "cost.pricing" and all(p in msg for p in ("on_demand", "reserved_1y", "reserved_3y"))
 
 
 def test_explicit_provider_pricing_and_price():
@@ -61,6 +142,7 @@ def test_explicit_provider_pricing_and_price():
 def test_no_published_price_asks_for_one():
     est = estimate(parse(**{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 8}))
     assert est["cost_usd"] is None and "enter one" in est["cost"]["missing"]
+    assert "providers checked: gcp; 2026-11-24" in est["cost"]["missing"]
     assert est["cost"]["on_prem"]["missing"].endswith("cost.on_prem.server_capex_usd")
 
 
@@ -140,9 +222,10 @@ def test_default_h100_tco_per_gpu_hour_by_hand():
     assert c["usd_per_gpu_hour"] == pytest.approx(per_h) and est["cost"]["usd_per_gpu_hour"] == pytest.approx(per_h)
     terms = {t["term"]: t["usd_per_gpu_hour"] for t in c["per_gpu_hour_terms"]}
     assert terms["operations"] == pytest.approx(ops / (8766 * 0.8)) and sum(terms.values()) == pytest.approx(per_h)
-    # the cheapest published on-demand H100 rent is what owning is compared with
-    rent = min(r.get("usd_per_gpu_hour") or r["usd_per_instance_hour"] / r["gpus_per_instance"]
-               for r in PRICES if r["accelerator"] == "H100-SXM5-80GB" and r["pricing"] == "on_demand")
+    # owning is compared with the cheapest on-demand H100 rent sold for this 8-GPU cluster: Lambda's 8x H100, $3.99
+    rent = min(per_gpu_hour(r) for r in PRICES if r["accelerator"] == "H100-SXM5-80GB" and r["pricing"] == "on_demand"
+               and r["gpus_per_instance"] >= 8)
+    assert rent == 3.99
     fixed = 270_000 / 8 / 0.81 / 5.5 + ops
     power_h = 0.95625 * 1.25 * 0.0806
     assert c["break_even"]["against_usd_per_gpu_hour"] == rent

@@ -44,13 +44,15 @@ def test_the_size_for_a_deadline_does_not_depend_on_the_scenarios_cluster_size()
 
 
 def test_budget_sizing_is_the_fastest_within_budget():
+    # budgets of $16M and $25M at the 1-GPU rate of $3.20 that priced H100 clusters before, scaled to the 8-GPU
+    # instance rate that prices them now ($3.99, x1.247): $20M and $31M
     sc = default_scenario()
-    cheap = size_for(sc, Target(budget_usd=16e6))
-    rich = size_for(sc, Target(budget_usd=25e6))
+    cheap = size_for(sc, Target(budget_usd=20e6))
+    rich = size_for(sc, Target(budget_usd=31e6))
     assert cheap["met"] and rich["met"]
-    assert cheap["best"]["cost_usd"] <= 16e6 and rich["best"]["cost_usd"] <= 25e6
+    assert cheap["best"]["cost_usd"] <= 20e6 and rich["best"]["cost_usd"] <= 31e6
     assert rich["best"]["wall_days"] < cheap["best"]["wall_days"]
-    assert cheap["neighbour"] is None or cheap["neighbour"]["cost_usd"] > 16e6
+    assert cheap["neighbour"] is None or cheap["neighbour"]["cost_usd"] > 20e6
 
 
 def test_plan_answers_with_figures_ranges_and_alternatives():
