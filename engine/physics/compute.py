@@ -22,8 +22,10 @@ from engine.physics.model import Shape
 from engine.scenario import Training
 
 # Fixed time per transformer layer and micro-batch in the forward pass (the backward pays twice): kernel launches
-# and the idle gaps between ~30 dependent kernels. Fitted on the public calibration set (Megatron-LM Table 1 and
-# the H100 weak-scaling table, docs/validation.md); it matters only where a layer's kernels are short.
+# and the idle gaps between ~30 dependent kernels at ~2 us each (launch overheads of a few microseconds per kernel:
+# NVIDIA, "Getting Started with CUDA Graphs", https://developer.nvidia.com/blog/cuda-graphs/). An estimate, not
+# fitted: scripts/calibrate_sustained.py fits only the sustained levels. It matters only where a layer's kernels
+# are short.
 LAYER_FIXED_S = 60e-6
 
 
