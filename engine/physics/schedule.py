@@ -141,11 +141,12 @@ def chunk_layers(n_stage_layers: int, v: int, where: str = "first") -> tuple[int
     return tuple(short + long_) if where == "first" else tuple(long_ + short)
 
 
-def warmup_forwards(p: int, rank: int, v: int, m: int) -> int:
+def warmup_forwards(p, rank, v, m):
     """Forward chunk passes stage `rank` runs before its first backward (Megatron-LM get_pp_rank_microbatches, with
-    the default of p micro-batches per interleaving group); all m*v of them when the warm-up would not end sooner."""
-    w = p - rank - 1 if v == 1 else 2 * (p - rank - 1) + (v - 1) * p
-    return min(w, m * v)
+    the default of p micro-batches per interleaving group); all m*v of them when the warm-up would not end sooner.
+    Integers or arrays alike."""
+    w = np.where(np.equal(v, 1), p - rank - 1, 2 * (p - rank - 1) + (v - 1) * p)
+    return np.minimum(w, m * v)
 
 
 def forward_chunks(m: int, v: int, group: int) -> np.ndarray:
@@ -168,7 +169,7 @@ def peak_layers_in_flight(chunks: tuple[int, ...], p: int, rank: int, m: int) ->
     order = forward_chunks(m, v, p)
     done_fwd = np.concatenate([[0], np.cumsum(sizes[order])])            # layers forwarded after k passes
     done_bwd = np.concatenate([[0], np.cumsum(sizes[v - 1 - order])])    # layers freed after k backwards
-    total, w = m * v, warmup_forwards(p, rank, v, m)
+    total, w = m * v, int(warmup_forwards(p, rank, v, m))
     if w == total:
         return int(done_fwd[total])
     j = np.arange(total - w)
@@ -234,14 +235,19 @@ def stages_of(n_layers: int, moe_mask: tuple[bool, ...], pp: np.ndarray, v: np.n
 def in_flight(pp: np.ndarray, v: np.ndarray, m: np.ndarray, layers: np.ndarray, rank: np.ndarray,
               where: str) -> np.ndarray:
     """Micro-batches of a stage's activations alive at its peak (module docstring): layer-micro-batches alive over
-    the stage's layers, 1 without a pipeline. `where` names the stage for the place of its short chunks."""
-    out = np.ones(len(pp))
-    piped = np.flatnonzero(pp > 1)
-    keys = np.stack([pp[piped], v[piped], m[piped], layers[piped], rank[piped]], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    per = np.array([peak_layers_in_flight(chunk_layers(int(n), int(v_), where), int(p_), int(r), int(m_)) / n
-                    for p_, v_, m_, n, r in uniq]) if len(uniq) else np.zeros(0)
-    out[piped] = per[inverse.reshape(-1)]
+    the stage's layers, 1 without a pipeline. Even chunks keep W + 1 chunks (at most m*v), v chunks to a micro-batch;
+    uneven ones (`where` names the stage, for the place of its short chunks) are counted pass by pass."""
+    out = np.where(pp > 1, np.minimum(warmup_forwards(pp, rank, v, m) + 1, m * v) / v, 1.0)
+    uneven = np.flatnonzero((pp > 1) & (layers % v != 0))
+    if len(uneven):
+        cols = [np.asarray(x)[uneven].astype(np.int64) for x in (pp, v, m, layers, rank)]
+        key = np.zeros(len(uneven), dtype=np.int64)
+        for col in cols:                                   # one integer per (p, v, m, layers, rank); radices are small
+            key = key * (int(col.max()) + 1) + col
+        uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        per = np.array([peak_layers_in_flight(chunk_layers(int(n), int(v_), where), int(p_), int(r), int(m_)) / n
+                        for p_, v_, m_, n, r in zip(*(c[first] for c in cols))])
+        out[uneven] = per[inverse.reshape(-1)]
     return out
 
 
