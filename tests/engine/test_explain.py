@@ -87,3 +87,30 @@ def test_command_line_and_api():
     assert [t.name for t in terms] == [t.name for t in explain(parse())]
     with pytest.raises(engine.ScenarioError):
         engine.explain(scenario(**{"layout": None}))
+
+
+def _resolves(dotted: str) -> bool:
+    import importlib
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        try:
+            for name in parts[cut:]:
+                obj = getattr(obj, name)
+        except AttributeError:
+            return False
+        return True
+    return False
+
+
+def test_every_function_named_in_formulas_and_explain_exists():
+    import re
+    doc = (ROOT / "docs" / "formulas.md").read_text()
+    named = set(re.findall(r"`(engine(?:\.\w+)+)`", doc))
+    for t in explain(parse(**{"layout": {"tp": 2, "pp": 2, "dp": 2, "zero_stage": 3}})):
+        named |= set(re.findall(r"engine(?:\.\w+)+", t.function))
+    assert len(named) > 40
+    assert [n for n in named if not _resolves(n)] == []

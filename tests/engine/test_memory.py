@@ -179,3 +179,23 @@ def test_llama3_405b_second_stage_is_the_heaviest():
     per_layer = float(layer_activation_bytes(shape_of(sc.arch), sc.training, Layouts.of([sc.layout]), moe=False)[0])
     assert est["worst_stage"] == "middle"
     assert est["memory_gib"]["activations"] * GIB == pytest.approx(141 * per_layer, rel=1e-3)   # rounded to 1 MiB
+
+
+def test_search_prices_memory_at_the_same_per_stage_peak():
+    # the layout search's fit test reads the same heaviest stage: Meta's 8,192-GPU layout is among its candidates with
+    # the second stage's 141 chunks, and is refused for memory exactly when the single estimate does not fit
+    import numpy as np
+    from engine.planning.search import MEMORY_REASON, search_cluster
+    layout = {"tp": 8, "pp": 16, "dp": 64, "virtual_stages": 8, "first_stage_layers": 7, "last_stage_layers": 7,
+              "sequence_parallel": True, "zero_stage": 2}
+    sc = parse(**{"model": None, "model.preset": "llama3.1-405b", "training.seq_len": 8192,
+                  "training.global_batch_size": 64 * 32, "cluster.n_gpus": 8192, "layout": layout})
+    est = estimate(sc)
+    cs = search_cluster(sc, 8192)
+    lay = cs.layouts
+    i = np.flatnonzero((lay.tp == 8) & (lay.pp == 16) & (lay.dp == 64) & (lay.cp == 1) & (lay.v == 8) & (lay.first == 7)
+                       & (lay.last == 7) & (lay.mbs == 1) & (lay.zero == 2) & (lay.rc == 0))
+    assert len(i) == 1
+    assert cs.ev["mem_total"][i[0]] / GIB == pytest.approx(est["memory_gib"]["total"], abs=1e-3)
+    assert cs.ev["worst_stage"][i[0]] == 1 and est["worst_stage"] == "middle"
+    assert (cs.reasons[cs.reason[i[0]]] == MEMORY_REASON) == (not est["fits"])
