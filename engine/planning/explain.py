@@ -5,7 +5,7 @@ them are written from the byte counts, degrees and schedule actually used. docs/
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,12 +50,8 @@ def _gib(x) -> str:
     return f"{_g(x) / GIB:.3f} GiB"
 
 
-def _ms(x) -> str:
-    return f"{_g(x) * 1e3:.3f} ms"
-
-
 def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
-    sc, shape, tr = ctx.scenario, ctx.shape, ctx.scenario.training
+    shape, tr = ctx.shape, ctx.scenario.training
     staged_m = lay.micro_batches(tr.global_batch_size)
     staged = staged_params(shape, lay, staged_m)            # the same staging and breakdown memory() uses
     mem = memory_breakdown(shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
@@ -86,7 +82,7 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
         Term(sec, "stage", None, "", where, "engine.planning.estimate.memory (argmax over stages)",
              "Megatron-LM theoretical_memory_usage states its scope (the first stage); here every stage is priced"),
         Term(sec, "weights", _g(c["weights"]) / GIB, "GiB",
-             f"{b['weight']:g} B/param ({tr.precision}) x {params}" + (f", sharded by ZeRO-3 ({sharded})" if gathered else "")
+             f"{b['weight']:g} B/param ({tr.precision} training) x {params}" + (f", sharded by ZeRO-3 ({sharded})" if gathered else "")
              + (f" + {copy:g} B/param low-precision copy" if copy else ""), fn, ZERO),
         Term(sec, "gradients", _g(c["gradients"]) / GIB, "GiB",
              f"{b['grad']:g} B/param x the same parameters" + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 2 else ""),
@@ -310,10 +306,6 @@ def explain(sc: Scenario) -> list[Term]:
     lay = Layouts.of([sc.layout])
     ev = evaluate(ctx, lay)
     return _memory_terms(ctx, lay, ev) + _time_terms(ctx, lay, ev) + _flops_terms(ctx, ev) + _run_terms(ctx, ev)
-
-
-def as_dicts(terms: list[Term]) -> list[dict]:
-    return [asdict(t) for t in terms]
 
 
 def explain_text(sc: Scenario) -> str:

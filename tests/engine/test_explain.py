@@ -51,7 +51,7 @@ def test_words_follow_the_byte_counts_used(optimizer, precision, weight, states,
     sc = parse(**{"training.optimizer": optimizer, "training.precision": precision})
     terms = _terms(sc)
     assert terms["optimizer_states"].formula.startswith(f"{states} B/param ({optimizer}: {parts})")
-    assert terms["weights"].formula.startswith(f"{weight} B/param ({precision})")
+    assert terms["weights"].formula.startswith(f"{weight} B/param ({precision} training)")
     text = explain_text(sc)
     assert ("12 B/param" in text) == (states == 12) and "16-bit" not in text
     est = estimate(sc)
