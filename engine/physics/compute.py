@@ -128,7 +128,7 @@ def head_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts) -> 
     e = bytes_per_element(training)["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
     fwd, bwd = linear_s(tokens, shape.hidden, shape.vocab / lay.tp, hw.matmul_flops, hw.hbm_bytes_per_s, 2.0)
-    # loss: read 16-bit logits, softmax in fp32 (write, read), write 16-bit gradient
+    # loss: read the logits, softmax in fp32 (write, read), write their gradient (logits and gradient in activation bytes)
     loss = stream_s(tokens * shape.vocab / lay.tp * (2 * e + 8), hw.hbm_bytes_per_s)
     return fwd + loss / 2, bwd + loss / 2
 
