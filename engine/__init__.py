@@ -1,13 +1,13 @@
 """LLM training capacity planner: the estimation engine.
 
-Public API (engine/api.py): load, estimate, search, compare, plan, and the Scenario model with typed results
+Public API (engine/api.py): load, estimate, explain, search, compare, plan, and the Scenario model with typed results
 (Estimate, SearchResult, Comparison, Plan). The modules underneath are the physics (model, memory, kernels, compute,
 comm, schedule, steptime, flops), the planning (search, sizing, plan, vendor) and the economics (cost, energy,
 goodput, whole_run, ranges).
 """
 from __future__ import annotations
 
-__all__ = ["Scenario", "ScenarioError", "load", "estimate", "search", "compare", "plan", "as_dict",
+__all__ = ["Scenario", "ScenarioError", "load", "estimate", "explain", "search", "compare", "plan", "as_dict",
            "Estimate", "SearchResult", "Comparison", "Plan"]
 
 

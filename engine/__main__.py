@@ -1,4 +1,5 @@
-"""Command line: python -m engine {estimate,search,compare,energy,catalog,import-hf} ...  (JSON on stdout; bad input exits 2 with the reason on stderr)."""
+"""Command line: python -m engine {estimate,search,compare,energy,catalog,import-hf} ...  (JSON on stdout, or with
+estimate --explain every term as text; bad input exits 2 with the reason on stderr)."""
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,13 @@ def _load(path: str):
     return data
 
 
-def cmd_estimate(args) -> dict:
+def cmd_estimate(args) -> dict | str:
+    sc = parse_scenario(_load(args.scenario))
+    if args.explain:
+        from engine.planning.explain import explain_text
+        return explain_text(sc)
     from engine.planning.estimate import estimate
-    return estimate(parse_scenario(_load(args.scenario)))
+    return estimate(sc)
 
 
 def cmd_search(args) -> dict:
@@ -155,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("estimate", help="memory, step time, throughput and GPU-hours of one scenario with a layout")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
+    p.add_argument("--explain", action="store_true", help="print every term (memory of the heaviest pipeline stage, "
+                   "step time, collectives, pipeline, FLOPs, cost, energy, CO2, goodput) with its inputs, function and "
+                   "source, as text")
     p = sub.add_parser("search", help="best parallelism layouts for a scenario's cluster (its layout is ignored)")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
     p.add_argument("--top", type=int, default=10, help="how many layouts to return (default 10)")
@@ -202,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         for field, msg in err.problems:
             print(f"error: {field}: {msg}", file=sys.stderr)
         return 2
+    if isinstance(result, str):
+        sys.stdout.write(result)
+        return 0
     json.dump(result, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

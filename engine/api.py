@@ -5,6 +5,7 @@ line use.
 
     sc = load({"model": {"preset": "llama3.1-70b"}, ...})   # a Scenario from a dict, JSON text or a file path
     e = estimate(sc)                     # Estimate: memory, step time, MFU, days, cost, energy, CO2, whole run
+    terms = explain(sc)                  # every term of it with the numbers used, the function and the source
     best = search(sc).best[0]            # the fastest layouts, why the others were rejected, the Pareto front
     answer = plan(sc, deadline_days=30)  # the manager's answer: accelerator, cluster, days, cost, CO2 with ranges
 
@@ -139,6 +140,14 @@ def estimate(scenario: ScenarioLike) -> Estimate:
     """Memory, step time, throughput, MFU, days, GPU-hours, cost, energy and CO2 of a scenario with a layout."""
     from engine.planning.estimate import estimate as run
     return Estimate.model_validate(run(load(scenario)))
+
+
+def explain(scenario: ScenarioLike) -> list:
+    """Every term of the estimate (memory of the heaviest pipeline stage, step time, collectives, pipeline, FLOPs,
+    whole run, goodput, cost, energy, CO2) as engine.planning.explain.Term: value, unit, the formula with the numbers
+    used, the function that computes it and its source. engine.planning.explain.explain_text prints the same."""
+    from engine.planning.explain import explain as run
+    return run(load(scenario))
 
 
 def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadline_days: float | None = None,

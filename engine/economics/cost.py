@@ -18,7 +18,7 @@ PRICING = ("on_demand", "reserved_1y", "reserved_3y", "reserved", "spot")
 
 
 def gpu_hours(n_gpus, seconds):
-    """GPU-hours = GPUs x wall hours (seed 003 L1780)."""
+    """GPU-hours = GPUs x wall hours."""
     return n_gpus * np.asarray(seconds) / 3600.0
 
 
@@ -463,13 +463,13 @@ def detail(price: Price, accelerator: str, billed_gpu_hours: float) -> dict:
     }
 
 
-# ---- budget planner (seed 003 section 2.4.5) --------------------------------------------------------------------
+# ---- budget planner ---------------------------------------------------------------------------------------------
 
 def plan_budget(run_gpu_hours: float, budget_gpu_hours: float | None = None, budget_usd: float | None = None,
                 usd_per_gpu_hour: float | None = None, warn_above_gpu_hours: float | None = None) -> dict:
-    """How many runs of this size a GPU-hour or money budget pays for: max_runs = floor(budget / cost per run)
-    (seed 003 L1810), with a warning when one run exceeds a per-job threshold of the user's allocation policy (seed
-    003 L1849 gives 512 GPU-hours as an example; no threshold unless one is given). ValueError on bad input."""
+    """How many runs of this size a GPU-hour or money budget pays for: max_runs = floor(budget / cost per run), with
+    a warning when one run exceeds a per-job threshold of the user's allocation policy (no threshold unless one is
+    given). ValueError on bad input."""
     if not (run_gpu_hours > 0 and math.isfinite(run_gpu_hours)):
         raise ValueError("run_gpu_hours must be a positive, finite number of GPU-hours")
     if (budget_gpu_hours is None) == (budget_usd is None):

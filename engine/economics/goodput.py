@@ -23,7 +23,9 @@ def young_interval_s(write_s, mtbf_s):
 
 
 def job_mtbf_s(mtbf_gpu_hours: float, n_gpus: int) -> float:
-    """Mean time between failures of a job on n independent GPUs: MTBF_gpu / n (seed 000 L1559, corrected)."""
+    """Mean time between failures of a job on n independent GPUs: MTBF_gpu / n (a series system of exponential
+    components: their failure rates add; NIST/SEMATECH e-Handbook of Statistical Methods sec. 8.1.8.2,
+    https://www.itl.nist.gov/div898/handbook/apr/section1/apr182.htm)."""
     return mtbf_gpu_hours * 3600.0 / n_gpus
 
 
@@ -32,6 +34,13 @@ def checkpoint_bytes(shape, training) -> float:
     copies, ZeRO shards are disjoint, so the layout does not change it); gradients are not saved."""
     b = bytes_per_element(training)
     return shape.total_params() * (b["weight"] + b["optimizer"])
+
+
+def checkpoint_contents(training) -> str:
+    """What checkpoint_bytes counts, in words from the byte counts used."""
+    b = bytes_per_element(training)
+    return (f"every parameter's {b['weight']:g}-byte weights and {b['optimizer']:g} bytes of {training.optimizer} "
+            f"optimizer states (gradients are not saved)")
 
 
 def wall_time_s(compute_s, write_s, interval_s, mtbf_s, restart_s):
@@ -65,6 +74,7 @@ class Reliability:
     restart_source: str
     interval_s: float | None        # fixed by the user; None = Young's optimum
     n_gpus: int
+    checkpoint_contents: str         # what checkpoint_bytes counts, in words
 
     @property
     def job_mtbf_s(self) -> float:
@@ -106,7 +116,7 @@ def resolve(sc, shape) -> Reliability:
     return Reliability(mtbf_gpu_hours=mtbf, mtbf_source=mtbf_src, storage_write_bytes_per_s=bw, storage_source=bw_src,
                        checkpoint_bytes=size, checkpoint_write_s=write, write_source=write_src, restart_s=restart,
                        restart_source=restart_src, interval_s=r.checkpoint_interval_s if given("checkpoint_interval_s") else None,
-                       n_gpus=n)
+                       n_gpus=n, checkpoint_contents=checkpoint_contents(sc.training))
 
 
 def run_time(rel: Reliability, compute_s) -> dict[str, np.ndarray]:
@@ -126,7 +136,7 @@ def detail(rel: Reliability, compute_s: float, wall_s: float) -> dict:
         "mtbf_gpu_hours": rel.mtbf_gpu_hours, "mtbf_source": rel.mtbf_source,
         "job_mtbf_hours": rel.job_mtbf_s / 3600.0,
         "checkpoint_gib": rel.checkpoint_bytes / GIB,
-        "checkpoint_contents": "16-bit weights + fp32 master weights and optimizer moments of all parameters",
+        "checkpoint_contents": rel.checkpoint_contents,
         "storage_write_gb_per_s": rel.storage_write_bytes_per_s / 1e9, "storage_source": rel.storage_source,
         "checkpoint_write_s": rel.checkpoint_write_s, "checkpoint_write_source": rel.write_source,
         "checkpoint_interval_s": rel.chosen_interval_s,

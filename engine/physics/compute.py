@@ -22,8 +22,10 @@ from engine.physics.model import Shape
 from engine.scenario import Training
 
 # Fixed time per transformer layer and micro-batch in the forward pass (the backward pays twice): kernel launches
-# and the idle gaps between ~30 dependent kernels. Fitted on the public calibration set (Megatron-LM Table 1 and
-# the H100 weak-scaling table, docs/validation.md); it matters only where a layer's kernels are short.
+# and the idle gaps between ~30 dependent kernels at ~2 us each (launch overheads of a few microseconds per kernel:
+# NVIDIA, "Getting Started with CUDA Graphs", https://developer.nvidia.com/blog/cuda-graphs/). An estimate, not
+# fitted: scripts/calibrate_sustained.py fits only the sustained levels. It matters only where a layer's kernels
+# are short.
 LAYER_FIXED_S = 60e-6
 
 
@@ -126,7 +128,7 @@ def head_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts) -> 
     e = bytes_per_element(training)["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
     fwd, bwd = linear_s(tokens, shape.hidden, shape.vocab / lay.tp, hw.matmul_flops, hw.hbm_bytes_per_s, 2.0)
-    # loss: read 16-bit logits, softmax in fp32 (write, read), write 16-bit gradient
+    # loss: read the logits, softmax in fp32 (write, read), write their gradient (logits and gradient in activation bytes)
     loss = stream_s(tokens * shape.vocab / lay.tp * (2 * e + 8), hw.hbm_bytes_per_s)
     return fwd + loss / 2, bwd + loss / 2
 

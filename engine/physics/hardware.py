@@ -8,8 +8,9 @@ from engine.precision import precision
 from engine.scenario import PRECISION_DTYPE, Scenario
 
 GIB = 2**30
-# Achievable fraction of peak HBM bandwidth for streaming kernels: STREAM/BabelStream-style copies reach ~90%
-# (seed 000 T14: H100 3.1 of 3.35 TB/s, MI300X 4.9 of 5.3; Deakin et al. 2018 BabelStream on V100 ~0.9).
+# Achievable fraction of peak HBM bandwidth for streaming kernels: STREAM/BabelStream-style copies reach ~90% of the
+# datasheet figure (Deakin et al. 2018, "Evaluating attainable memory bandwidth of parallel programming models via
+# BabelStream", IJCSE 17(3), https://github.com/UoB-HPC/BabelStream: V100 about 0.9).
 MEMORY_BW_EFFICIENCY = 0.90
 # Kernels inside a training step sustain less than the isolated best cases above: MAMF is the best shape of a sweep
 # on one idle GPU, STREAM the simplest memory kernel; a step runs the model's own shapes back to back under sustained

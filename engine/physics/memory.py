@@ -24,13 +24,28 @@ FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 FRAGMENTATION = 0.05
 
 
+def optimizer_state_bytes(training: Training) -> dict[str, float]:
+    """Bytes per parameter of each optimizer state: Adam's fp32 momentum and variance, SGD's fp32 momentum, and the
+    fp32 master weights mixed precision keeps beside them (fp32 training updates the weights in place)."""
+    states = {"adam": {"fp32 momentum": 4.0, "fp32 variance": 4.0}, "sgd": {"fp32 momentum": 4.0}}[training.optimizer]
+    return {**states, "fp32 master weights": 4.0} if training.precision != "fp32" else dict(states)
+
+
 def bytes_per_element(training: Training) -> dict[str, float]:
     """Bytes per parameter for weights, gradients and optimizer states, and per activation element."""
     mixed = training.precision != "fp32"
     weight = 2.0 if mixed else 4.0
-    # mixed precision keeps an fp32 master copy beside the moments/momentum; fp32 training updates the weights in place
-    states = {"adam": 8.0, "sgd": 4.0}[training.optimizer] + (4.0 if mixed else 0.0)
-    return {"weight": weight, "grad": weight, "optimizer": states, "activation": 2.0 if mixed else 4.0}
+    return {"weight": weight, "grad": weight, "optimizer": sum(optimizer_state_bytes(training).values()),
+            "activation": 2.0 if mixed else 4.0}
+
+
+def model_state_text(training: Training) -> str:
+    """What each parameter costs, in words generated from the byte counts used (e.g. for bf16 Adam: 2-byte weights
+    and gradients, 12 bytes of optimizer states: fp32 momentum 4 + fp32 variance 4 + fp32 master weights 4)."""
+    b = bytes_per_element(training)
+    parts = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(training).items())
+    return (f"{b['weight']:g}-byte weights and gradients, {b['optimizer']:g} bytes of {training.optimizer} optimizer "
+            f"states per parameter ({parts}); ZeRO paper convention")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from engine.economics import cost, energy, goodput, whole_run
 from engine.physics.flops import CONVENTIONS, flops_per_token
 from engine.physics.hardware import GIB, Hardware, resolve_hardware
 from engine.physics.layouts import Layouts
-from engine.physics.memory import memory_breakdown, staged_params
+from engine.physics.memory import memory_breakdown, model_state_text, staged_params
 from engine.physics.model import Shape, shape_of
 from engine.scenario import Scenario, ScenarioError
 from engine.physics.steptime import step_time
@@ -184,5 +184,5 @@ def estimate(sc: Scenario) -> dict:
     lay = Layouts.of([sc.layout])
     out = row(ctx, evaluate(ctx, lay), lay, 0)
     out["assumptions"] = {**ctx.hw.provenance, "attention": sc.training.attention,
-                          "gradients": "16-bit gradients and fp32 master weights + optimizer states (ZeRO paper convention)"}
+                          "gradients": model_state_text(sc.training)}
     return out

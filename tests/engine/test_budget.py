@@ -1,20 +1,20 @@
-"""Budget planner, seed 003 section 2.4.5 (reference seed-003-extract.md section 5.4)."""
+"""Budget planner: GPU-hours and the runs a budget pays for, against hand arithmetic."""
 import pytest
 
 from engine.economics.cost import gpu_hours, plan_budget
 
 
-def test_gpu_hours_seed_examples():
-    # L1794-L1796: 1 node x 4 GPUs x 3 h, 4 nodes x 8 GPUs x 6 h, 8 nodes x 8 GPUs x 24 h
+def test_gpu_hours_by_hand():
+    # 1 node x 4 GPUs x 3 h, 4 nodes x 8 GPUs x 6 h, 8 nodes x 8 GPUs x 24 h
     assert float(gpu_hours(1 * 4, 3 * 3600)) == pytest.approx(12)
     assert float(gpu_hours(4 * 8, 6 * 3600)) == pytest.approx(192)
     assert float(gpu_hours(8 * 8, 24 * 3600)) == pytest.approx(1536)
-    # L1784: 8 GPUs for 4 h and 16 GPUs for 2 h cost the same
+    # 8 GPUs for 4 h and 16 GPUs for 2 h cost the same
     assert float(gpu_hours(8, 4 * 3600)) == float(gpu_hours(16, 2 * 3600)) == pytest.approx(32)
 
 
 def test_runs_that_fit_a_budget():
-    # L1809-L1810: a 2,000 GPU-hour cap and 192 GPU-hours per run -> floor(2000 / 192) = 10 runs
+    # a 2,000 GPU-hour cap and 192 GPU-hours per run -> floor(2000 / 192) = 10 runs
     plan = plan_budget(192, budget_gpu_hours=2000)
     assert plan["max_runs"] == 10 and plan["left_over_gpu_hours"] == pytest.approx(80) and plan["warnings"] == []
     assert plan_budget(192, budget_gpu_hours=1920)["max_runs"] == 10          # an exact multiple is not rounded down
@@ -23,7 +23,7 @@ def test_runs_that_fit_a_budget():
 
 
 def test_warnings_above_threshold_and_when_nothing_fits():
-    # L1849: warn above a per-job threshold of the allocation policy (512 GPU-hours in the seed's example)
+    # warn above a per-job threshold of the allocation policy (here 512 GPU-hours)
     big = plan_budget(1536, budget_gpu_hours=2000, warn_above_gpu_hours=512)
     assert big["max_runs"] == 1 and "512" in big["warnings"][0]
     assert plan_budget(1536, budget_gpu_hours=2000)["warnings"] == []            # no threshold unless one is given

@@ -27,7 +27,7 @@ def test_every_row_has_a_dated_source():
 
 
 @pytest.mark.parametrize("acc_id,dtype,dense", [
-    # datasheets list tensor figures with sparsity; the catalog holds half of them (seed 003 L343-L350 errors)
+    # datasheets list tensor figures with 2:4 sparsity (NVIDIA's footnote 'with sparsity'); the catalog holds half of them
     ("H100-SXM5-80GB", "bf16", 989.4), ("H100-SXM5-80GB", "fp8", 1978.9), ("B200-SXM-180GB", "bf16", 2250.0),
     ("MI300X", "bf16", 1307.4), ("A100-SXM4-80GB", "bf16", 312.0), ("MI250X", "bf16", 383.0),
 ])
@@ -35,13 +35,13 @@ def test_peaks_are_dense(acc_id, dtype, dense):
     assert load_catalog().accelerator(acc_id).peak(dtype) == pytest.approx(dense)
 
 
-def test_seed_errors_are_corrected():
+def test_datasheet_figures_not_their_common_misquotes():
     cat = load_catalog()
-    assert cat.accelerator("MI300X").memory_gb == 192           # seed 003 L255 says 128 GB
-    assert cat.accelerator("MI250X").memory_bandwidth_gbs > 3000  # seed says 1.6 TB/s (one GCD)
-    assert cat.accelerator("A100-SXM4-80GB").memory_bandwidth_gbs == 2039  # seed lists 1.56 TB/s (40GB part)
+    assert cat.accelerator("MI300X").memory_gb == 192           # AMD MI300X datasheet: 192 GB HBM3 (not 128)
+    assert cat.accelerator("MI250X").memory_bandwidth_gbs > 3000  # 3.2 TB/s for the module, 1.6 TB/s is one GCD
+    assert cat.accelerator("A100-SXM4-80GB").memory_bandwidth_gbs == 2039  # 80GB SXM part; 1.56 TB/s is the 40GB
     assert cat.networks["nvlink4"].bandwidth_gbs == 450        # 900 GB/s bidirectional, per direction 450
-    assert cat.networks["ib_ndr"].bandwidth_gbs == 50          # 400 Gb/s, not GB/s (seed 004 T5)
+    assert cat.networks["ib_ndr"].bandwidth_gbs == 50          # 400 Gb/s, not GB/s
 
 
 def test_matmul_efficiency_is_measured_over_peak():

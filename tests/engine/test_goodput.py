@@ -1,4 +1,4 @@
-"""Goodput: failures, checkpoints and restarts, checked against the seeds' worked examples and hand arithmetic."""
+"""Goodput: failures, checkpoints and restarts, checked against Young 1974's formula and hand arithmetic."""
 import math
 
 import numpy as np
@@ -9,15 +9,16 @@ from engine.economics.goodput import job_mtbf_s, run_time, wall_time_s, young_in
 from tests.engine.helpers import parse
 
 
-def test_young_interval_seed_003_example():
-    # seed 003 L1369 (extract T26): T_s = 5 min, MTTF = 24 h -> sqrt(2 * 5 * 1440) = 120 min
+def test_young_interval_by_hand():
+    # Young 1974 (Commun. ACM 17(9), doi:10.1145/361147.361115): T_opt = sqrt(2 T_s MTTF)
+    # T_s = 5 min, MTTF = 24 h -> sqrt(2 * 5 * 1440) = 120 min
     assert float(young_interval_s(5 * 60, 24 * 3600)) == pytest.approx(120 * 60)
-    # seed 000 extract 1.14: T_s = 10 min, MTTF = 24 h -> sqrt(8) h
+    # T_s = 10 min, MTTF = 24 h -> sqrt(2 * (1/6) * 24) = sqrt(8) h
     assert float(young_interval_s(600, 24 * 3600)) / 3600 == pytest.approx(math.sqrt(8))
 
 
-def test_job_mtbf_seed_000_corrected():
-    # seed 000 L1559 says a failure every 24 h per GPU on 1024 GPUs gives one every "1.4 hours": it is 1.4 minutes
+def test_job_mtbf_of_many_gpus():
+    # a failure every 24 h per GPU on 1024 independent GPUs: one every 24 * 60 / 1024 = 1.40625 minutes
     assert job_mtbf_s(24, 1024) / 60 == pytest.approx(1.40625)
 
 

@@ -89,3 +89,113 @@ def test_moe_expert_parallel_divides_expert_weights():
     expert_params = 32 * 8 * 3 * 4096 * 14336
     saved = (one["memory_gib"]["weights"] - eight["memory_gib"]["weights"]) * GIB
     assert saved == pytest.approx(2 * expert_params * (1 - 1 / 8), rel=1e-6)
+
+
+# --- micro-batches in flight per pipeline stage ------------------------------------------------------------------
+# The counting below replays Megatron-LM's loop (megatron/core/pipeline_parallel/schedules.py,
+# forward_backward_pipelining_with_interleaving: a warm-up of forwards, then one forward and one backward in turn,
+# then the remaining backwards), keeping per chunk the list of micro-batches whose activations are alive, as the
+# schedule keeps input_tensors/output_tensors; the engine computes the same peak from cumulative sums.
+
+def replay_peak_layers(chunks, p, rank, m):
+    """Most layer-micro-batches alive on stage `rank` when its v chunks hold `chunks` layers (m micro-batches)."""
+    v = len(chunks)
+    table = []                                          # get_schedule_table: groups of p micro-batches, chunk by chunk
+    for start in range(0, m, p):
+        table += [c for c in range(v) for _ in range(start, min(start + p, m))]
+    total = m * v
+    warmup = (p - rank - 1) if v == 1 else 2 * (p - rank - 1) + (v - 1) * p
+    warmup = min(warmup, total)
+    alive = [[] for _ in range(v)]
+    peak = 0
+    held = lambda: sum(len(a) * chunks[c] for c, a in enumerate(alive))
+
+    def forward(k):
+        alive[table[k]].append(k)
+
+    def backward(k):
+        alive[v - 1 - table[k]].pop(0)
+
+    for k in range(warmup):
+        forward(k)
+        peak = max(peak, held())
+    for k in range(total - warmup):
+        forward(k + warmup)
+        peak = max(peak, held())
+        backward(k)
+    return peak
+
+
+@pytest.mark.parametrize("p,v,m,expected", [
+    # 1F1B (Narayanan et al. 2021 sec. 2.2, PipeDream-Flush): stage r keeps p - r micro-batches, at most m
+    (4, 1, 8, [4, 3, 2, 1]),
+    (4, 1, 2, [2, 2, 2, 1]),
+    # interleaved, 2 chunks on 4 stages, 8 micro-batches (the paper's Figure 4): chunks alive per stage
+    (4, 2, 8, [11, 9, 7, 5]),
+    # 4 micro-batches on 4 stages: stages 0 and 1 run all 8 forwards before their first backward (a warm-up of 10 and
+    # 8 capped at m*v = 8), stages 2 and 3 warm up with 6 and 4 and then alternate
+    (4, 2, 4, [8, 8, 7, 5]),
+])
+def test_in_flight_hand_counted(p, v, m, expected):
+    from engine.physics.schedule import peak_layers_in_flight
+    ones = (1,) * v
+    assert [replay_peak_layers(ones, p, r, m) for r in range(p)] == expected
+    assert [peak_layers_in_flight(ones, p, r, m) for r in range(p)] == expected
+
+
+@pytest.mark.parametrize("p,v", [(4, 2), (8, 3), (16, 8), (12, 5)])
+def test_first_stage_matches_korthikanti_interleaving_factor(p, v):
+    # Korthikanti et al. 2022 sec. 4.2.3: the first stage of the interleaved schedule holds p(1 + (p-1)/(pv))
+    # micro-batches of its layers, i.e. v*p + p - 1 chunks, once there are enough micro-batches (here 2p)
+    from engine.physics.schedule import peak_layers_in_flight
+    assert peak_layers_in_flight((1,) * v, p, 0, 2 * p) == pytest.approx(v * p * (1 + (p - 1) / (p * v)))
+
+
+@pytest.mark.parametrize("chunks,p,m", [((0, 1, 1, 1), 4, 8), ((1, 1, 1, 0), 4, 12), ((2, 3), 3, 7), ((0,) + (1,) * 7, 16, 32),
+                                         ((1,) * 7 + (0,), 16, 32), ((4, 5, 5), 6, 18), ((1,), 5, 3)])
+def test_engine_peak_matches_the_replayed_schedule(chunks, p, m):
+    from engine.physics.schedule import peak_layers_in_flight
+    for rank in range(p):
+        assert peak_layers_in_flight(chunks, p, rank, m) == replay_peak_layers(chunks, p, rank, m)
+
+
+def test_llama3_405b_second_stage_is_the_heaviest():
+    # Dubey et al. 2024 sec. 3.3.2: 126 layers on 16 stages, 7 on the first and last, 8 chunks of one layer (the first
+    # stage's first chunk is the embedding alone, the last stage's last chunk the output layer alone). Hand count with
+    # 32 micro-batches (8,192 GPUs, DP 64, 32 sequences per DP rank):
+    #   stage 1 (8 layers): 2*(16-1-1) + (8-1)*16 = 140 warm-up forwards, + 1 = 141 one-layer chunks alive
+    #   stage 0 (7 layers): 143 chunks alive at the end of warm-up, 31 of them the empty chunk 0: 7 x 16 = 112 layers
+    #   stage 15 (7 layers): 113 chunks alive at the end of warm-up, 16 of each one-layer chunk and one empty chunk 7
+    #   (112 layers); its 16th backward frees an empty chunk while the next group's first forward adds a layer: 113
+    from engine.physics.schedule import chunk_layers, peak_layers_in_flight
+    assert peak_layers_in_flight(chunk_layers(8, 8, "middle"), 16, 1, 32) == 141
+    assert peak_layers_in_flight(chunk_layers(7, 8, "first"), 16, 0, 32) == 112
+    assert peak_layers_in_flight(chunk_layers(7, 8, "last"), 16, 15, 32) == 113
+    sc = parse(**{"model": None, "model.preset": "llama3.1-405b", "training.seq_len": 8192,
+                  "training.global_batch_size": 64 * 32, "cluster.n_gpus": 8192,
+                  "layout": {"tp": 8, "pp": 16, "dp": 64, "virtual_stages": 8, "first_stage_layers": 7,
+                             "last_stage_layers": 7, "sequence_parallel": True, "zero_stage": 2}})
+    est = estimate(sc)
+    per_layer = float(layer_activation_bytes(shape_of(sc.arch), sc.training, Layouts.of([sc.layout]), moe=False)[0])
+    assert est["worst_stage"] == "middle"
+    assert est["memory_gib"]["activations"] * GIB == pytest.approx(141 * per_layer, rel=1e-3)   # rounded to 1 MiB
+
+
+def test_search_prices_memory_at_the_same_per_stage_peak():
+    # the layout search's fit test reads the same heaviest stage: Meta's 8,192-GPU layout is among its candidates with
+    # the second stage's 141 chunks, and is refused for memory exactly when the single estimate does not fit
+    import numpy as np
+    from engine.planning.search import MEMORY_REASON, search_cluster
+    layout = {"tp": 8, "pp": 16, "dp": 64, "virtual_stages": 8, "first_stage_layers": 7, "last_stage_layers": 7,
+              "sequence_parallel": True, "zero_stage": 2}
+    sc = parse(**{"model": None, "model.preset": "llama3.1-405b", "training.seq_len": 8192,
+                  "training.global_batch_size": 64 * 32, "cluster.n_gpus": 8192, "layout": layout})
+    est = estimate(sc)
+    cs = search_cluster(sc, 8192)
+    lay = cs.layouts
+    i = np.flatnonzero((lay.tp == 8) & (lay.pp == 16) & (lay.dp == 64) & (lay.cp == 1) & (lay.v == 8) & (lay.first == 7)
+                       & (lay.last == 7) & (lay.mbs == 1) & (lay.zero == 2) & (lay.rc == 0))
+    assert len(i) == 1
+    assert cs.ev["mem_total"][i[0]] / GIB == pytest.approx(est["memory_gib"]["total"], abs=1e-3)
+    assert cs.ev["worst_stage"][i[0]] == 1 and est["worst_stage"] == "middle"
+    assert (cs.reasons[cs.reason[i[0]]] == MEMORY_REASON) == (not est["fits"])
