@@ -231,12 +231,15 @@ def _split_reset(f: Facts, L, broken: np.ndarray) -> dict:
 
 
 def _split_note(f: Facts, before: dict, after: dict) -> str:
-    split = "even" if after["first"] == UNSET else f"{after['first']} layers on the first stage and {after['last']} on the last"
-    note = f"Pipeline split set to {split} for {after['pp']} stages."
+    notes = []
+    if (after["first"], after["last"]) != (before["first"], before["last"]):
+        split = ("even" if after["first"] == UNSET else
+                 f"{after['first']} layers on the first stage and {after['last']} on the last")
+        notes.append(f"Pipeline split set to {split} for the new number of stages.")
     if after["v"] != before["v"]:
-        note += (f" Virtual stages set to {after['v']}: {f.n_layers} layers do not split into {after['pp']} pipeline "
-                 f"stages of {before['v']} chunks.")
-    return note
+        why = split_error(f.n_layers, after["pp"], before["v"], after["first"], after["last"])
+        notes.append(f"Virtual stages set to {after['v']}: {why}.")
+    return " ".join(notes)
 
 
 SPLIT = LayoutRule(
