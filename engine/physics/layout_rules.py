@@ -131,7 +131,7 @@ class LayoutRule:
     note: Callable | None = None
 
 
-def _valid(rule: "LayoutRule", facts: Facts, r: dict, column: str, candidates) -> list[int]:
+def _valid(rule: LayoutRule, facts: Facts, r: dict, column: str, candidates) -> list[int]:
     """The candidate values of one column this rule allows, the layout's other columns fixed (its suggestion)."""
     candidates = list(candidates)
     if not candidates:
@@ -211,6 +211,12 @@ def _split_message(f: Facts, r: dict) -> str:
     return f"n_layers={f.n_layers}: {split_error(f.n_layers, r['pp'], r['v'], r['first'], r['last'])}{hint}"
 
 
+def virtual_stage_options(n_layers: int, pp: int, first: int | None = None, last: int | None = None) -> list[int]:
+    """The interleaving degrees the split rule accepts for this split ([] when the split itself cannot be built)."""
+    f, l_ = (UNSET if x is None else x for x in (first, last))
+    return [v for v in range(1, n_layers + 1) if split_error(n_layers, pp, v, f, l_) is None]
+
+
 def split_choices(n_layers: int, pp: int) -> list[tuple[int, int]]:
     """(first, last) splits worth trying for pp stages, UNSET for even (schedule.split_options)."""
     return [(UNSET if a is None else a, UNSET if b is None else b) for a, b in split_options(n_layers, pp)]
@@ -282,7 +288,8 @@ EXPERT_TP_WIDTH = LayoutRule(
     lambda f, r: "layout.expert_tp",
     lambda f, r: (f"expert_tp={r['etp']} does not divide the expert width ffn_hidden_size={f.expert_width}"
                   + ("" if r["etp"] != r["tp"] else " (expert_tp defaults to tp)")
-                  + f"; valid expert_tp: {listing(d for d in divisors(f.expert_width) if f.n_gpus % d == 0)}"),
+                  + f"; valid expert_tp: "
+                    f"{listing(_valid(EXPERT_TP_WIDTH, f, r, 'etp', divisors(r['tp'] * r['cp'] * r['dp'])))}"),
     "expert width not divisible by expert_tp")
 
 EXPERT_GROUPS_FOLD = LayoutRule(

@@ -134,8 +134,8 @@ def _splits(facts, pp: int, quick: bool) -> list[tuple[int, int, int]]:
     the largest up to QUICK_VIRTUAL_STAGES)."""
     out = []
     for first, last in layout_rules.split_choices(facts.n_layers, pp)[:1 if quick else None]:
-        options = [(first, last, v) for v in range(1, facts.n_layers + 1)]
-        vs = [v for _, _, v in _allowed(facts, {"pp": pp}, options, ("first", "last", "v"))]
+        vs = layout_rules.virtual_stage_options(facts.n_layers, pp, None if first < 0 else first,
+                                                None if last < 0 else last)
         if quick and vs:
             vs = sorted({1, max(v for v in vs if v <= QUICK_VIRTUAL_STAGES)})
         out += [(first, last, v) for v in vs]
