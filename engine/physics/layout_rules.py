@@ -188,8 +188,8 @@ def split_error(n_layers: int, pp: int, v: int, first: int, last: int) -> str | 
 
 def _split_holds(f: Facts, L) -> np.ndarray:
     keys = np.stack([L.pp, L.v, L.first, L.last], axis=1).astype(np.int64)
-    if not len(keys):
-        return np.zeros(0, bool)
+    if len(keys) <= 64:                                  # one layout, or a page's choices: no sort needed
+        return np.array([split_error(f.n_layers, *k) is None for k in keys.tolist()], dtype=bool).reshape(-1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
     ok = np.array([split_error(f.n_layers, *(int(x) for x in k)) is None for k in uniq], dtype=bool)
     return ok[inverse.reshape(-1)]
