@@ -60,7 +60,7 @@ def _zero_options(facts, dp: int, cp: int, tp: int, gpus_per_node: int, quick: b
         per_node = max(1, gpus_per_node // tp)
         for growth in HSDP_GROWTH:
             group = per_node * growth
-            if 1 < group < dp_group and dp_group % group == 0:
+            if 1 < group < dp_group:
                 out += [(1, True, group), (3, True, group)]
     return [(z, bool(r), g) for z, r, g in _allowed(facts, {"dp": dp, "cp": cp}, out, ("zero", "reshard", "shard"))]
 
@@ -109,7 +109,7 @@ def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: boo
                 count = max(len(splits), 1) * n_batch_divs * len(rcs) * 5 * (2 if arch.is_moe else 1)
                 rejected.append(({"tp": t, "cp": c, "pp": p, "dp": d}, count, reason))
             continue
-        blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=_experts(facts, t, c * d, quick),
+        blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=_experts(facts, t, c, d, quick),
                             zero=_zero_options(facts, d, c, t, gpus_per_node, quick), rc=rcs))
     return blocks, rejected
 
@@ -151,13 +151,13 @@ def _micro_batches(facts, dp: int, tokens: int, quick: bool) -> list[int]:
 
 
 @lru_cache(maxsize=8192)
-def _experts(facts, tp: int, cp_dp: int, quick: bool) -> list[tuple[int, int]]:
+def _experts(facts, tp: int, cp: int, dp: int, quick: bool) -> list[tuple[int, int]]:
     """(ep, expert_tp) the rules allow: expert tensor parallelism none or tp (quick: none); (1, tp) for a dense
     model."""
     if not facts.moe:
         return [(1, tp)]
     options = [(e, et) for e in divisors(facts.n_experts) for et in ([1] if quick else sorted({1, tp}))]
-    return _allowed(facts, {"tp": tp, "cp": 1, "dp": cp_dp}, options, ("ep", "etp"))
+    return _allowed(facts, {"tp": tp, "cp": cp, "dp": dp}, options, ("ep", "etp"))
 
 
 def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
