@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from engine.physics.layout_rules import FLAGS, RECOMPUTE, UNSET, layout_fields, row  # noqa: F401 (re-exported)
+from engine.physics.layout_rules import FLAGS, RECOMPUTE, layout_fields, row  # noqa: F401 (RECOMPUTE re-exported)
 from engine.scenario import Layout
 
 
