@@ -95,3 +95,24 @@ def precision(name: str) -> PrecisionSpec:
 
 # the catalog peak each training precision runs at (the one mapping the scenario, calibration and pages use)
 PRECISION_DTYPE: dict[str, str] = {p: precision(p).peak_dtype for p in PRECISIONS}
+
+
+# A precision the accelerator lacks falls back to the nearest one it has, in this order: the block-scaled formats to
+# the per-tensor FP8 of the generation before them (Hopper has no MX tensor cores and runs FP8 recipes with
+# per-tensor scales), FP8 to 16-bit, one 16-bit format to the other and then FP32; FP32 to nothing (a lower precision
+# would be another training run, not a substitute).
+FALLBACK: dict[str, tuple[str, ...]] = {"nvfp4": ("mxfp8", "fp8", "bf16", "fp16"), "mxfp8": ("fp8", "bf16", "fp16"),
+                                        "fp8": ("bf16", "fp16"), "bf16": ("fp16", "fp32"), "fp16": ("bf16", "fp32"),
+                                        "fp32": ()}
+
+
+def trained_precision(acc, wanted: str) -> tuple[str | None, str]:
+    """The precision an accelerator (catalog row) actually trains in when `wanted` is asked for, and a note ("" when
+    it has it; None and why when it has no fallback either). The one rule for the Scenario page's accelerator
+    change, the vendor comparison and the plan."""
+    if acc.peak(PRECISION_DTYPE[wanted]):
+        return wanted, ""
+    for alt in FALLBACK[wanted]:
+        if acc.peak(PRECISION_DTYPE[alt]):
+            return alt, f"no {wanted} support: trained in {alt}"
+    return None, f"no {wanted} support and no fallback precision"

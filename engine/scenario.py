@@ -1,9 +1,6 @@
 """The scenario: what a planner enters, validated with messages that name the field and what would be valid."""
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
@@ -14,7 +11,8 @@ from engine.economics.cost import price_problems
 from engine.economics.energy import region_problem
 from engine.physics.model import ModelArch
 from engine.precision import PRECISION_DTYPE, Precision  # PRECISION_DTYPE is looked up here by pages and the engine
-from engine.physics.schedule import SplitError, split_options, stage_layers
+from engine.physics import layout_rules
+from engine.physics.layout_rules import divisors, listing as _choices  # divisors is looked up here by the planner
 
 
 class ScenarioError(ValueError):
@@ -200,11 +198,6 @@ def _friendly(err: ValidationError) -> list[tuple[str, str]]:
     return out
 
 
-def _choices(values) -> str:
-    values = list(values)
-    return ", ".join(str(v) for v in values[:40]) + (" ..." if len(values) > 40 else "")
-
-
 def parse_scenario(data: dict | str | bytes) -> Scenario:
     """Validate a scenario (dict or JSON text) against the schema and the catalog; raise ScenarioError."""
     if isinstance(data, (str, bytes)):
@@ -274,79 +267,6 @@ def economics_problems(sc: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
-@lru_cache(maxsize=65536)
-def divisors(n: int) -> list[int]:
-    """All divisors of n, ascending (pairs up to sqrt(n), so a batch of 10^8 costs 10^4 steps)."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
-
-
 def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
-    """Why this layout cannot run this model on this cluster (empty when it can)."""
-    arch, tr, n = sc.arch, sc.training, sc.cluster.n_gpus
-    p: list[tuple[str, str]] = []
-    prod = lay.tp * lay.pp * lay.dp * lay.cp
-    if prod != n:
-        rest = lay.tp * lay.pp * lay.cp
-        hint = f"; with tp={lay.tp}, pp={lay.pp}, cp={lay.cp} use dp={n // rest}" if n % rest == 0 else ""
-        p.append(("layout.dp", f"tp*pp*dp*cp = {lay.tp}*{lay.pp}*{lay.dp}*{lay.cp} = {prod} but cluster.n_gpus = {n}{hint}"))
-    dense_ffn = arch.dense_ffn_hidden_size or arch.ffn_hidden_size
-    widths = [("n_heads", arch.n_heads, "attention heads"), ("n_kv_heads", arch.kv_heads, "key/value heads")]
-    if not arch.is_moe or arch.n_dense_layers:
-        widths.append(("dense_ffn_hidden_size" if arch.is_moe else "ffn_hidden_size", dense_ffn, "MLP width"))
-    if arch.is_moe and arch.n_shared_experts:
-        widths.append(("n_shared_experts*ffn_hidden_size", arch.n_shared_experts * arch.ffn_hidden_size, "shared-expert width"))
-    for field, value, what in widths:
-        if value % lay.tp:
-            valid = [d for d in divisors(arch.n_heads) if all(v % d == 0 for _, v, _ in widths)]
-            p.append(("layout.tp", f"tp={lay.tp} does not divide {field}={value} ({what}); valid tp: {_choices(valid)}"))
-            break
-    try:
-        stage_layers(arch.n_layers, lay.pp, lay.virtual_stages, lay.first_stage_layers, lay.last_stage_layers)
-    except SplitError as err:
-        field = ("layout.virtual_stages" if lay.virtual_stages > 1 and "virtual" in str(err) else
-                 "layout.first_stage_layers" if lay.first_stage_layers is not None or lay.last_stage_layers is not None
-                 else "layout.pp")
-        hint = ""
-        if lay.first_stage_layers is None and lay.last_stage_layers is None and lay.pp > 1:
-            uneven = [(f, l_) for f, l_ in split_options(arch.n_layers, lay.pp) if f is not None]
-            hint = f"; even splits: pp*virtual_stages one of {_choices(divisors(arch.n_layers))}"
-            if uneven:
-                hint += f"; or split unevenly, e.g. first_stage_layers={uneven[0][0]}, last_stage_layers={uneven[0][1]}"
-        p.append((field, f"n_layers={arch.n_layers}: {err}{hint}"))
-    per_step = lay.dp * lay.micro_batch_size
-    if tr.global_batch_size % per_step:
-        valid = [b for b in divisors(max(1, tr.global_batch_size // lay.dp)) ] if tr.global_batch_size % lay.dp == 0 else []
-        hint = f"; with dp={lay.dp} valid micro_batch_size: {_choices(valid)}" if valid else \
-            f"; dp={lay.dp} does not divide the global batch at all"
-        p.append(("layout.micro_batch_size", f"global_batch_size={tr.global_batch_size} is not divisible by "
-                                             f"dp*micro_batch_size = {lay.dp}*{lay.micro_batch_size}{hint}"))
-    expert_tp = lay.expert_tp or lay.tp
-    if lay.ep > 1 or lay.expert_tp is not None:
-        if arch.n_experts == 1:
-            p.append(("layout.ep" if lay.ep > 1 else "layout.expert_tp",
-                      "expert parallelism needs an MoE model (n_experts > 1)"))
-        else:
-            if arch.n_experts % lay.ep:
-                p.append(("layout.ep", f"ep={lay.ep} does not divide n_experts={arch.n_experts}; valid ep: "
-                                       f"{_choices(divisors(arch.n_experts))}"))
-            if arch.ffn_hidden_size % expert_tp:
-                p.append(("layout.expert_tp", f"expert_tp={expert_tp} does not divide the expert width "
-                                              f"ffn_hidden_size={arch.ffn_hidden_size}"))
-            ranks = lay.tp * lay.cp * lay.dp
-            if ranks % (lay.ep * expert_tp):
-                p.append(("layout.ep", f"ep*expert_tp = {lay.ep}*{expert_tp} must divide tp*cp*dp = {ranks} (expert "
-                                       "groups fold over the tensor-, context- and data-parallel ranks)"))
-    if lay.shard_group is not None:
-        if lay.zero_stage == 0:
-            p.append(("layout.shard_group", "a shard group needs zero_stage 1, 2 or 3"))
-        elif (lay.dp * lay.cp) % lay.shard_group:
-            p.append(("layout.shard_group", f"shard_group={lay.shard_group} must divide dp*cp = {lay.dp * lay.cp}; "
-                                            f"valid: {_choices(divisors(lay.dp * lay.cp))}"))
-    if not lay.reshard_after_forward and lay.zero_stage < 3:
-        p.append(("layout.reshard_after_forward", "keeping gathered weights (false) applies to zero_stage 3 only"))
-    if lay.tp_comm_overlap and (lay.tp == 1 or not lay.sequence_parallel):
-        p.append(("layout.tp_comm_overlap", "tensor-parallel overlap needs tp > 1 and sequence_parallel"))
-    if lay.cp > 1 and tr.seq_len % lay.cp:
-        p.append(("layout.cp", f"cp={lay.cp} does not divide seq_len={tr.seq_len}; valid cp: {_choices(divisors(tr.seq_len)[:20])}"))
-    return p
+    """Why this layout cannot run this model on this cluster (empty when it can): engine.physics.layout_rules."""
+    return layout_rules.problems(layout_rules.facts_of(sc.arch, sc.training, sc.cluster.n_gpus), lay)

@@ -79,7 +79,7 @@ with controls:
                     options=[F["layout.shard_group"].blank, *choices["shard_group"][1:]])
     if sc.layout.zero_stage == 3:
         binding.bind("layout.reshard_after_forward", st.toggle, F["layout.reshard_after_forward"])
-    if sc.arch.is_moe and len(choices["expert_tp"]) > 2:
+    if sc.arch.is_moe and len(choices["expert_tp"]) > 1:
         binding.bind("layout.expert_tp", st.selectbox, F["layout.expert_tp"],
                     options=[F["layout.expert_tp"].blank, *choices["expert_tp"][1:]])
     binding.bind("layout.recompute", st.selectbox, F["layout.recompute"], options=choices["recompute"])

@@ -80,17 +80,6 @@ def stage_layers(n_layers: int, pp: int, v: int = 1, first: int | None = None,
     return f, (each if pp > 2 else f), l_
 
 
-def virtual_stage_options(n_layers: int, pp: int, first: int | None = None, last: int | None = None) -> list[int]:
-    """The interleaving degrees stage_layers accepts for this split ([] when the split itself cannot be built)."""
-    def accepted(v: int) -> bool:
-        try:
-            stage_layers(n_layers, pp, v, first, last)
-            return True
-        except SplitError:
-            return False
-    return [v for v in range(1, n_layers + 1) if accepted(v)]
-
-
 @lru_cache(maxsize=8192)
 def split_options(n_layers: int, pp: int) -> list[tuple[int | None, int | None]]:
     """(first, last) splits the search tries for pp stages: the even split when the layers divide, and the splits

@@ -14,7 +14,8 @@ from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.sizing import Target, billed_gpu_hours, size_for
-from engine.planning.vendor import _precision_for, _scenario_on
+from engine.planning.vendor import _scenario_on
+from engine.precision import trained_precision
 
 HEADLINE = ("wall_days", "cost_usd", "energy_mwh", "co2_t")
 MAX_BATCH_CHOICES = 4
@@ -36,7 +37,7 @@ def _batches(sc: Scenario, batch_range: tuple[int, int] | None) -> list[int]:
 
 
 def _option(sc, acc, target, factor, batches, objective) -> dict:
-    precision, note = _precision_for(acc, sc.training.precision)
+    precision, note = trained_precision(acc, sc.training.precision)
     base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "precision": precision,
             "precision_note": note}
     if precision is None:

@@ -12,17 +12,14 @@ import numpy as np
 
 from engine.catalog import load_catalog
 from engine.planning.estimate import Context, context, evaluate, memory, row
+from engine.physics import layout_rules
 from engine.physics.layouts import RECOMPUTE, Layouts
-from engine.physics.schedule import split_options, virtual_stage_options
 from engine.scenario import Scenario, ScenarioError, divisors
 from engine.planning.sizing import Target, best_at, size_for
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
 SPAN_REASON = "tensor-parallel group would span nodes (allow_span_nodes to permit)"
 MEMORY_REASON = "does not fit in accelerator memory"
-TP_REASON = "heads, KV heads or MLP width not divisible by tp"
-BATCH_REASON = "global batch not divisible by dp*micro_batch"
-SPLIT_REASON = "layers do not split into the pipeline stages"
 MIN_TOKENS_PER_CP_RANK = 512     # context parallelism finer than this is not enumerated
 # Micro-batches larger than this many tokens per GPU are not enumerated: matmul efficiency has saturated long before
 # (engine.physics.kernels: a 16k-token GEMM is within 1% of the rate), so a larger one only costs memory and pipeline bubble.
@@ -51,18 +48,21 @@ class Block:
         return len(self.splits) * len(self.mbs) * len(self.experts) * len(self.zero) * len(self.rc)
 
 
-def _zero_options(dp_group: int, tp: int, gpus_per_node: int, quick: bool = False) -> list[tuple[int, bool, int]]:
+def _zero_options(facts, dp: int, cp: int, tp: int, gpus_per_node: int, quick: bool = False) -> list[tuple[int, bool, int]]:
     """ZeRO 0-3 over the whole data-parallel group, FSDP without resharding, and hybrid sharding (HSDP) over groups
-    of one or a few nodes' data-parallel ranks, replicated across groups (quick: ZeRO-1 and ZeRO-3 only)."""
+    of one or a few nodes' data-parallel ranks, replicated across groups (quick: ZeRO-1 and ZeRO-3 only); those the
+    rules allow."""
+    dp_group = dp * cp
     if quick:
-        return [(1, True, dp_group), (3, True, dp_group)]
-    out = [(0, True, dp_group), (1, True, dp_group), (2, True, dp_group), (3, True, dp_group), (3, False, dp_group)]
-    per_node = max(1, gpus_per_node // tp)
-    for growth in HSDP_GROWTH:
-        group = per_node * growth
-        if 1 < group < dp_group and dp_group % group == 0:
-            out += [(1, True, group), (3, True, group)]
-    return out
+        out = [(1, True, dp_group), (3, True, dp_group)]
+    else:
+        out = [(0, True, dp_group), (1, True, dp_group), (2, True, dp_group), (3, True, dp_group), (3, False, dp_group)]
+        per_node = max(1, gpus_per_node // tp)
+        for growth in HSDP_GROWTH:
+            group = per_node * growth
+            if 1 < group < dp_group:
+                out += [(1, True, group), (3, True, group)]
+    return [(z, bool(r), g) for z, r, g in _allowed(facts, {"dp": dp, "cp": cp}, out, ("zero", "reshard", "shard"))]
 
 
 QUICK_MICRO_BATCHES = (1, 2, 4)
@@ -73,61 +73,91 @@ def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: boo
             quick: bool = False):
     """(blocks of valid choices, rejected (tp, cp, pp) groups as (values, layouts, reason)). quick keeps the choices
     tuned runs use (ZeRO-1/3, micro-batches 1-4, one interleaving degree, one split, experts without expert TP): a
-    few percent of the space, for sizing clusters; the full search then runs on the size chosen."""
+    few percent of the space, for sizing clusters; the full search then runs on the size chosen.
+
+    Validity is engine.physics.layout_rules: no rule reads the choices of two different dimensions of a block
+    (GROUP and each of BLOCK_DIMENSIONS), so a block is the product of each dimension's choices that the rules allow
+    with the group (tp, cp, pp, dp) held; a group whose own rules fail, or where a dimension has no valid choice,
+    is counted as rejected under that rule's reason. The search space itself is bounded here (enumeration limits
+    and dominated choices, each named where it is set)."""
     arch, tr = sc.arch, sc.training
+    facts = layout_rules.facts_of(arch, tr, n_gpus)
     divs = divisors(n_gpus)
-    dense_ffn = arch.dense_ffn_hidden_size or arch.ffn_hidden_size
-    tp_ffn = dense_ffn if (not arch.is_moe or arch.n_dense_layers) else 0
-    shared_ffn = arch.ffn_hidden_size * arch.n_shared_experts if arch.is_moe else 0
     tps = [d for d in divs if d <= arch.n_heads]
-    cps = [d for d in divs if d == 1 or tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK and tr.seq_len % d == 0]
+    cp_space = [d for d in divs if d == 1 or tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK]
+    cp_alone = layout_rules.allowed(facts, layout_rules.columns(cp=cp_space), layout_rules.within(("cp",)))
+    cps = [c for c, ok in zip(cp_space, cp_alone) if ok]
     pps = [d for d in divs if d <= arch.n_layers]
     rcs = [0, 1, 2] if tr.attention == "standard" else [0, 2]   # flash attention already recomputes its scores
     gbs = tr.global_batch_size
     n_batch_divs = len(divisors(gbs))
+    groups = np.array([(t, c, p, n_gpus // (t * c * p)) for t in tps for c in cps for p in pps
+                       if n_gpus % (t * c * p) == 0], dtype=np.int64).reshape(-1, 4)
+    group_rules = layout_rules.within(GROUP)
+    cols = layout_rules.columns(**dict(zip(GROUP, groups.T))) if len(groups) else None
+    group_bad = [np.zeros(0, bool) if cols is None else ~rule.holds(facts, cols) for rule in group_rules]
     blocks, rejected = [], []
-    for t in tps:
-        tp_bad = bool(arch.n_heads % t or arch.kv_heads % t or tp_ffn % t or shared_ffn % t)
+    for j, (t, c, p, d) in enumerate(groups.tolist()):
         span_bad = not allow_span_nodes and (t > gpus_per_node or gpus_per_node % t)
-        for c in cps:
-            for p in pps:
-                if n_gpus % (t * c * p):
-                    continue
-                d = n_gpus // (t * c * p)
-                splits = _splits(arch.n_layers, p, quick)
-                reason = (TP_REASON if tp_bad else BATCH_REASON if gbs % d else SPAN_REASON if span_bad
-                          else SPLIT_REASON if not splits else None)
-                if reason is not None:
-                    if not quick:                    # the quick space is for sizing; nobody reads its rejections
-                        count = max(len(splits), 1) * n_batch_divs * len(rcs) * 5 * (2 if arch.is_moe else 1)
-                        rejected.append(({"tp": t, "cp": c, "pp": p, "dp": d}, count, reason))
-                    continue
-                experts = [(1, t)]
-                if arch.is_moe:
-                    experts = [(e, et) for e in divisors(arch.n_experts) for et in ([1] if quick else sorted({1, t}))
-                               if (t * c * d) % (e * et) == 0 and arch.ffn_hidden_size % et == 0]
-                tokens = tr.seq_len // c
-                mbss = [b for b in divisors(gbs // d)
-                        if (b == 1 or b * tokens <= MAX_MICRO_BATCH_TOKENS) and (not quick or b in QUICK_MICRO_BATCHES)]
-                blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=experts,
-                                    zero=_zero_options(d * c, t, gpus_per_node, quick), rc=rcs))
+        splits = _splits(facts, p, quick)
+        mbss = _micro_batches(facts, d, tr.seq_len // c, quick)
+        reason = next((rule.reason for rule, bad in zip(group_rules, group_bad) if bad[j]), None)
+        reason = reason or (layout_rules.BATCH.reason if not mbss else SPAN_REASON if span_bad
+                            else layout_rules.SPLIT.reason if not splits else None)
+        if reason is not None:
+            if not quick:                    # the quick space is for sizing; nobody reads its rejections
+                count = max(len(splits), 1) * n_batch_divs * len(rcs) * 5 * (2 if arch.is_moe else 1)
+                rejected.append(({"tp": t, "cp": c, "pp": p, "dp": d}, count, reason))
+            continue
+        blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=_experts(facts, t, c, d, quick),
+                            zero=_zero_options(facts, d, c, t, gpus_per_node, quick), rc=rcs))
     return blocks, rejected
 
 
-@lru_cache(maxsize=8192)
-def _splits(n_layers: int, pp: int, quick: bool) -> list[tuple[int, int, int]]:
-    """(first, last, v) pipeline splits the search tries for pp stages (-1: even), quick: the first split only."""
-    options = split_options(n_layers, pp)[:1 if quick else None]
-    return [(-1 if f is None else f, -1 if l_ is None else l_, v)
-            for f, l_ in options for v in _virtual_stages(n_layers, pp, f, l_, quick)]
+GROUP = ("tp", "cp", "pp", "dp")
+BLOCK_DIMENSIONS = (("first", "last", "v"), ("mbs",), ("ep", "etp"), ("zero", "reshard", "shard"), ("rc",),
+                    ("sp", "tpo"))      # sequence parallelism and TP overlap: one value per block (search_cluster)
+
+
+def _allowed(facts, fixed: dict, options: list[tuple], names: tuple[str, ...]) -> list[tuple]:
+    """The options (tuples of the named columns) the rules allow with the fixed columns held."""
+    if not options:
+        return []
+    values = np.array(options, dtype=np.int64).T
+    return [options[i] for i in layout_rules.choices(facts, fixed, **dict(zip(names, values)))]
 
 
 @lru_cache(maxsize=8192)
-def _virtual_stages(n_layers: int, pp: int, first, last, quick: bool = False) -> list[int]:
-    """Interleaving degrees the split allows (engine.physics.schedule.virtual_stage_options); quick: none, or the
-    largest <= 4."""
-    vs = virtual_stage_options(n_layers, pp, first, last)
-    return sorted({1, max(v for v in vs if v <= QUICK_VIRTUAL_STAGES)}) if quick and vs else vs
+def _splits(facts, pp: int, quick: bool) -> list[tuple[int, int, int]]:
+    """(first, last, v) pipeline splits the search tries for pp stages (-1: even): the splits of
+    schedule.split_options (quick: the first only) with every interleaving degree the rules allow (quick: none, or
+    the largest up to QUICK_VIRTUAL_STAGES)."""
+    out = []
+    for first, last in layout_rules.split_choices(facts.n_layers, pp)[:1 if quick else None]:
+        vs = layout_rules.virtual_stage_options(facts.n_layers, pp, None if first < 0 else first,
+                                                None if last < 0 else last)
+        if quick and vs:
+            vs = sorted({1, max(v for v in vs if v <= QUICK_VIRTUAL_STAGES)})
+        out += [(first, last, v) for v in vs]
+    return out
+
+
+@lru_cache(maxsize=8192)
+def _micro_batches(facts, dp: int, tokens: int, quick: bool) -> list[int]:
+    """Micro-batch sizes the rules allow with dp, up to MAX_MICRO_BATCH_TOKENS tokens (quick: 1, 2, 4)."""
+    space = [b for b in divisors(facts.global_batch)
+             if (b == 1 or b * tokens <= MAX_MICRO_BATCH_TOKENS) and (not quick or b in QUICK_MICRO_BATCHES)]
+    return [b for (b,) in _allowed(facts, {"dp": dp}, [(b,) for b in space], ("mbs",))]
+
+
+@lru_cache(maxsize=8192)
+def _experts(facts, tp: int, cp: int, dp: int, quick: bool) -> list[tuple[int, int]]:
+    """(ep, expert_tp) the rules allow: expert tensor parallelism none or tp (quick: none); (1, tp) for a dense
+    model."""
+    if not facts.moe:
+        return [(1, tp)]
+    options = [(e, et) for e in divisors(facts.n_experts) for et in ([1] if quick else sorted({1, tp}))]
+    return _allowed(facts, {"tp": tp, "cp": cp, "dp": dp}, options, ("ep", "etp"))
 
 
 def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:

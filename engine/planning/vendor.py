@@ -7,7 +7,8 @@ import json
 from functools import lru_cache
 
 from engine.catalog import DATA_DIR, load_catalog
-from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
+from engine.precision import trained_precision
+from engine.scenario import Scenario, ScenarioError
 from engine.planning.search import search
 from engine.planning.sizing import Target, best_at, meets_deadline, size_for
 
@@ -20,9 +21,6 @@ CRITERIA = {  # name: (row key, lower is better)
     "ecosystem": ("ecosystem_score", False),
 }
 DEFAULT_WEIGHTS = {"time": 0.30, "cost": 0.30, "energy": 0.05, "co2": 0.10, "memory_headroom": 0.05, "ecosystem": 0.20}
-# training in a precision the accelerator lacks falls back to the nearest one it has
-PRECISION_FALLBACK = {"fp8": ("bf16", "fp16"), "bf16": ("fp16", "fp32"), "fp16": ("bf16", "fp32"), "fp32": (),
-                      "mxfp8": ("fp8", "bf16", "fp16"), "nvfp4": ("mxfp8", "fp8", "bf16", "fp16")}
 
 
 @lru_cache(maxsize=1)
@@ -50,15 +48,6 @@ def normalise_weights(weights: dict | None) -> dict[str, float]:
     return {c: w.get(c, 0.0) / total for c in CRITERIA}
 
 
-def _precision_for(acc, wanted: str) -> tuple[str | None, str]:
-    if acc.peak(PRECISION_DTYPE[wanted]):
-        return wanted, ""
-    for alt in PRECISION_FALLBACK[wanted]:
-        if acc.peak(PRECISION_DTYPE[alt]):
-            return alt, f"no {wanted} support: trained in {alt}"
-    return None, f"no {wanted} support and no fallback precision"
-
-
 def _scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict) -> Scenario:
     data = sc.model_dump(exclude_none=True)
     data.pop("layout", None)
@@ -71,7 +60,7 @@ def _scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict
 
 
 def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
-    precision, note = _precision_for(acc, sc.training.precision)
+    precision, note = trained_precision(acc, sc.training.precision)
     base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "software_stack": acc.software_stack,
             "precision": precision, "precision_note": note, "calibrated": bool(overrides)}
     if precision is None:

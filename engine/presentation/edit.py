@@ -8,11 +8,13 @@ import copy
 from dataclasses import dataclass, field
 
 import numpy as np
+from pydantic import ValidationError
 
 from engine.catalog import load_catalog
-from engine.scenario import (PRECISION_DTYPE, Cost, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
+from engine.physics import layout_rules
+from engine.precision import trained_precision
+from engine.scenario import (Cost, Layout, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
                              parse_scenario)
-from engine.physics.schedule import split_options, virtual_stage_options
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
 
 DEFAULT_SCENARIO = {
@@ -24,7 +26,6 @@ DEFAULT_SCENARIO = {
 }
 CALIBRATION_FIELDS = ("matmul_efficiency", "intra_node_busbw_gbs", "inter_node_busbw_gbs", "intra_node_latency_us",
                       "inter_node_latency_us")
-PRECISION_PREFERENCE = ("bf16", "fp16", "fp8", "fp32")
 DERIVES_DP = ("cluster.n_gpus", "layout.tp", "layout.pp", "layout.cp")
 
 
@@ -179,13 +180,6 @@ def with_layout(sc: Scenario) -> Edit:
     return Edit(parse_scenario(data), notes=[f"Layout chosen: {describe_layout(layout)} ({why})."])
 
 
-def _supported_precision(accelerator: str, wanted: str) -> str | None:
-    acc = load_catalog().accelerators.get(accelerator)
-    if acc is None or acc.peak(PRECISION_DTYPE[wanted]):
-        return None
-    return next((p for p in PRECISION_PREFERENCE if acc.peak(PRECISION_DTYPE[p])), None)
-
-
 def _on_field(path: str, problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """All problems of an edit, shown at the edited field (naming the other field where it differs)."""
     return [(path, msg if where == path else f"{where}: {msg}") for where, msg in problems]
@@ -211,23 +205,19 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
         if dropped:
             notes.append("Measured efficiencies belong to the previous accelerator and were cleared: "
                          + ", ".join(dropped) + ".")
-        fallback = _supported_precision(value, data["training"]["precision"])
-        if fallback:
+        wanted = data["training"]["precision"]
+        fallback, _ = trained_precision(cat.accelerators[value], wanted)
+        if fallback not in (None, wanted):
             notes.append(f"{cat.accelerators[value].name} has no {data['training']['precision']} support; "
                          f"precision set to {fallback}.")
             data["training"]["precision"] = fallback
     layout = data.get("layout")
-    if path == "layout.pp" and layout and layout.get("virtual_stages", 1) > 1 and \
-            (value == 1 or current.arch.n_layers % (value * layout["virtual_stages"])):
-        layout["virtual_stages"] = 1
-        notes.append(f"Virtual stages set to 1: {current.arch.n_layers} layers do not split into {value} pipeline "
-                     "stages of that many chunks.")
-    if layout:
-        notes += _follow_layout(path, layout)
     if path in DERIVES_DP and layout:
         rest = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", 1)
         if data["cluster"]["n_gpus"] % rest == 0:
             layout["dp"] = data["cluster"]["n_gpus"] // rest
+    if layout and (path.startswith("layout.") or path in DERIVES_DP):
+        notes += _follow_layout(current, path, layout, data["cluster"]["n_gpus"])
     try:
         return Edit(parse_scenario(data), notes=notes)
     except ScenarioError as err:
@@ -248,27 +238,30 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
     return Edit(repaired.scenario, notes=notes)
 
 
-def _follow_layout(path: str, layout: dict) -> list[str]:
-    """Optional layout settings that only apply with another setting follow it when it changes (in place), with a
-    note each: kept ZeRO-3 weights and shard groups with the ZeRO stage, TP overlap with TP and sequence parallel,
-    an uneven pipeline split with the number of stages."""
-    notes = []
-    if path == "layout.zero_stage" and layout.get("zero_stage", 0) < 3 and layout.get("reshard_after_forward") is False:
-        layout["reshard_after_forward"] = True
-        notes.append("Gathered weights are freed after the forward pass again: keeping them applies to ZeRO-3 only.")
-    if path == "layout.zero_stage" and layout.get("zero_stage", 0) == 0 and layout.pop("shard_group", None):
-        notes.append("Shard groups (HSDP) removed: ZeRO-0 shards nothing.")
-    if path in ("layout.tp", "layout.sequence_parallel") and layout.get("tp_comm_overlap") and \
-            (layout.get("tp", 1) == 1 or not layout.get("sequence_parallel")):
-        layout["tp_comm_overlap"] = False
-        notes.append("Tensor-parallel overlap turned off: it needs TP above 1 and sequence parallel.")
-    if path == "layout.pp" and (layout.pop("first_stage_layers", None) is not None) | \
-            (layout.pop("last_stage_layers", None) is not None):
-        notes.append("Pipeline split set to even for the new number of stages.")
-    if path in ("layout.tp", "layout.pp", "layout.cp", "cluster.n_gpus") and layout.get("shard_group"):
-        layout.pop("shard_group")
-        notes.append("Shard groups (HSDP) reset to every data-parallel copy for the new layout.")
-    return notes
+def _follow_layout(current: Scenario, path: str, layout: dict, n_gpus) -> list[str]:
+    """Settings that only apply with another one follow it when an edit breaks their rule (in place), with a note
+    each: the resets of engine.physics.layout_rules (kept ZeRO-3 weights and shard groups with the ZeRO stage, TP
+    overlap with TP and sequence parallel, the pipeline split and interleaving with the number of stages). The
+    edited field itself is never reset: a value that breaks a rule is refused at its field."""
+    try:
+        lay = Layout.model_validate(layout)
+    except ValidationError:
+        return []                                      # parse_scenario names the problem
+    if not isinstance(n_gpus, int):
+        return []
+    facts = layout_rules.facts_of(current.arch, current.training, n_gpus)
+    before = layout_rules.row(lay)
+    edited = {layout_rules.COLUMN[path.removeprefix("layout.")]} if path.startswith("layout.") else set()
+    after, applied = layout_rules.follow(facts, layout_rules.columns(**before), edited)
+    if not applied:
+        return []
+    new = {k: getattr(after, k)[0].item() for k in before}
+    for name, value in layout_rules.layout_fields(new).items():
+        if value is None:
+            layout.pop(name, None)
+        else:
+            layout[name] = value
+    return [rule.note(facts, before, new) for rule in applied]
 
 
 def load(data: dict | str | bytes) -> Edit:
@@ -281,31 +274,56 @@ def load(data: dict | str | bytes) -> Edit:
 
 
 def layout_choices(sc: Scenario) -> dict[str, list]:
-    """The values worth offering for each layout field of this scenario (the search's own candidate space); the
+    """The values worth offering for each layout field of this scenario: of the candidates (the search's space:
+    divisors of the cluster, context parallelism down to MIN_TOKENS_PER_CP_RANK tokens a rank, expert TP within the
+    TP group, the search's pipeline splits), those that every rule reading the field (or an unset expert_tp or
+    shard_group that follows it) allows once the edit's dependent fields follow: dp from the cluster size, whose
+    own rule (the batch) speaks when the edit is applied, and the resets of engine.physics.layout_rules. The
     pipeline split as (first, last) stage layers, None for the even split."""
     arch, tr, n = sc.arch, sc.training, sc.cluster.n_gpus
-    lay = sc.layout
+    facts = layout_rules.facts_of(arch, tr, n)
+    lay = sc.layout or Layout(dp=n)
+    base = layout_rules.row(lay)
     divs = divisors(n)
-    pp = lay.pp if lay else 1
-    dp = lay.dp if lay else n
-    cp = lay.cp if lay else 1
-    tp = lay.tp if lay else 1
-    per_replica = tr.global_batch_size // dp if tr.global_batch_size % dp == 0 else tr.global_batch_size
+    U = layout_rules.UNSET
+
+    def allowed(field: str, candidates: list) -> list:
+        """Candidates of one column (or of several, as tuples) that the rules reading it allow after the edit."""
+        names = layout_rules.COLUMN[field] if field in layout_rules.COLUMN else ("first", "last")
+        names = (names,) if isinstance(names, str) else names
+        values = np.array(candidates, dtype=np.int64).reshape(len(candidates), len(names)).T
+        cols = {**base, **dict(zip(names, values))}
+        if field in ("tp", "pp", "cp"):                 # dp follows the cluster size (DERIVES_DP)
+            rest = cols["tp"] * cols["pp"] * cols["cp"]
+            cols["dp"] = np.where(n % rest == 0, n // rest, base["dp"])
+        changed = set(names)
+        if lay.expert_tp is None and field != "expert_tp":      # unset optional fields keep following their default
+            cols["etp"] = cols["tp"]
+            changed.add("etp")
+        if lay.shard_group is None and field != "shard_group":
+            cols["shard"] = cols["dp"] * cols["cp"]
+            changed.add("shard")
+        after, _ = layout_rules.follow(facts, layout_rules.columns(**cols), set(names))
+        ok = layout_rules.allowed(facts, after, layout_rules.reading(changed))
+        return [c for c, good in zip(candidates, ok) if good]
+
+    dp_group = lay.dp * lay.cp
     out = {
-        "tp": [d for d in divs if arch.n_heads % d == 0 and arch.kv_heads % d == 0 and arch.ffn_hidden_size % d == 0],
-        "pp": [d for d in divs if arch.n_layers % d == 0 or split_options(arch.n_layers, d) != []],
-        "cp": [d for d in divs if d == 1 or (tr.seq_len % d == 0 and tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK)],
-        "ep": [d for d in divs if arch.n_experts % d == 0] if arch.is_moe else [1],
-        "micro_batch_size": divisors(per_replica)[:64],
-        "virtual_stages": virtual_stage_options(arch.n_layers, pp, lay and lay.first_stage_layers,
-                                                lay and lay.last_stage_layers) or [1],
-        "zero_stage": [0, 1, 2, 3],
-        "recompute": ["none", "selective", "full"],
-        "shard_group": [None, *[g for g in divisors(dp * cp) if g < dp * cp]][:64],
-        "expert_tp": [None, *[d for d in divisors(tp) if arch.ffn_hidden_size % d == 0]] if arch.is_moe else [None],
-        "stage_split": list(dict.fromkeys([(None, None), *split_options(arch.n_layers, pp)])) if pp > 1 else [(None, None)],
+        "tp": allowed("tp", divs),
+        "pp": allowed("pp", divs),
+        "cp": allowed("cp", [d for d in divs if d == 1 or tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK]),
+        "ep": allowed("ep", divs),
+        "micro_batch_size": allowed("micro_batch_size", divisors(tr.global_batch_size))[:64],
+        "virtual_stages": allowed("virtual_stages", list(range(1, arch.n_layers + 1))) or [1],
+        "zero_stage": allowed("zero_stage", [0, 1, 2, 3]),
+        "recompute": list(layout_rules.RECOMPUTE),
+        "shard_group": [None, *[g for g in allowed("shard_group", divisors(dp_group)) if g < dp_group]][:64],
+        "expert_tp": [None, *[d for d in allowed("expert_tp", divisors(lay.tp)) if d != lay.tp]],
+        "stage_split": [(None if a == U else a, None if b == U else b) for a, b in allowed(
+            "stage_split", list(dict.fromkeys([(U, U), *layout_rules.split_choices(arch.n_layers, lay.pp)])))]
+        if lay.pp > 1 else [(None, None)],
     }
-    if lay:
+    if sc.layout:
         current = lay.model_dump()
         current["stage_split"] = (lay.first_stage_layers, lay.last_stage_layers)
         for name, values in out.items():

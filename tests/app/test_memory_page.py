@@ -6,7 +6,7 @@ from engine.presentation.edit import apply_edit, default_scenario
 from engine.planning.estimate import estimate
 from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE
 from engine.presentation.share import decode
-from tests.app.conftest import button, metric, on_page, run_app, texts
+from tests.app.conftest import metric, on_page, run_app, texts
 
 
 def memory_page():
@@ -85,11 +85,11 @@ def test_the_optional_layout_settings_appear_where_they_apply_and_change_the_sce
     assert any("sharded in groups of 8 (HSDP)" in c for c in texts(at.sidebar.caption))
     at.toggle(key="w:layout.tp_comm_overlap").set_value(True).run()
     assert at.session_state["scenario"].layout.tp_comm_overlap
-    at.selectbox(key="w:layout.stage_split").set_value((19, 19)).run()      # 19 + 21 + 21 + 19 = 80 layers
-    assert any("virtual_stages=5 must divide" in e for e in texts(at.error))   # 5 chunks do not split 19 layers
-    button(at, "Undo the refused value").click().run()
-    assert at.selectbox(key="w:layout.stage_split").value == (None, None)
+    # 19 + 21 + 21 + 19 = 80 layers, but 5 chunks do not split 21 layers: with 5 virtual stages only the even split
+    # is offered (so no split choice), without interleaving the uneven one too
+    assert not [s for s in at.selectbox if s.key == "w:layout.stage_split"]
     at.selectbox(key="w:layout.virtual_stages").set_value(1).run()
+    assert at.selectbox(key="w:layout.stage_split").options == ["even", "19 first, 19 last"]
     at.selectbox(key="w:layout.stage_split").set_value((19, 19)).run()
     lay = at.session_state["scenario"].layout
     assert (lay.first_stage_layers, lay.last_stage_layers) == (19, 19)

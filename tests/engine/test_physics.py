@@ -11,7 +11,8 @@ from engine.planning.estimate import context, estimate
 from engine.physics.hardware import resolve_hardware
 from engine.physics.kernels import gemm_s
 from engine.scenario import PRECISION_DTYPE, ScenarioError, parse_scenario
-from engine.physics.schedule import SplitError, pipeline_slots, split_options, stage_layers, virtual_stage_options
+from engine.physics.layout_rules import virtual_stage_options
+from engine.physics.schedule import SplitError, pipeline_slots, split_options, stage_layers
 from engine.planning.search import search
 from engine.physics.steptime import OVERLAP_SLOWDOWN
 from tests.engine.helpers import gpt
