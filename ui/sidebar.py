@@ -87,17 +87,17 @@ def draw_sidebar() -> None:
             st.code(f"{app_url()}?s={saved.scenario_id}", language=None)
             if saved.visibility == "private":
                 st.caption(PRIVATE_MEANS)
-        _saved_list(user)
+        _saved_list(user, can_change=not settings.read_only)
 
 
-def _saved_list(user: str | None) -> None:
+def _saved_list(user: str | None, can_change: bool) -> None:
     """The recent saved scenarios listed to this user: everybody's shared ones and the user's own, which the user
-    can make private or shared and delete."""
+    can make private or shared and delete where the store can be written."""
     recent = list_scenarios(cached.store(), viewer=user, limit=8)
     if not len(recent):
         return
     with st.expander("Saved scenarios", expanded=SAVED_LIST in st.session_state[state.PROBLEMS]):
-        if user is not None:
+        if user is not None and can_change:
             st.caption(f"Yours can be deleted or made private. {PRIVATE_MEANS}")
         binding.field_problems(SAVED_LIST)
         for row in recent.itertuples():
@@ -106,6 +106,8 @@ def _saved_list(user: str | None) -> None:
                 st.markdown(line)
                 continue
             st.markdown(f"{line} · yours, {row.visibility}")
+            if not can_change:
+                continue
             other = "shared" if row.visibility == "private" else "private"
             cols = st.columns(2)
             cols[0].button("Share" if other == "shared" else "Make private", key=f"saved:{other}:{row.scenario_id}",

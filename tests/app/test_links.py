@@ -3,7 +3,6 @@ bad or outdated links give a clear message and the defaults, never a traceback."
 import base64
 import json
 import zlib
-from types import SimpleNamespace
 
 import pytest
 
@@ -167,18 +166,6 @@ def test_a_short_link_restores_the_question_and_shows_the_same_answer_as_asking_
     save(direct, "the same, asked directly")                  # saving it again names the link opened above
     assert direct.query_params == {"s": sid}
     assert any("Already saved" in s and "70B within 30 days on AMD" in s for s in texts(direct.success))
-
-
-@pytest.fixture
-def signed_in(monkeypatch):
-    """The reverse proxy names the user in X-Forwarded-Email. AppTest cannot send request headers (they come from
-    the session's client, streamlit/testing/v1/app_test.py), so the client Streamlit reads them from is given here;
-    set `.who` before starting a session."""
-    monkeypatch.setenv("APP_IDENTITY_HEADER", "X-Forwarded-Email")
-    proxy = SimpleNamespace(who=None)
-    monkeypatch.setattr("streamlit.runtime.context._get_client_context",
-                        lambda: SimpleNamespace(headers=[("X-Forwarded-Email", proxy.who)] if proxy.who else []))
-    return proxy
 
 
 def listed(at) -> list[str]:
