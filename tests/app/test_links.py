@@ -13,6 +13,8 @@ from engine.presentation.share import ZDICT_V1, PlannerOptions, decode, encode
 from ui import background
 from tests.app.conftest import button, metric, on_page, run_app, texts
 from tests.app.test_answer import ask
+from tests.app.test_benchmarks_page import upload
+from tests.benchmarks_db.helpers import matmul_result, runner_file
 
 def token_of(payload: dict) -> str:
     """A format-1 token for any payload, valid or not (what an old or hand-edited link may hold)."""
@@ -221,3 +223,14 @@ def test_without_the_header_scenarios_are_unowned_and_listed_to_everybody(signed
     bob = run_app()
     assert any(sid in line and "yours" not in line for line in listed(bob))
     assert not any(b.key and sid in b.key for b in bob.button)
+
+
+def test_the_uploader_is_the_same_signed_on_user(signed_in, app_store):
+    signed_in.who = "carol@example.com"
+    data = runner_file([matmul_result(4096, 4096, 4096, "bf16", [2 * 4096**3 / 500e12] * 5)],
+                       started="2026-11-21T08:00:00Z")
+    at = upload(on_page(run_app(), "benchmarks"), "carol.json", data)
+    assert app_store.rows("SELECT uploaded_by, trusted_by FROM source WHERE filename = 'carol.json'") == \
+        [("carol@example.com", None)]
+    button(at, "Remove this upload").click().run()
+    assert app_store.rows("SELECT count(*) FROM source WHERE filename = 'carol.json'")[0][0] == 0
