@@ -234,3 +234,13 @@ def test_the_uploader_is_the_same_signed_on_user(signed_in, app_store):
         [("carol@example.com", None)]
     button(at, "Remove this upload").click().run()
     assert app_store.rows("SELECT count(*) FROM source WHERE filename = 'carol.json'")[0][0] == 0
+
+
+def test_a_user_name_no_proxy_would_send_is_refused_with_a_message(signed_in, app_store):
+    signed_in.who = "x" * 300 + "@example.com"
+    before = app_store.rows("SELECT count(*) FROM saved_scenario")[0][0]
+    at = run_app({"sc": encode(MINE)})
+    save(at, "too long a user")
+    assert any("is not plain text of at most 254 characters" in e and "APP_IDENTITY_HEADER" in e
+               for e in texts(at.error)), texts(at.error)
+    assert app_store.rows("SELECT count(*) FROM saved_scenario")[0][0] == before
