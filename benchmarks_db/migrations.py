@@ -79,4 +79,19 @@ ALTER TABLE source ADD COLUMN uploaded_by VARCHAR;   -- the signed-on user (APP_
 ALTER TABLE source ADD COLUMN trusted_by VARCHAR;    -- who marked the upload trusted (python -m benchmarks_db trust,
 ALTER TABLE source ADD COLUMN trusted_at TIMESTAMP;  -- or APP_TRUSTED_UPLOADERS); NULL: not used for calibration
 """),
+    ("saved scenarios: the page options (the question the answer answers), the owner (the reverse proxy's identity "
+     "header) and who they are listed to; existing rows keep their ids, no owner, shared", """
+CREATE TABLE saved_scenario_owned (
+  scenario_id VARCHAR PRIMARY KEY,       -- first 10 base32 characters of the SHA-256 of scenario, options and owner
+  name VARCHAR NOT NULL,
+  created_at TIMESTAMP NOT NULL,         -- UTC
+  scenario_json VARCHAR NOT NULL,        -- canonical JSON: non-default fields, sorted keys
+  options_json VARCHAR NOT NULL DEFAULT '{}',   -- the page options (the question), canonical like scenario_json
+  owner VARCHAR,                         -- the signed-on user (APP_IDENTITY_HEADER); NULL: saved without one
+  visibility VARCHAR NOT NULL DEFAULT 'shared' CHECK (visibility IN ('private', 'shared')));  -- private: not listed
+INSERT INTO saved_scenario_owned (scenario_id, name, created_at, scenario_json)
+  SELECT scenario_id, name, created_at, scenario_json FROM saved_scenario;
+DROP TABLE saved_scenario;
+ALTER TABLE saved_scenario_owned RENAME TO saved_scenario;
+"""),
 ]

@@ -7,7 +7,7 @@ import streamlit as st
 from benchmarks_db import queries
 from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
 from engine.catalog import load_catalog
-from ui import background, cached, charts, components, escape, work_limits
+from ui import background, cached, charts, components, escape, state, work_limits
 from ui.settings import load_settings
 from ui.work_limits import Busy
 
@@ -76,15 +76,11 @@ def _ingest(dry_run: bool) -> None:
 
 
 def uploader() -> Uploader:
-    """Who this session's uploads come from: the typed name, the identity the reverse proxy set in
-    APP_IDENTITY_HEADER (a browser cannot forge it when the proxy sets that header itself), and whether that identity
-    is one of APP_TRUSTED_UPLOADERS."""
-    settings = load_settings()
-    identity = None
-    if settings.identity_header:
-        identity = (st.context.headers.get(settings.identity_header) or "").strip() or None
+    """Who this session's uploads come from: the typed name, the signed-on user (state.signed_in_user) and whether
+    that user is one of APP_TRUSTED_UPLOADERS."""
+    identity = state.signed_in_user()
     return Uploader(submitter=st.session_state.get(SUBMITTER) or None, identity=identity,
-                    trusted=identity is not None and identity in settings.trusted_uploaders)
+                    trusted=identity is not None and identity in load_settings().trusted_uploaders)
 
 
 def _remove_upload(source_id: str) -> None:

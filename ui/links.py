@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import streamlit as st
 
-from benchmarks_db.scenarios import load_scenario, scenario_id
+from benchmarks_db.scenarios import load_scenario
 from engine.presentation.edit import Edit, default_scenario
 from engine.scenario import ScenarioError
 from engine.presentation.share import PlannerOptions, decode, encode
@@ -17,12 +17,13 @@ from ui.state import (LINK_PROBLEMS, NOTES, OPTIONS, PROBLEMS, SAVED_IDS, SCENAR
 
 
 def _open_link(params) -> tuple[Edit, PlannerOptions, list[str]]:
-    """The scenario a link carries (?s=<saved id> or ?sc=<token>), or None with the problems."""
+    """The scenario and page options (with the question the answer answers) a link carries (?s=<saved id> or
+    ?sc=<token>); ScenarioError when it cannot be opened."""
     if "s" in params:
-        sc, saved = load_scenario(store(), params["s"])
-        st.session_state[SAVED_IDS].add(saved.scenario_id)
+        sc, opts, saved = load_scenario(store(), params["s"])
+        st.session_state[SAVED_IDS][encode(sc, opts)] = saved.scenario_id
         opened = f"Opened the saved scenario '{saved.name}' (saved {saved.created_at:%Y-%m-%d %H:%M} UTC)."
-        return with_layout_once(sc), PlannerOptions(), [opened]
+        return with_layout_once(sc), opts, [opened]
     shared = decode(params["sc"])
     return with_layout_once(shared.scenario), shared.options, []
 
@@ -33,7 +34,7 @@ def init_session() -> None:
     if ss.get(URL_LOADED):
         return
     ss[URL_LOADED] = True
-    ss[PROBLEMS], ss[NOTES], ss[SAVED_IDS], ss[SUGGESTIONS] = {}, [], set(), {}
+    ss[PROBLEMS], ss[NOTES], ss[SAVED_IDS], ss[SUGGESTIONS] = {}, [], {}, {}
     ss[SCENARIO], ss[OPTIONS] = default_scenario(), PlannerOptions()
     params = st.query_params
     if "s" not in params and "sc" not in params:
@@ -50,11 +51,11 @@ def init_session() -> None:
 
 
 def share_params() -> dict[str, str]:
-    """The query that reproduces this session's view: ?s=<id> while the scenario equals a saved one (and the page
-    options are the defaults), else ?sc=<token>."""
-    sc, opts = scenario(), options()
-    sid = scenario_id(sc)
-    return {"s": sid} if sid in st.session_state[SAVED_IDS] and opts == PlannerOptions() else {"sc": encode(sc, opts)}
+    """The query that reproduces this session's view: ?s=<id> while the scenario and the page options are those of a
+    scenario saved or opened in this session, else ?sc=<token>."""
+    token = encode(scenario(), options())
+    saved = st.session_state[SAVED_IDS].get(token)
+    return {"s": saved} if saved else {"sc": token}
 
 
 def sync_url() -> None:

@@ -9,6 +9,7 @@ from engine.presentation.edit import Edit
 from engine.presentation.share import PlannerOptions
 from engine.planning.vendor import DEFAULT_WEIGHTS
 from engine.scenario import Scenario
+from ui.settings import load_settings
 
 SCENARIO = "scenario"            # the last valid Scenario: drives every page
 OPTIONS = "options"              # PlannerOptions (search objective, deadline, vendor weights)
@@ -16,7 +17,8 @@ PROBLEMS = "problems"            # {field path: [messages]} for the inputs that 
 NOTES = "notes"                  # what the last change did besides the edited field
 LINK_PROBLEMS = "link_problems"  # why the link this session was opened with could not be used
 SUGGESTIONS = "suggestions"        # {field path: [(button label, value)]}: valid values near a refused one
-SAVED_IDS = "saved_ids"          # ids of scenarios saved or opened in this session (the URL then uses ?s=)
+SAVED_IDS = "saved_ids"          # {share token: saved id} of scenarios saved or opened in this session (the URL
+                                 # then uses ?s=<id> while the scenario and options are the token's)
 URL_LOADED = "url_loaded"        # the URL is read once per session
 OPTION = "opt:"                  # prefix of option widget keys
 WIDGET = "w:"                    # prefix of widget keys; the rest is the scenario field path
@@ -32,6 +34,15 @@ def options() -> PlannerOptions:
 
 def scenario_json(sc: Scenario | None = None) -> str:
     return (sc or scenario()).model_dump_json()
+
+
+def signed_in_user() -> str | None:
+    """The user the reverse proxy names in APP_IDENTITY_HEADER (a browser cannot forge it when the proxy sets that
+    header itself); None without the setting or the header (a local, single-user start)."""
+    header = load_settings().identity_header
+    if header is None:
+        return None
+    return (st.context.headers.get(header) or "").strip() or None
 
 
 def vendor_weights() -> dict[str, float]:

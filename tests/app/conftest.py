@@ -4,6 +4,7 @@ import base64
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -51,6 +52,18 @@ def app_store(tmp_path_factory):
         os.environ.pop("APP_DB_PATH", None)
     else:
         os.environ["APP_DB_PATH"] = previous
+
+
+@pytest.fixture
+def signed_in(monkeypatch):
+    """The reverse proxy names the user in X-Forwarded-Email. AppTest cannot send request headers (they come from
+    the session's client, streamlit/testing/v1/app_test.py), so the client Streamlit reads them from is given here;
+    set `.who` before starting a session."""
+    monkeypatch.setenv("APP_IDENTITY_HEADER", "X-Forwarded-Email")
+    proxy = SimpleNamespace(who=None)
+    monkeypatch.setattr("streamlit.runtime.context._get_client_context",
+                        lambda: SimpleNamespace(headers=[("X-Forwarded-Email", proxy.who)] if proxy.who else []))
+    return proxy
 
 
 def run_app(query: dict[str, str] | None = None) -> AppTest:

@@ -6,11 +6,15 @@ import zlib
 
 import pytest
 
-from benchmarks_db.scenarios import list_scenarios, scenario_id
+from benchmarks_db.scenarios import list_scenarios, load_scenario, save_scenario, scenario_id
 from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
 from engine.scenario import parse_scenario
 from engine.presentation.share import ZDICT_V1, PlannerOptions, decode, encode
-from tests.app.conftest import on_page, run_app, texts
+from ui import background
+from tests.app.conftest import button, metric, on_page, run_app, texts
+from tests.app.test_answer import ask
+from tests.app.test_benchmarks_page import upload
+from tests.benchmarks_db.helpers import matmul_result, runner_file
 
 def token_of(payload: dict) -> str:
     """A format-1 token for any payload, valid or not (what an old or hand-edited link may hold)."""
@@ -121,3 +125,122 @@ def test_text_from_a_link_is_shown_as_text_not_markdown():
     raw = " ".join(e.value for e in at.error)
     assert "\\[click me\\]\\(http\\:\u2060//evil\\.example\\)" in raw  # escaped, no autolink: no link at all
     assert "[click me](http:\u2060//evil.example)" in " ".join(texts(at.error))
+
+
+QUESTION = PlannerOptions(deadline_days=30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096)
+ANSWER_FIGURES = ("Accelerators", "Days (wall clock)", "Cost", "GPU-hours (billed)", "Energy", "CO2e")
+
+
+def asked(at) -> dict:
+    """The question in the Scenario page's form."""
+    return {k: (at.selectbox if k in ("kind", "vendor", "efficiency") else at.number_input)(key="ask:" + k).value
+            for k in ("kind", "value", "vendor", "efficiency", "batch_min", "batch_max")}
+
+
+def answered(at) -> tuple:
+    """The answer once worked out: its headline and figures."""
+    background.wait_all()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return texts(at.success)[0], {label: metric(at, label) for label in ANSWER_FIGURES}
+
+
+def test_a_token_link_carries_the_whole_question():
+    at = run_app({"sc": encode(OTHER, QUESTION)})
+    assert at.session_state["options"] == QUESTION
+    assert asked(at) == {"kind": "deadline_days", "value": 30.0, "vendor": "AMD", "efficiency": "typical",
+                         "batch_min": 512, "batch_max": 4096}
+
+
+def test_a_short_link_restores_the_question_and_shows_the_same_answer_as_asking_it(app_store):
+    sc = default_scenario()
+    sid = save_scenario(app_store, sc, "70B within 30 days on AMD", QUESTION).scenario_id
+    opened = run_app({"s": sid})                              # the answer is worked out for this session ...
+    assert opened.session_state["options"] == QUESTION and opened.query_params == {"s": sid}
+    assert asked(opened) == {"kind": "deadline_days", "value": 30.0, "vendor": "AMD", "efficiency": "typical",
+                             "batch_min": 512, "batch_max": 4096}
+    headline, figures = answered(opened)
+    assert "within 30 days" in headline and "MI" in headline     # an AMD Instinct part
+    assert float(figures["Days (wall clock)"].split()[0]) <= 30
+    direct = ask(run_app(), "deadline_days", 30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096)
+    assert answered(direct) == (headline, figures)             # ... and asking it directly gives the same figures
+    assert direct.query_params["sc"] == encode(sc, QUESTION)
+    save(direct, "the same, asked directly")                  # saving it again names the link opened above
+    assert direct.query_params == {"s": sid}
+    assert any("Already saved" in s and "70B within 30 days on AMD" in s for s in texts(direct.success))
+
+
+def listed(at) -> list[str]:
+    return [t for t in texts(at.markdown) if "(?s=" in t]
+
+
+MINE = parse_scenario({**OTHER.model_dump(), "cluster": {**OTHER.cluster.model_dump(), "n_gpus": 16},
+                       "layout": {**OTHER.layout.model_dump(), "dp": 16}})
+
+
+def test_a_signed_on_user_owns_saved_scenarios_and_private_ones_are_listed_to_them_only(signed_in, app_store):
+    signed_in.who = "alice@example.com"
+    alice = run_app({"sc": encode(MINE)})
+    alice.checkbox(key="save_private").check()
+    save(alice, "Alice's private plan")
+    sid = alice.query_params["s"]
+    assert sid == scenario_id(MINE, owner="alice@example.com") != scenario_id(MINE)
+    assert any("not listed to others: anyone you give its link can still open it" in c for c in texts(alice.caption))
+    record = load_scenario(app_store, sid).saved
+    assert (record.owner, record.visibility) == ("alice@example.com", "private")
+
+    signed_in.who = "bob@example.com"
+    bob = run_app()
+    assert not any(sid in line for line in listed(bob))
+    assert not any(b.key and sid in b.key for b in bob.button)                  # nothing of Alice's to change
+    assert run_app({"s": sid}).session_state["scenario"] == MINE                # the link opens it for Bob
+
+    signed_in.who = "alice@example.com"
+    alice = run_app()
+    assert any(sid in line and "yours, private" in line for line in listed(alice)), listed(alice)
+    button(alice, "Share").click().run()                                          # Alice lists it to everybody
+    assert load_scenario(app_store, sid).saved.visibility == "shared"
+    signed_in.who = "bob@example.com"
+    assert any(sid in line and "Alice's private plan" in line and "yours" not in line for line in listed(run_app()))
+
+    signed_in.who = "alice@example.com"
+    alice = run_app({"s": sid})
+    alice.button(key=f"saved:delete:{sid}").click().run()
+    assert not any(sid in line for line in listed(alice))
+    assert alice.query_params["sc"] == encode(MINE)                              # the short link is gone
+    gone = run_app({"s": sid})
+    assert any(f"no scenario is saved under id {sid}" in e for e in texts(gone.error))
+
+
+def test_without_the_header_scenarios_are_unowned_and_listed_to_everybody(signed_in, app_store):
+    at = run_app({"sc": encode(MINE)})                  # the setting is there, the header is not
+    assert not [c for c in at.checkbox if c.key == "save_private"]
+    save(at, "Nobody's plan")
+    sid = at.query_params["s"]
+    assert sid == scenario_id(MINE)
+    assert load_scenario(app_store, sid).saved.owner is None
+    signed_in.who = "bob@example.com"
+    bob = run_app()
+    assert any(sid in line and "yours" not in line for line in listed(bob))
+    assert not any(b.key and sid in b.key for b in bob.button)
+
+
+def test_the_uploader_is_the_same_signed_on_user(signed_in, app_store):
+    signed_in.who = "carol@example.com"
+    data = runner_file([matmul_result(4096, 4096, 4096, "bf16", [2 * 4096**3 / 500e12] * 5)],
+                       started="2026-11-21T08:00:00Z")
+    at = upload(on_page(run_app(), "benchmarks"), "carol.json", data)
+    assert app_store.rows("SELECT uploaded_by, trusted_by FROM source WHERE filename = 'carol.json'") == \
+        [("carol@example.com", None)]
+    button(at, "Remove this upload").click().run()
+    assert app_store.rows("SELECT count(*) FROM source WHERE filename = 'carol.json'")[0][0] == 0
+
+
+def test_a_user_name_no_proxy_would_send_is_refused_with_a_message(signed_in, app_store):
+    signed_in.who = "x" * 300 + "@example.com"
+    before = app_store.rows("SELECT count(*) FROM saved_scenario")[0][0]
+    at = run_app({"sc": encode(MINE)})
+    save(at, "too long a user")
+    assert any("is not plain text of at most 254 characters" in e and "APP_IDENTITY_HEADER" in e
+               for e in texts(at.error)), texts(at.error)
+    assert app_store.rows("SELECT count(*) FROM saved_scenario")[0][0] == before

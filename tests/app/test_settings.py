@@ -7,7 +7,7 @@ import sys
 import duckdb
 import pytest
 
-from benchmarks_db.scenarios import save_scenario
+from benchmarks_db.scenarios import save_scenario, scenario_id
 from benchmarks_db.seed import seed
 from benchmarks_db.store import open_store
 from engine.presentation.edit import default_scenario
@@ -45,6 +45,25 @@ def test_a_read_only_planner_offers_no_upload_or_save_and_its_store_refuses_writ
     with pytest.raises(duckdb.Error, match="read-only"):
         save_scenario(store, default_scenario(), "not saved")
     assert store.counts() == before
+
+
+def test_a_read_only_planner_lists_a_users_own_scenarios_with_nothing_to_change(tmp_path, monkeypatch, signed_in):
+    path = tmp_path / "published.duckdb"
+    store = open_store(path)
+    save_scenario(store, default_scenario(), "Alice's plan", owner="alice@example.com", visibility="private")
+    store.close()
+    monkeypatch.setenv("APP_DB_PATH", str(path))
+    monkeypatch.setenv("APP_READ_ONLY", "true")
+    cached.store.clear()
+    try:
+        signed_in.who = "alice@example.com"
+        at = run_app()
+        sid = scenario_id(default_scenario(), owner="alice@example.com")
+        assert any(f"(?s={sid})" in t and "yours, private" in t for t in texts(at.markdown)), texts(at.markdown)
+        assert not [b for b in at.button if b.key and sid in b.key]
+    finally:
+        open_store(path, read_only=True).close()
+        cached.store.clear()
 
 
 def test_the_title_is_the_teams(monkeypatch):
