@@ -16,7 +16,8 @@ from datetime import datetime
 import pandas as pd
 
 from benchmarks_db.store import Store, utc_now
-from engine.scenario import Scenario, ScenarioError, parse_scenario
+from engine.scenario import Scenario, ScenarioError
+from engine.inputs import parse_scenario
 
 ID_CHARS = 10                         # base32: 50 bits, collisions negligible for any realistic number of saves
 ID_RE = re.compile(r"^[a-z2-7]{%d}$" % ID_CHARS)

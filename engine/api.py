@@ -18,7 +18,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.scenario import Layout, Scenario, ScenarioError, parse_scenario
+from engine.scenario import Layout, Scenario, ScenarioError
+from engine.inputs import parse_scenario
 
 ScenarioLike = Scenario | dict | str | Path
 
@@ -146,10 +147,11 @@ def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadl
     """The best layouts for the scenario's cluster (its layout is ignored), the Pareto front over cluster sizes and,
     with a deadline or GPU-hour budget, the cluster size for it."""
     from engine.planning.search import search as run
+    from engine.planning.sizing import cluster_search
     sc = load(scenario).model_copy(update={"layout": None})
-    return SearchResult.model_validate(run(sc, top=top, objective=objective, deadline_days=deadline_days,
-                                           gpu_hour_budget=gpu_hour_budget, pareto_sizes=pareto_sizes,
-                                           summaries=False))
+    out = run(sc, top=top, objective=objective, pareto_sizes=pareto_sizes, summaries=False)
+    return SearchResult.model_validate({**out, "cluster_search": cluster_search(sc, deadline_days, gpu_hour_budget,
+                                                                                objective)})
 
 
 def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,

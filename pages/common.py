@@ -21,9 +21,11 @@ from engine.presentation.edit import (CALIBRATION_FIELDS, Edit, apply_edit, defa
                                      field_value, layout_choices, with_layout)
 from engine.planning.estimate import estimate
 from engine.presentation.report import key_figures
-from engine.planning.sizing import best_at, nearest_sizes
+from engine.planning.search import best_at
+from engine.planning.sizing import nearest_sizes
 from engine.presentation.report import fmt_days
-from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError, parse_scenario
+from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
+from engine.inputs import parse_scenario
 from engine.presentation.share import PlannerOptions, decode, encode
 from engine.planning.vendor import DEFAULT_WEIGHTS, compare, rescore
 from pages import background, work_limits

@@ -7,8 +7,10 @@ import streamlit as st
 from engine.presentation.edit import apply_edit, describe_layout
 from engine.presentation.report import (GLOSSARY, breakdown_rows, dimension_rows, dimension_value, fmt_days, fmt_num, pareto_rows,
                            ranked_rows, rejected_rows)
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
+from engine.planning.sizing import cluster_search
 from pages import charts, common, work_limits
 from pages.work_limits import Busy
 
@@ -82,9 +84,10 @@ if st.button("Run layout search", type="primary"):
     bar = st.progress(0.0, text="waiting for a free search slot")
     try:
         with work_limits.slot("layout search"):
-            result = search(sc, top=TOP, objective=opts.objective, deadline_days=opts.deadline_days,
-                            gpu_hour_budget=opts.gpu_hour_budget, allow_span_nodes=opts.allow_span_nodes,
-                            progress=lambda fraction, message: bar.progress(min(fraction, 1.0), text=message))
+            result = search(sc, top=TOP, objective=opts.objective, allow_span_nodes=opts.allow_span_nodes,
+                            progress=lambda fraction, message: bar.progress(min(fraction, 0.9), text=message))
+            bar.progress(0.9, text="searching cluster sizes")
+            result["cluster_search"] = cluster_search(sc, opts.deadline_days, opts.gpu_hour_budget, opts.objective)
     except ScenarioError as err:
         bar.empty()
         st.error("The search cannot run: " + common.problems_text(err.problems))

@@ -14,7 +14,7 @@ from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.sizing import Target, billed_gpu_hours, size_for
-from engine.planning.vendor import _precision_for, _scenario_on
+from engine.planning.vendor import precision_for, scenario_on
 
 HEADLINE = ("wall_days", "cost_usd", "energy_mwh", "co2_t")
 MAX_BATCH_CHOICES = 4
@@ -36,14 +36,14 @@ def _batches(sc: Scenario, batch_range: tuple[int, int] | None) -> list[int]:
 
 
 def _option(sc, acc, target, factor, batches, objective) -> dict:
-    precision, note = _precision_for(acc, sc.training.precision)
+    precision, note = precision_for(acc, sc.training.precision)
     base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "precision": precision,
             "precision_note": note}
     if precision is None:
         return {**base, "met": False, "reason": note or f"no dense peak published for {acc.name}"}
     found = None
     for gbs in batches:
-        scn = _scenario_on(sc, acc, precision, sc.cluster.n_gpus, {})
+        scn = scenario_on(sc, acc, precision, sc.cluster.n_gpus, {})
         if gbs != sc.training.global_batch_size:
             scn = scn.model_copy(update={"training": scn.training.model_copy(update={"global_batch_size": gbs})})
         try:

@@ -5,9 +5,9 @@ Time to train falls with cluster size until the global batch runs out of data-pa
 grow with it. Sizes double from one node until the target is met (or stops improving), then the node count is
 bisected between the last miss and the first hit, so any count of nodes the layouts allow can be the answer, not
 only powers of two. Each size is searched in the quick layout space (engine.planning.search, quick=True: the choices tuned
-runs use); the answer's size, and the one node smaller, are then searched in the full space. Best layouts are cached
-per scenario and size for the process, so the Pareto front, the deadline search, the plan and the vendor comparison
-reuse each other's searches.
+runs use); the answer's size, and the one node smaller, are then searched in the full space. Best layouts come from
+the search's per-process cache (engine.planning.search.best_at), shared with the Pareto front, the whole run's
+phases, the plan and the vendor comparison.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.planning.search import best_at
 from engine.scenario import Scenario, ScenarioError
 
 MAX_GPUS = 1 << 20
-CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True)
@@ -66,24 +66,6 @@ def within_budget(row: dict | None, target: Target, factor: float = 1.0) -> bool
     if target.budget_usd is not None and (row.get("cost_usd") is None or row["cost_usd"] * factor > target.budget_usd):
         return False
     return target.gpu_hours is None or billed_gpu_hours(row, factor) <= target.gpu_hours
-
-
-@lru_cache(maxsize=CACHE_SIZE)
-def _best_json(scenario_json: str, n_gpus: int, objective: str, quick: bool) -> dict | None:
-    from engine.planning.search import _best, row, search_cluster
-    sc = Scenario.model_validate_json(scenario_json)
-    try:
-        cs = search_cluster(sc, n_gpus, quick=quick)
-    except ScenarioError:                     # a size whose candidate space is over the search's limit
-        return None
-    idx = _best(cs, objective, 1)
-    return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
-
-
-def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> dict | None:
-    """The best layout's estimate on n_gpus (None if no layout fits); cached for the process."""
-    bare = sc.model_copy(update={"layout": None, "cluster": sc.cluster.model_copy(update={"n_gpus": n_gpus})})
-    return _best_json(bare.model_dump_json(), n_gpus, objective, quick)
 
 
 @lru_cache(maxsize=64)
@@ -253,3 +235,13 @@ def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
         if len(out) == how_many:
             break
     return out
+
+
+def cluster_search(sc: Scenario, deadline_days: float | None = None, gpu_hour_budget: float | None = None,
+                   objective: str = "time") -> dict | None:
+    """The layout search's cluster sizing: the smallest cluster for a deadline (and GPU-hour budget), or the largest
+    within the budget; None when neither is given."""
+    if deadline_days is None and gpu_hour_budget is None:
+        return None
+    sized = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
+    return {**sized, "deadline_days": deadline_days, "gpu_hour_budget": gpu_hour_budget}

@@ -8,8 +8,8 @@ from functools import lru_cache
 
 from engine.catalog import DATA_DIR, load_catalog
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
-from engine.planning.search import search
-from engine.planning.sizing import Target, best_at, meets_deadline, size_for
+from engine.planning.search import best_at, search
+from engine.planning.sizing import Target, meets_deadline, size_for
 
 CRITERIA = {  # name: (row key, lower is better)
     "time": ("wall_days", True),
@@ -50,7 +50,8 @@ def normalise_weights(weights: dict | None) -> dict[str, float]:
     return {c: w.get(c, 0.0) / total for c in CRITERIA}
 
 
-def _precision_for(acc, wanted: str) -> tuple[str | None, str]:
+def precision_for(acc, wanted: str) -> tuple[str | None, str]:
+    """(the precision acc trains in, a note): the wanted one, else the nearest fallback it has a dense peak for."""
     if acc.peak(PRECISION_DTYPE[wanted]):
         return wanted, ""
     for alt in PRECISION_FALLBACK[wanted]:
@@ -59,7 +60,8 @@ def _precision_for(acc, wanted: str) -> tuple[str | None, str]:
     return None, f"no {wanted} support and no fallback precision"
 
 
-def _scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict) -> Scenario:
+def scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict) -> Scenario:
+    """The scenario moved onto another accelerator, precision and cluster size (no layout), with cluster overrides."""
     data = sc.model_dump(exclude_none=True)
     data.pop("layout", None)
     data["training"]["precision"] = precision
@@ -71,7 +73,7 @@ def _scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict
 
 
 def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
-    precision, note = _precision_for(acc, sc.training.precision)
+    precision, note = precision_for(acc, sc.training.precision)
     base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "software_stack": acc.software_stack,
             "precision": precision, "precision_note": note, "calibrated": bool(overrides)}
     if precision is None:
@@ -81,7 +83,7 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
                     "inference on one machine, not competitive for training at scale")
         return {**base, "fits": False, "reason": note}
     if deadline_days is not None:
-        probe = _scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
+        probe = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
         target = Target(deadline_days=deadline_days)
         sized = size_for(probe, target, objective, full=False)
         best, n = sized["best"], sized["n_gpus"]
@@ -96,7 +98,7 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
         base["meets_deadline"] = True
     else:
         n = sc.cluster.n_gpus
-        out = search(_scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
+        out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                      summaries=False)
         if not out["best"]:
             main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"

@@ -2,7 +2,8 @@
 cluster as a scenario change, the nearest alternatives and every accelerator's option as a table. Pure: no Streamlit."""
 from __future__ import annotations
 
-from engine.scenario import Scenario, parse_scenario
+from engine.scenario import Scenario
+from engine.inputs import parse_scenario
 from engine.presentation.report import Figure, fmt_days, fmt_num, fmt_usd, range_text
 
 ALTERNATIVE_LABELS = {"one size smaller": "One size smaller", "one size larger": "One size larger",

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.catalog import load_catalog
-from engine.scenario import (PRECISION_DTYPE, Cost, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
-                             parse_scenario)
+from engine.inputs import parse_scenario
+from engine.scenario import PRECISION_DTYPE, Cost, ReliabilityInputs, Scenario, ScenarioError, Site, divisors
 from engine.physics.schedule import split_options, virtual_stage_options
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
 

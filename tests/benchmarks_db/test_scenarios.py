@@ -3,7 +3,8 @@ import pytest
 
 from benchmarks_db.scenarios import ID_CHARS, clean_name, list_scenarios, load_scenario, save_scenario, scenario_id
 from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 
 
 def test_save_and_load_round_trip(store):

@@ -1,7 +1,7 @@
 """Scenario builders shared by the engine tests."""
 import copy
 
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 
 BASE = {
     "model": {"preset": "llama3.1-8b"},

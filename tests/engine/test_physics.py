@@ -10,7 +10,8 @@ from engine.physics.comm import all_gather_s, all_to_all_s, overlapped_s
 from engine.planning.estimate import context, estimate
 from engine.physics.hardware import resolve_hardware
 from engine.physics.kernels import gemm_s
-from engine.scenario import PRECISION_DTYPE, ScenarioError, parse_scenario
+from engine.scenario import PRECISION_DTYPE, ScenarioError
+from engine.inputs import parse_scenario
 from engine.physics.schedule import SplitError, pipeline_slots, split_options, stage_layers, virtual_stage_options
 from engine.planning.search import search
 from engine.physics.steptime import OVERLAP_SLOWDOWN

@@ -11,7 +11,8 @@ from engine.presentation.edit import default_scenario
 from engine.planning.estimate import estimate
 from engine.planning.plan import plan
 from engine.planning.sanity import warnings_for
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 from engine.planning.sizing import Target, nearest_sizes, size_for
 from tests.conftest import ROOT
 

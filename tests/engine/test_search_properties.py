@@ -5,7 +5,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.catalog import load_catalog
-from engine.scenario import PRECISION_DTYPE, parse_scenario
+from engine.scenario import PRECISION_DTYPE
+from engine.inputs import parse_scenario
 from engine.physics.schedule import stage_layers
 from engine.planning.search import search, search_cluster
 from tests.engine.test_search import assert_same_estimate

@@ -4,7 +4,7 @@ import pytest
 
 from engine.planning.estimate import estimate
 from engine.planning.search import search
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 from tests.engine.helpers import gpt
 
 
