@@ -11,7 +11,7 @@ phases, the plan and the vendor comparison.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -86,88 +86,140 @@ def node_counts(max_nodes: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+@dataclass
+class Ladder:
+    """The cluster sizes one sizing search walks (node counts of node_counts, whole nodes of the accelerator) and the
+    quick-search best rows it has met on them (None: no layout fits)."""
+
+    sc: Scenario
+    objective: str
+    unit: int = field(init=False)
+    counts: tuple[int, ...] = field(init=False)
+    tried: dict = field(init=False, default_factory=dict)      # n_gpus -> the quick search's best row (or None)
+
+    def __post_init__(self):
+        self.unit = self.sc.gpus_per_node
+        self.counts = node_counts(MAX_GPUS // self.unit)
+
+    def gpus(self, i: int) -> int:
+        return self.counts[i] * self.unit
+
+    def at(self, i: int) -> dict | None:
+        """The quick search's best row on the i-th size."""
+        return self.on(self.gpus(i))
+
+    def on(self, n: int) -> dict | None:
+        if n not in self.tried:
+            self.tried[n] = best_at(self.sc, n, self.objective, quick=True)
+        return self.tried[n]
+
+    def shown(self, n: int, full: bool) -> dict | None:
+        """The row shown for n GPUs: the full search's best, or with full=False the quick one's."""
+        return best_at(self.sc, n, self.objective) if full else self.tried.get(n)
+
+    def index_of(self, nodes: float) -> int:
+        return min(len(self.counts) - 1, max(0, int(np.searchsorted(self.counts, nodes))))
+
+
 def size_for(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0, full: bool = True) -> dict:
-    """The cluster size for a target: the smallest that meets the deadline (and the budgets), or with budgets only
-    the largest within them. factor scales time-proportional figures (the typical-stack efficiency); full=False keeps
-    the quick search's rows (the vendor comparison re-searches only what it shows in full).
+    """The cluster size for a target: with a deadline the smallest that meets it (and the budgets,
+    smallest_for_deadline), with budgets only the largest within them (largest_within_budget). factor scales
+    time-proportional figures (the typical-stack efficiency); full=False keeps the quick search's rows (the vendor
+    comparison re-searches only what it shows in full).
 
     Returns met, n_gpus, nodes, best (the best row on that size), neighbour (the next smaller size for a deadline, the
     next larger for a budget: how far it misses), sizes_tried and, when not met, the reason."""
-    unit = sc.gpus_per_node
-    ladder = node_counts(MAX_GPUS // unit)
-    tried: dict[int, dict | None] = {}
-
-    def at(i: int) -> dict | None:
-        n = ladder[i] * unit
-        if n not in tried:
-            tried[n] = best_at(sc, n, objective, quick=True)
-        return tried[n]
-
-    def index_of(nodes: float) -> int:
-        return min(len(ladder) - 1, max(0, int(np.searchsorted(ladder, nodes))))
-
-    days = lambda r: (r.get("wall_days") or r["train_days"]) * factor
     if target.deadline_days is not None:
-        ok = lambda r: meets_deadline(r, target, factor) and within_budget(r, target, factor)
-        lo, hi = -1, None                       # ladder indices: lo misses (or holds no layout), hi meets
-        i = 0                                   # from one node, so the answer does not depend on the scenario's size
-        previous, stalled = None, 0
-        # grow by powers of two (the sizes power-of-two batches and heads use best) until the deadline is met,
-        # jumping by the time still missing; stop when doubling stops helping (the batch ran out of room)
-        for _ in range(24):
-            r = at(i)
-            if meets_deadline(r, target, factor):
-                hi = i
-                break
+        return smallest_for_deadline(sc, target, objective, factor, full)
+    return largest_within_budget(sc, target, objective, factor, full)
+
+
+def smallest_for_deadline(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0,
+                          full: bool = True) -> dict:
+    """The smallest cluster whose best layout meets target.deadline_days (and its budgets): sizes grow from one node
+    until the deadline is met (_grow), the node count is then narrowed between the last miss and the first hit
+    (_narrow), and the answer and the size below it are searched in full, which can meet the deadline a size lower."""
+    ladder = Ladder(sc, objective)
+    lo, hi = _grow(ladder, target, factor)
+    if hi is None:
+        days = lambda r: _days(r, factor)
+        fastest = min((r for r in ladder.tried.values() if r is not None), key=days, default=None)
+        return _result(False, None, fastest, None, ladder, factor,
+                       reason=(f"no cluster size meets {target.deadline_days:g} days: the fastest found is "
+                               f"{days(fastest):.1f} days on {_gpus(fastest):,} GPUs" if fastest else
+                               "no cluster size tried can hold the model"))
+    hi = _narrow(ladder, target, factor, lo, hi)
+    ok = lambda r: meets_deadline(r, target, factor) and within_budget(r, target, factor)
+    if hi == 0 and ladder.unit > 1:              # a fraction of one node may be enough for a small model
+        for n in (d for d in (1, 2, 4) if d < ladder.unit and ladder.unit % d == 0):
+            if meets_deadline(ladder.on(n), target, factor):
+                return _finish(ladder, n, n // 2 or None, factor, ok, full)
+    below = lambda j: next((k for k in range(j - 1, -1, -1) if ladder.at(k) is not None), None)
+    shown = lambda k: ladder.shown(ladder.gpus(k), True) if full else ladder.at(k)
+    j, near_j = hi, below(hi)
+    best = shown(j)
+    near = None if near_j is None else shown(near_j)
+    for _ in range(4):                           # the full search can meet the deadline a size below the quick one
+        if near is None or not ok(near):
+            break
+        j, best, near_j = near_j, near, below(near_j)
+        near = None if near_j is None else shown(near_j)
+    if not ok(best) and ok(ladder.at(j)):
+        best = ladder.at(j)
+    return _result(ok(best), ladder.gpus(j), best, near, ladder, factor)
+
+
+def _grow(ladder: Ladder, target: Target, factor: float) -> tuple[int, int | None]:
+    """(the last ladder index that misses the deadline or holds no layout, -1 if none; the first that meets it, None
+    if none does). From one node, so the answer does not depend on the scenario's size, by powers of two (the sizes
+    power-of-two batches and heads use best), jumping by the time still missing; stops when doubling stops helping
+    (the batch ran out of data-parallel room)."""
+    lo, i, previous, stalled = -1, 0, None, 0
+    days = lambda r: _days(r, factor)
+    for _ in range(24):
+        r = ladder.at(i)
+        if meets_deadline(r, target, factor):
+            return lo, i
+        lo = i
+        if r is not None:
+            stalled = stalled + 1 if previous is not None and days(r) >= 0.98 * days(previous) else 0
+            previous = r if previous is None or days(r) < days(previous) else previous
+        if stalled >= 2 or i >= len(ladder.counts) - 1:
+            break
+        ratio = 2.0 if r is None else max(2.0, days(r) / target.deadline_days)
+        i = max(i + 1, ladder.index_of(ladder.counts[i] * 2 ** np.ceil(np.log2(ratio))))
+    return lo, None
+
+
+def _narrow(ladder: Ladder, target: Target, factor: float, lo: int, hi: int) -> int:
+    """The smallest ladder index between a miss (lo) and a hit (hi) that meets the deadline: proportional guesses
+    from the miss's days, alternating with bisection."""
+    step = 0
+    while hi - lo > 1:
+        r_lo = ladder.tried.get(ladder.gpus(lo)) if lo >= 0 else None
+        guess = (ladder.index_of(ladder.counts[lo] * _days(r_lo, factor) / target.deadline_days)
+                 if (r_lo and step % 2 == 0) else (lo + hi) // 2)
+        i = min(hi - 1, max(lo + 1, guess))
+        if meets_deadline(ladder.at(i), target, factor):
+            hi = i
+        else:
             lo = i
-            if r is not None:
-                stalled = stalled + 1 if previous is not None and days(r) >= 0.98 * days(previous) else 0
-                previous = r if previous is None or days(r) < days(previous) else previous
-            if stalled >= 2 or i >= len(ladder) - 1:
-                break
-            ratio = 2.0 if r is None else max(2.0, days(r) / target.deadline_days)
-            i = max(i + 1, index_of(ladder[i] * 2 ** np.ceil(np.log2(ratio))))
-        # then the smallest size between the last miss and the hit: proportional guesses and bisection
-        step = 0
-        while hi is not None and hi - lo > 1:
-            r_lo = tried.get(ladder[lo] * unit) if lo >= 0 else None
-            guess = index_of(ladder[lo] * days(r_lo) / target.deadline_days) if (r_lo and step % 2 == 0) else (lo + hi) // 2
-            i = min(hi - 1, max(lo + 1, guess))
-            if meets_deadline(at(i), target, factor):
-                hi = i
-            else:
-                lo = i
-            step += 1
-        if hi is None:
-            fastest = min((r for r in tried.values() if r is not None), key=days, default=None)
-            return _result(False, None, fastest, None, tried, unit, factor,
-                           reason=(f"no cluster size meets {target.deadline_days:g} days: the fastest found is "
-                                   f"{days(fastest):.1f} days on {_gpus(fastest):,} GPUs" if fastest else
-                                   "no cluster size tried can hold the model"))
-        if hi == 0 and unit > 1:                 # a fraction of one node may be enough for a small model
-            for n in (d for d in (1, 2, 4) if d < unit and unit % d == 0):
-                tried[n] = best_at(sc, n, objective, quick=True)
-                if meets_deadline(tried[n], target, factor):
-                    return _finish(sc, n, n // 2 or None, tried, objective, factor, ok, full, unit)
-        below = lambda j: next((k for k in range(j - 1, -1, -1) if at(k) is not None), None)
-        j, near_j = hi, below(hi)
-        best = best_at(sc, ladder[j] * unit, objective) if full else at(j)
-        near = None if near_j is None else (best_at(sc, ladder[near_j] * unit, objective) if full else at(near_j))
-        for _ in range(4):                       # the full search can meet the deadline a size below the quick one
-            if near is None or not ok(near):
-                break
-            j, best, near_j = near_j, near, below(near_j)
-            near = None if near_j is None else (best_at(sc, ladder[near_j] * unit, objective) if full else at(near_j))
-        if not ok(best) and ok(at(j)):
-            best = at(j)
-        return _result(ok(best), ladder[j] * unit, best, near, tried, unit, factor)
-    # budgets only: the largest (fastest) cluster within them; cost and GPU-hours grow with size
+        step += 1
+    return hi
+
+
+def largest_within_budget(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0,
+                          full: bool = True) -> dict:
+    """The largest (fastest) cluster within target's money and/or GPU-hour budget: cost and GPU-hours grow with size,
+    so sizes double from one node until one is over budget (or spend starts rising past the cheapest size), then the
+    node count is bisected between the last size within budget and the first over it."""
+    ladder = Ladder(sc, objective)
     ok = lambda r: within_budget(r, target, factor)
-    i_in, i_out, i, previous = None, None, 0, None
     spend = lambda r: r.get("cost_usd") if target.budget_usd is not None else billed_gpu_hours(r)
-    while i < len(ladder):
-        r = at(i)
-        if within_budget(r, target, factor):
+    i_in, i_out, i, previous = None, None, 0, None
+    while i < len(ladder.counts):
+        r = ladder.at(i)
+        if ok(r):
             i_in = i
         elif r is not None:
             i_out = i
@@ -177,24 +229,28 @@ def size_for(sc: Scenario, target: Target, objective: str = "time", factor: floa
             if i_in is not None or rising:
                 break
         previous = r if r is not None else previous
-        i = max(i + 1, index_of(ladder[i] * 2))
+        i = max(i + 1, ladder.index_of(ladder.counts[i] * 2))
     if i_in is None:
-        cheapest = min((r for r in tried.values() if r is not None),
+        cheapest = min((r for r in ladder.tried.values() if r is not None),
                        key=lambda r: r.get("cost_usd") or billed_gpu_hours(r), default=None)
-        return _result(False, None, cheapest, None, tried, unit, factor,
+        return _result(False, None, cheapest, None, ladder, factor,
                        reason=f"no cluster size trains {target.describe()}" + (
                            "" if cheapest is None else f": the smallest that holds the model needs "
                            f"{billed_gpu_hours(cheapest, factor):,.0f} GPU-hours"
                            + (f" and ${cheapest['cost_usd'] * factor:,.0f}" if cheapest.get("cost_usd") else "")))
-    lo, hi = i_in, i_out if i_out is not None and i_out > i_in else len(ladder)
+    lo, hi = i_in, i_out if i_out is not None and i_out > i_in else len(ladder.counts)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if within_budget(at(mid), target, factor):
+        if ok(ladder.at(mid)):
             lo = mid
         else:
             hi = mid
-    above = ladder[hi] * unit if hi < len(ladder) else None
-    return _finish(sc, ladder[lo] * unit, above, tried, objective, factor, ok, full, unit)
+    above = ladder.gpus(hi) if hi < len(ladder.counts) else None
+    return _finish(ladder, ladder.gpus(lo), above, factor, ok, full)
+
+
+def _days(r: dict, factor: float) -> float:
+    return (r.get("wall_days") or r["train_days"]) * factor
 
 
 def _gpus(r: dict) -> int:
@@ -202,17 +258,18 @@ def _gpus(r: dict) -> int:
     return lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
 
 
-def _finish(sc, n, neighbour, tried, objective, factor, ok, full, unit) -> dict:
-    best = best_at(sc, n, objective) if full else tried[n]
-    if not ok(best) and ok(tried.get(n)):         # keep the answer the target was met with
-        best = tried[n]
-    near = (best_at(sc, neighbour, objective) if full else tried.get(neighbour)) if neighbour else None
-    return _result(ok(best), n, best, near, tried, unit, factor)
+def _finish(ladder: Ladder, n: int, neighbour: int | None, factor: float, ok, full: bool) -> dict:
+    best = ladder.shown(n, full)
+    if not ok(best) and ok(ladder.tried.get(n)):  # keep the answer the target was met with
+        best = ladder.tried[n]
+    near = ladder.shown(neighbour, full) if neighbour else None
+    return _result(ok(best), n, best, near, ladder, factor)
 
 
-def _result(met, n, best, near, tried, unit, factor, reason=None) -> dict:
+def _result(met, n, best, near, ladder: Ladder, factor, reason=None) -> dict:
+    unit = ladder.unit
     out = {"met": met, "n_gpus": n, "nodes": None if n is None else -(-n // unit), "gpus_per_node": unit,
-           "best": best, "neighbour": near, "sizes_tried": sorted(tried), "efficiency_factor": factor}
+           "best": best, "neighbour": near, "sizes_tried": sorted(ladder.tried), "efficiency_factor": factor}
     if reason:
         out["reason"] = reason
     return out
