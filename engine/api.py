@@ -51,6 +51,12 @@ class MemoryGiB(_Result):
     total: float
 
 
+class NearestFit(_Result):
+    n_gpus: int
+    layout: Layout
+    wall_days: float | None
+
+
 class Estimate(_Result):
     """One layout's figures (engine.planning.estimate.estimate / engine.planning.estimate.row)."""
     layout: Layout
@@ -64,14 +70,24 @@ class Estimate(_Result):
     hfu: float = Field(description="hardware FLOP utilisation: recomputed work included")
     model_tflops_per_gpu: float
     time_breakdown_s: dict[str, float]
-    train_days: float = Field(description="compute days of the whole run: steps, phases, evaluation")
-    wall_days: float | None = Field(description="with failures, checkpoints and restarts")
-    gpu_hours: float
+    train_days: float | None = Field(description="compute days of the whole run: steps, phases, evaluation "
+                                                 "(None: the layout does not fit)")
+    wall_days: float | None = Field(description="with failures, checkpoints and restarts (None: the layout does not "
+                                                "fit, or the run never finishes: failures outpace recovery)")
+    gpu_hours: float | None
     cost_usd: float | None
     energy_mwh: float | None
     co2_t: float | None
+    problem: str | None = Field(default=None, description="why days, cost, energy and CO2 are None")
+    nearest_fit: NearestFit | None = Field(default=None, description="for a layout that does not fit: the fastest "
+                                                                     "layout that does, here or at the nearest size")
     params_total: int | None = None
     params_active: int | None = None
+
+    @property
+    def never_finishes(self) -> bool:
+        """The layout fits but failures come faster than the run recovers: it has no wall time."""
+        return self.fits and self.wall_days is None
 
 
 class ParetoPoint(_Result):

@@ -293,10 +293,11 @@ def _suggest_sizes(current: Scenario, n_gpus: int) -> None:
     if not near:
         return
     ss = st.session_state
+    days = lambda d: "never finishing" if d is None else f"{d:,.0f} days"
     ss[PROBLEMS]["cluster.n_gpus"] = [
         f"No layout splits this model over {n_gpus:,} accelerators (its batch, heads and layers must divide among them)"
         ". Nearest sizes that work: " + " or ".join(
-            f"{s['n_gpus']:,} ({s['nodes']:,} nodes; {s['wall_days']:,.0f} days with {describe_layout(s['layout'])})"
+            f"{s['n_gpus']:,} ({s['nodes']:,} nodes; {days(s['wall_days'])} with {describe_layout(s['layout'])})"
             for s in near) + "."]
     ss[SUGGESTIONS]["cluster.n_gpus"] = [(f"Use {s['n_gpus']:,}", s["n_gpus"]) for s in near]
 
@@ -444,7 +445,7 @@ def show_what_fits(sc: Scenario) -> None:
         return
     if best is not None:
         st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(best['layout']))}"
-                    f" ({best['memory_gib']['total']:.1f} GiB, {fmt_days(best.get('wall_days') or best['train_days'])}).")
+                    f" ({best['memory_gib']['total']:.1f} GiB, {fmt_days(best['wall_days'])}).")
         st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(best["layout"],))
     elif sizes:
         st.markdown(f"**Nothing fits on {sc.cluster.n_gpus:,} accelerators.** Nearest sizes where it fits: " + " or ".join(

@@ -20,6 +20,11 @@ INPUT_NAMES = {"server_capex_usd": "server price", "host_capex_usd_per_gpu": "ho
 sc = common.scenario()
 opts = common.options()
 est = common.current_estimate()
+if not est["fits"]:
+    st.title("Cost & carbon")
+    st.warning(f"This layout {est['problem']}, so it has no time, cost, energy or CO2.")
+    common.show_what_fits(sc)
+    st.stop()
 cost, energy, rel = est["cost"], est["energy"], est["reliability"]
 band = lambda value, key: range_text(ranges.band(value, "tuned"), key)      # the engine's figure and its range
 

@@ -141,7 +141,7 @@ else:
         best = result["best"][chosen]
         st.subheader(f"Layout #{chosen + 1}: where the time goes")
         st.caption(f"{describe_layout(best['layout'])}: {best['step_time_s']:.2f} s per step, MFU "
-                   f"{best['mfu']:.1%}, {fmt_days(best.get('wall_days') or best['train_days'])}. Select another "
+                   f"{best['mfu']:.1%}, {fmt_days(best['wall_days'])}. Select another "
                    "row above to see its breakdown.")
         st.plotly_chart(breakdown_figure(best), key="breakdown_chart")
         st.caption("Blue: computation; orange: communication by kind; grey: pipeline idle time (bubble and "
@@ -161,7 +161,7 @@ else:
     if cluster:
         if cluster["met"]:
             st.success(f"Smallest cluster that meets the target: **{cluster['n_gpus']:,} accelerators**, "
-                       f"{fmt_days(cluster['best'].get('wall_days') or cluster['best']['train_days'])} with "
+                       f"{fmt_days(cluster['best']['wall_days'])} with "
                        f"{describe_layout(cluster['best']['layout'])}.")
         else:
             st.warning(f"Target not met: {cluster['reason']}.")
@@ -185,7 +185,7 @@ else:
         pass
     elif "best" in answer:
         st.markdown(f"The best layout with {dimension}={value}: {describe_layout(answer['best']['layout'])}, "
-                    f"{fmt_days(answer['best'].get('wall_days') or answer['best']['train_days'])}, "
+                    f"{fmt_days(answer['best']['wall_days'])}, "
                     f"{answer['best']['memory_gib']['total']:.1f} GiB per accelerator.")
     else:
         reasons = "; ".join(f"{r} ({n:,})" for r, n in answer["rejected"].items())

@@ -37,8 +37,10 @@ class WholeRun:
         """Evaluation seconds per second of training steps."""
         return self.forward_share * self.eval_steps / self.eval_interval_steps
 
-    def detail(self, steps_s: float, eval_s: float) -> dict:
-        return {"steps_days": steps_s / 86400.0, "evaluation_days": eval_s / 86400.0,
+    def detail(self, steps_s: float | None, eval_s: float | None) -> dict:
+        """The whole run's terms (steps and evaluation days None for a layout that does not fit)."""
+        days = lambda s: None if s is None else s / 86400.0
+        return {"steps_days": days(steps_s), "evaluation_days": days(eval_s),
                 "evaluation": f"{self.eval_steps} forward-only steps every {self.eval_interval_steps} ({self.eval_source})",
                 "phases": self.phases, "phases_days": self.phase_s / 86400.0}
 

@@ -5,16 +5,20 @@ from __future__ import annotations
 from engine.physics.layouts import Layouts
 from engine.planning.evaluation import evaluate, row
 from engine.planning.search import context
+from engine.planning.sizing import nearest_fit
 from engine.scenario import Scenario, ScenarioError
 
 
 def estimate(sc: Scenario) -> dict:
-    """Full estimate of a scenario with a layout."""
+    """Full estimate of a scenario with a layout. A layout that does not fit has no days, GPU-hours, cost, energy or
+    CO2: `problem` says why and `nearest_fit` names the fastest layout that fits (on this cluster, else the nearest
+    size where one does)."""
     if sc.layout is None:
         raise ScenarioError([("layout", "a layout is needed for an estimate; run the layout search to find one")])
     ctx = context(sc)
     lay = Layouts.of([sc.layout])
     out = row(ctx, evaluate(ctx, lay), lay, 0)
+    out["nearest_fit"] = None if out["fits"] else nearest_fit(sc)
     out["assumptions"] = {**ctx.hw.provenance, "attention": sc.training.attention,
                           "gradients": "16-bit gradients and fp32 master weights + optimizer states (ZeRO paper convention)"}
     return out

@@ -4,6 +4,7 @@ agree exactly. A Context is everything but the layout; its whole-run phases come
 engine.planning.search.context."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -127,8 +128,10 @@ BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero3_com
 
 
 def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
-    """The JSON-ready estimate of layout i."""
+    """The JSON-ready estimate of layout i. A layout that does not fit has no days, GPU-hours, cost, energy or CO2
+    (None) and says why in `problem`; so does a run that never finishes (failures outpace recovery: wall_days None)."""
     g = lambda k: float(ev[k][i])
+    fits = bool(ev["fits"][i])
     gib = lambda k: round(g(f"mem_{k}") / GIB, 3)
     other = sum(g(f"mem_{k}") for k in MEMORY_OTHER) / GIB
     tr = ctx.scenario.training
@@ -139,7 +142,7 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
         "memory_detail_gib": {k: gib(k) for k in MEMORY_OTHER},
         "memory_capacity_gib": round(ctx.hw.memory_bytes / GIB, 3),
         "worst_stage": STAGES[int(ev["worst_stage"][i])] if int(lay.pp[i]) > 1 else "only",
-        "fits": bool(ev["fits"][i]),
+        "fits": fits,
         "micro_batches_per_step": m,
         "step_time_s": g("step_time_s"),
         "tokens_per_s": g("tokens_per_s"),
@@ -155,26 +158,45 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
         "time_breakdown_s": {k: g(k) for k in BREAKDOWN},
         "params_total": ctx.shape.total_params(),
         "params_active": ctx.shape.active_params(),
-        "train_days": g("train_s") / 86400,
-        "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")),
-        "gpu_hours": g("gpu_hours"),
+        "train_days": g("train_s") / 86400 if fits else None,
+        "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")) if fits else ctx.run.detail(None, None),
+        "gpu_hours": g("gpu_hours") if fits else None,
         **run_row(ctx, ev, i),
     }
 
 
 def run_row(ctx: Context, ev: dict[str, np.ndarray], i: int) -> dict:
-    """Wall time, goodput, cost, energy and CO2 of layout i, with the inputs and sources behind them (None: not known)."""
-    value = lambda k: float(ev[k][i]) if np.isfinite(ev[k][i]) else None
-    wall_s = float(ev["wall_s"][i])
+    """Wall time, goodput, cost, energy and CO2 of layout i, with the inputs and sources behind them (None: not known,
+    the layout does not fit, or the run never finishes), and the problem that leaves them out."""
+    fits = bool(ev["fits"][i])
+    wall_s = float(ev["wall_s"][i]) if fits else math.nan
+    finishes = bool(np.isfinite(wall_s))
+    value = lambda k: float(ev[k][i]) if finishes and np.isfinite(ev[k][i]) else None
     billed = float(cost.gpu_hours(ctx.n_gpus, wall_s))
     mwh = value("energy_mwh")
+    reliability = goodput.detail(ctx.reliability, float(ev["train_s"][i]) if fits else None, wall_s)
     return {
-        "wall_days": wall_s / 86400 if np.isfinite(wall_s) else None,
-        "goodput": float(ev["goodput"][i]),
+        "wall_days": wall_s / 86400 if finishes else None,
+        "goodput": float(ev["goodput"][i]) if fits else None,
         "cost_usd": value("cost_usd"),
         "energy_mwh": value("energy_mwh"),
         "co2_t": value("co2_t"),
-        "reliability": goodput.detail(ctx.reliability, float(ev["train_s"][i]), wall_s),
+        "problem": None if finishes else reliability["problem"] if fits else (
+            f"does not fit: {float(ev['mem_total'][i]) / GIB:.1f} GiB per GPU on its fullest pipeline stage, "
+            f"{ctx.hw.memory_bytes / GIB:.1f} GiB available"),
+        "reliability": reliability,
         "cost": cost.detail(ctx.price, ctx.scenario.cluster.accelerator, billed),
         "energy": energy.detail(ctx.power, ctx.n_gpus, billed, None if mwh is None else mwh * 1000),
     }
+
+
+def wall_days(row: dict) -> float:
+    """The days an estimate row takes on the wall clock, the one figure deadlines, rankings and sizing compare:
+    infinite where the run never finishes (failures outpace recovery) or the layout does not fit."""
+    return math.inf if row["wall_days"] is None else row["wall_days"]
+
+
+def row_gpus(row: dict) -> int:
+    """The GPUs an estimate row runs on: the product of its layout's parallel degrees."""
+    lay = row["layout"]
+    return lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]

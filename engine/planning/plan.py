@@ -13,6 +13,7 @@ from __future__ import annotations
 from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
+from engine.planning.evaluation import row_gpus, wall_days
 from engine.planning.sizing import Target, billed_gpu_hours, size_for
 from engine.planning.vendor import precision_for, scenario_on
 
@@ -64,16 +65,16 @@ def _key(option: dict, target: Target) -> float:
     best = option["best"]
     if target.deadline_days is not None:
         return best["cost_usd"] if best.get("cost_usd") is not None else 1e30 + billed_gpu_hours(best)
-    return best.get("wall_days") or best["train_days"]
+    return wall_days(best)
 
 
 def _figures(row: dict, factor: float, efficiency: str) -> dict:
-    out = {"wall_days": (row.get("wall_days") or row["train_days"]) * factor,
-           "gpu_hours": billed_gpu_hours(row, factor)}
-    for key in ("cost_usd", "energy_mwh", "co2_t"):
-        out[key] = None if row.get(key) is None else row[key] * factor
-    base = {"wall_days": row.get("wall_days") or row["train_days"], "gpu_hours": billed_gpu_hours(row),
+    """The headline figures of a row for the chosen stack, each with its range (None: not known, or the run never
+    finishes)."""
+    finishes = row["wall_days"] is not None
+    base = {"wall_days": row["wall_days"], "gpu_hours": billed_gpu_hours(row) if finishes else None,
             **{k: row.get(k) for k in ("cost_usd", "energy_mwh", "co2_t")}}
+    out = {k: None if v is None else v * factor for k, v in base.items()}
     out["ranges"] = {k: ranges.band(v, efficiency) for k, v in base.items()}
     return out
 
@@ -111,7 +112,7 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
               "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,
               "options": [_summary(o, factor, efficiency) for o in options]}
     if not met:
-        closest = min((o for o in options if o.get("best")), key=lambda o: o["best"].get("wall_days") or 1e30, default=None)
+        closest = min((o for o in options if o.get("best")), key=lambda o: wall_days(o["best"]), default=None)
         result.update(answer=None, reason=("no accelerator meets " + target.describe() + (
             f"; the closest is {closest['name']}: {closest.get('reason', '')}" if closest else "")))
         return result
@@ -155,12 +156,17 @@ def _alternatives(chosen: dict, met: list[dict], target: Target, factor: float, 
     out = []
     near = chosen.get("neighbour")
     if near is not None:
-        n = near["layout"]["tp"] * near["layout"]["pp"] * near["layout"]["dp"] * near["layout"]["cp"]
+        n = row_gpus(near)
         f = _figures(near, factor, efficiency)
         kind = "smaller" if n < chosen["n_gpus"] else "larger"
-        text = (f"{n:,} GPUs: {f['wall_days']:.1f} days" + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "")
-                + (" - misses the deadline by " + f"{f['wall_days'] - target.deadline_days:.1f} days"
-                   if target.deadline_days is not None and kind == "smaller" else " - over the budget" if kind == "larger" else ""))
+        if f["wall_days"] is None:
+            text = f"{n:,} GPUs: the run never finishes ({near['problem']})"
+        else:
+            text = (f"{n:,} GPUs: {f['wall_days']:.1f} days"
+                    + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "")
+                    + (" - misses the deadline by " + f"{f['wall_days'] - target.deadline_days:.1f} days"
+                       if target.deadline_days is not None and kind == "smaller"
+                       else " - over the budget" if kind == "larger" else ""))
         out.append({"kind": f"one size {kind}", "accelerator": chosen["accelerator"], "n_gpus": n, **f, "text": text})
     others = [o for o in met if o["accelerator"] != chosen["accelerator"]]
     priced = [o for o in others if o["best"].get("cost_usd") is not None]
@@ -168,7 +174,7 @@ def _alternatives(chosen: dict, met: list[dict], target: Target, factor: float, 
     if priced:
         picks.append(("cheapest other", min(priced, key=lambda o: o["best"]["cost_usd"])))
     if others:
-        picks.append(("fastest other", min(others, key=lambda o: o["best"].get("wall_days") or o["best"]["train_days"])))
+        picks.append(("fastest other", min(others, key=lambda o: wall_days(o["best"]))))
         vendors = [o for o in others if o["vendor"] != chosen["vendor"]]
         if vendors:
             picks.append(("other vendor", vendors[0]))

@@ -392,8 +392,8 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_node
         note(0.2 + 0.5 * k / max(len(sizes), 1), f"Pareto front: {size} GPUs")
         r = (rows[0] if rows else None) if size == n else (
             _best_row(search_cluster(sc, size, True), objective) if allow_span_nodes else best_at(sc, size, objective))
-        if r:
-            front.append({"n_gpus": size, "train_days": r["train_days"], "wall_days": r.get("wall_days", r["train_days"]),
+        if r and r["wall_days"] is not None:           # a size whose run never finishes is on no time front
+            front.append({"n_gpus": size, "train_days": r["train_days"], "wall_days": r["wall_days"],
                           "gpu_hours": r["gpu_hours"], "cost_usd": r.get("cost_usd"), "layout": r["layout"]})
     front.sort(key=lambda p: p["n_gpus"])
     out["pareto"] = [p for i, p in enumerate(front) if all(q["wall_days"] > p["wall_days"] for q in front[:i])]

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.planning.evaluation import row_gpus, wall_days
 from engine.planning.search import best_at
 from engine.scenario import Scenario, ScenarioError
 
@@ -51,13 +52,13 @@ class Target:
 
 
 def billed_gpu_hours(row: dict, factor: float = 1.0) -> float:
-    return row["layout"]["tp"] * row["layout"]["pp"] * row["layout"]["dp"] * row["layout"]["cp"] * \
-        (row.get("wall_days") or row["train_days"]) * 24.0 * factor
+    """GPUs x wall-clock hours (infinite for a run that never finishes)."""
+    return row_gpus(row) * wall_days(row) * 24.0 * factor
 
 
 def meets_deadline(row: dict | None, target: Target, factor: float = 1.0) -> bool:
-    return row is not None and (target.deadline_days is None
-                                or (row.get("wall_days") or row["train_days"]) * factor <= target.deadline_days)
+    """A run that never finishes meets no deadline."""
+    return row is not None and (target.deadline_days is None or wall_days(row) * factor <= target.deadline_days)
 
 
 def within_budget(row: dict | None, target: Target, factor: float = 1.0) -> bool:
@@ -146,7 +147,7 @@ def smallest_for_deadline(sc: Scenario, target: Target, objective: str = "time",
         fastest = min((r for r in ladder.tried.values() if r is not None), key=days, default=None)
         return _result(False, None, fastest, None, ladder, factor,
                        reason=(f"no cluster size meets {target.deadline_days:g} days: the fastest found is "
-                               f"{days(fastest):.1f} days on {_gpus(fastest):,} GPUs" if fastest else
+                               f"{days(fastest):.1f} days on {row_gpus(fastest):,} GPUs" if fastest else
                                "no cluster size tried can hold the model"))
     hi = _narrow(ladder, target, factor, lo, hi)
     ok = lambda r: meets_deadline(r, target, factor) and within_budget(r, target, factor)
@@ -250,12 +251,7 @@ def largest_within_budget(sc: Scenario, target: Target, objective: str = "time",
 
 
 def _days(r: dict, factor: float) -> float:
-    return (r.get("wall_days") or r["train_days"]) * factor
-
-
-def _gpus(r: dict) -> int:
-    lay = r["layout"]
-    return lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
+    return wall_days(r) * factor
 
 
 def _finish(ladder: Ladder, n: int, neighbour: int | None, factor: float, ok, full: bool) -> dict:
@@ -287,8 +283,7 @@ def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
             continue
         best = best_at(sc, n, quick=True)
         if best is not None:
-            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best.get("wall_days") or best["train_days"],
-                        "layout": best["layout"]})
+            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best["wall_days"], "layout": best["layout"]})
         if len(out) == how_many:
             break
     return out
@@ -302,3 +297,14 @@ def cluster_search(sc: Scenario, deadline_days: float | None = None, gpu_hour_bu
         return None
     sized = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
     return {**sized, "deadline_days": deadline_days, "gpu_hour_budget": gpu_hour_budget}
+
+
+def nearest_fit(sc: Scenario) -> dict | None:
+    """For a layout that does not fit: the fastest layout that fits on the same cluster, else the nearest cluster
+    size where one fits, as {n_gpus, layout, wall_days}; None when nothing fits near."""
+    n = sc.cluster.n_gpus
+    best = best_at(sc, n)
+    if best is not None:
+        return {"n_gpus": n, "layout": best["layout"], "wall_days": best["wall_days"]}
+    sizes = nearest_sizes(sc, n, how_many=1)
+    return {k: sizes[0][k] for k in ("n_gpus", "layout", "wall_days")} if sizes else None

@@ -104,8 +104,11 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
             main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
             return {**base, "fits": False, "n_gpus": n, "reason": f"no layout fits on {n} GPUs ({main})"}
         best = out["best"][0]
+    if best["wall_days"] is None:                # fits, but failures outpace recovery: nothing to rank it on
+        return {**base, "fits": True, "n_gpus": n, "layout": best["layout"], "wall_days": None,
+                "reason": best["problem"]}
     return {**base, "fits": True, "n_gpus": n, "layout": best["layout"], "train_days": best["train_days"],
-            "wall_days": best.get("wall_days", best["train_days"]), "gpu_hours": best["gpu_hours"], "mfu": best["mfu"],
+            "wall_days": best["wall_days"], "gpu_hours": best["gpu_hours"], "mfu": best["mfu"],
             "cost_usd": best.get("cost_usd"), "energy_mwh": best.get("energy_mwh"), "co2_t": best.get("co2_t"),
             "memory_gib": best["memory_gib"]["total"], "memory_capacity_gib": best["memory_capacity_gib"],
             "memory_headroom": 1 - best["memory_gib"]["total"] / best["memory_capacity_gib"]}
@@ -115,7 +118,7 @@ def _score(rows: list[dict], weights: dict[str, float]) -> None:
     """Each criterion scores 1.0 for the best accelerator and the ratio to it for the others. A criterion an
     accelerator has no figure for (no published price, no power figure) is left out of its score, whose weights are
     renormalised over what is known, and listed in `unknown`: it is never scored 0."""
-    fitting = [r for r in rows if r["fits"] and r.get("meets_deadline", True)]
+    fitting = [r for r in rows if r["fits"] and r.get("meets_deadline", True) and r.get("wall_days") is not None]
     for c, (key, lower) in CRITERIA.items():
         values = [r[key] for r in fitting if r.get(key) is not None and r[key] > 0]
         best = (min(values) if lower else max(values)) if values else None

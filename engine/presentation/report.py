@@ -160,7 +160,7 @@ def headline_bands(est: dict, efficiency: str = "tuned") -> dict[str, dict | Non
     """The time-proportional headline figures of an estimate as bands for the chosen stack: wall days, GPU-hours
     (billed: GPUs x wall-clock hours, as the cost), cost, energy and CO2."""
     billed = (est.get("cost") or {}).get("billed_gpu_hours") or est["gpu_hours"]
-    return {"wall_days": ranges.band(est.get("wall_days") or est["train_days"], efficiency),
+    return {"wall_days": ranges.band(est["wall_days"], efficiency),
             "gpu_hours": ranges.band(billed, efficiency),
             **{k: ranges.band(est.get(k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
 
@@ -307,7 +307,7 @@ def ranked_rows(result: dict) -> list[dict]:
     rows = []
     for rank, r in enumerate(result["best"], start=1):
         rows.append({"rank": rank, **{k: r["layout"][k] for k in LAYOUT_COLUMNS},
-                     "days (wall)": r.get("wall_days") or r["train_days"], "days (compute)": r["train_days"],
+                     "days (wall)": r["wall_days"], "days (compute)": r["train_days"],
                      "MFU": r["mfu"], "memory GiB": r["memory_gib"]["total"], "GPU-hours": r["gpu_hours"],
                      "cost USD": r.get("cost_usd"), "energy MWh": r.get("energy_mwh"),
                      "step s": r["step_time_s"]})
