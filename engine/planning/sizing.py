@@ -87,6 +87,33 @@ def node_counts(max_nodes: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """A sizing search's answer: the cluster size (None when no size meets the target), the best row on it, the
+    neighbour (the next smaller size for a deadline, the next larger for a budget: how far it misses), the sizes
+    tried and, when not met, the reason."""
+
+    met: bool
+    n_gpus: int | None
+    gpus_per_node: int
+    best: dict | None
+    neighbour: dict | None
+    sizes_tried: tuple[int, ...]
+    efficiency_factor: float
+    reason: str | None = None
+
+    @property
+    def nodes(self) -> int | None:
+        return None if self.n_gpus is None else -(-self.n_gpus // self.gpus_per_node)
+
+    def as_dict(self) -> dict:
+        """The JSON form (the command line's and the Layout search page's cluster_search)."""
+        out = {"met": self.met, "n_gpus": self.n_gpus, "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
+               "best": self.best, "neighbour": self.neighbour, "sizes_tried": list(self.sizes_tried),
+               "efficiency_factor": self.efficiency_factor}
+        return {**out, "reason": self.reason} if self.reason else out
+
+
 @dataclass
 class Ladder:
     """The cluster sizes one sizing search walks (node counts of node_counts, whole nodes of the accelerator) and the
@@ -122,21 +149,18 @@ class Ladder:
         return min(len(self.counts) - 1, max(0, int(np.searchsorted(self.counts, nodes))))
 
 
-def size_for(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0, full: bool = True) -> dict:
+def size_for(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0, full: bool = True) -> Sizing:
     """The cluster size for a target: with a deadline the smallest that meets it (and the budgets,
     smallest_for_deadline), with budgets only the largest within them (largest_within_budget). factor scales
     time-proportional figures (the typical-stack efficiency); full=False keeps the quick search's rows (the vendor
-    comparison re-searches only what it shows in full).
-
-    Returns met, n_gpus, nodes, best (the best row on that size), neighbour (the next smaller size for a deadline, the
-    next larger for a budget: how far it misses), sizes_tried and, when not met, the reason."""
+    comparison re-searches only what it shows in full)."""
     if target.deadline_days is not None:
         return smallest_for_deadline(sc, target, objective, factor, full)
     return largest_within_budget(sc, target, objective, factor, full)
 
 
 def smallest_for_deadline(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0,
-                          full: bool = True) -> dict:
+                          full: bool = True) -> Sizing:
     """The smallest cluster whose best layout meets target.deadline_days (and its budgets): sizes grow from one node
     until the deadline is met (_grow), the node count is then narrowed between the last miss and the first hit
     (_narrow), and the answer and the size below it are searched in full, which can meet the deadline a size lower."""
@@ -210,7 +234,7 @@ def _narrow(ladder: Ladder, target: Target, factor: float, lo: int, hi: int) -> 
 
 
 def largest_within_budget(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0,
-                          full: bool = True) -> dict:
+                          full: bool = True) -> Sizing:
     """The largest (fastest) cluster within target's money and/or GPU-hour budget: cost and GPU-hours grow with size,
     so sizes double from one node until one is over budget (or spend starts rising past the cheapest size), then the
     node count is bisected between the last size within budget and the first over it."""
@@ -254,7 +278,7 @@ def _days(r: dict, factor: float) -> float:
     return wall_days(r) * factor
 
 
-def _finish(ladder: Ladder, n: int, neighbour: int | None, factor: float, ok, full: bool) -> dict:
+def _finish(ladder: Ladder, n: int, neighbour: int | None, factor: float, ok, full: bool) -> Sizing:
     best = ladder.shown(n, full)
     if not ok(best) and ok(ladder.tried.get(n)):  # keep the answer the target was met with
         best = ladder.tried[n]
@@ -262,13 +286,9 @@ def _finish(ladder: Ladder, n: int, neighbour: int | None, factor: float, ok, fu
     return _result(ok(best), n, best, near, ladder, factor)
 
 
-def _result(met, n, best, near, ladder: Ladder, factor, reason=None) -> dict:
-    unit = ladder.unit
-    out = {"met": met, "n_gpus": n, "nodes": None if n is None else -(-n // unit), "gpus_per_node": unit,
-           "best": best, "neighbour": near, "sizes_tried": sorted(ladder.tried), "efficiency_factor": factor}
-    if reason:
-        out["reason"] = reason
-    return out
+def _result(met, n, best, near, ladder: Ladder, factor, reason=None) -> Sizing:
+    return Sizing(met=met, n_gpus=n, gpus_per_node=ladder.unit, best=best, neighbour=near,
+                  sizes_tried=tuple(sorted(ladder.tried)), efficiency_factor=factor, reason=reason)
 
 
 def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
@@ -296,7 +316,7 @@ def cluster_search(sc: Scenario, deadline_days: float | None = None, gpu_hour_bu
     if deadline_days is None and gpu_hour_budget is None:
         return None
     sized = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
-    return {**sized, "deadline_days": deadline_days, "gpu_hour_budget": gpu_hour_budget}
+    return {**sized.as_dict(), "deadline_days": deadline_days, "gpu_hour_budget": gpu_hour_budget}
 
 
 def nearest_fit(sc: Scenario) -> dict | None:

@@ -86,9 +86,9 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
         probe = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
         target = Target(deadline_days=deadline_days)
         sized = size_for(probe, target, objective, full=False)
-        best, n = sized["best"], sized["n_gpus"]
-        if not sized["met"]:
-            return {**base, "fits": best is not None, "meets_deadline": False, "reason": sized["reason"],
+        best, n = sized.best, sized.n_gpus
+        if not sized.met:
+            return {**base, "fits": best is not None, "meets_deadline": False, "reason": sized.reason,
                     **({"n_gpus": None} if best is None else {})}
         # the size was found in the quick layout space; the row shown is the full search's best on it, the same
         # figure the plan and the estimate give for that cluster
