@@ -98,6 +98,22 @@ class ParetoPoint(_Result):
     layout: Layout
 
 
+class ClusterSearch(_Result):
+    """engine.planning.sizing.cluster_search: the smallest cluster for a deadline (and GPU-hour budget), or the
+    largest within the budget; best on that size, the neighbour that misses, and why when none meets it."""
+    met: bool
+    n_gpus: int | None
+    nodes: int | None
+    gpus_per_node: int
+    best: Estimate | None
+    neighbour: Estimate | None
+    sizes_tried: list[int]
+    efficiency_factor: float
+    reason: str | None = None
+    deadline_days: float | None = None
+    gpu_hour_budget: float | None = None
+
+
 class SearchResult(_Result):
     """engine.planning.search.search: the best layouts of the scenario's cluster and what the rules rejected."""
     n_gpus: int
@@ -107,7 +123,32 @@ class SearchResult(_Result):
     best: list[Estimate]
     rejected: dict[str, int]
     pareto: list[ParetoPoint]
-    cluster_search: dict | None = None
+    cluster_search: ClusterSearch | None = None
+
+
+class VendorRow(_Result):
+    """One accelerator in a comparison: its best layout and figures (None where it has none), scores and rank."""
+    accelerator: str
+    name: str
+    vendor: str
+    software_stack: str
+    precision: str | None
+    fits: bool
+    n_gpus: int | None = None
+    layout: Layout | None = None
+    wall_days: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    energy_mwh: float | None = None
+    co2_t: float | None = None
+    mfu: float | None = None
+    memory_headroom: float | None = None
+    meets_deadline: bool | None = None
+    ecosystem_score: float
+    decision_score: float | None = None
+    rank: int | None
+    why: str
+    reason: str | None = None
 
 
 class Comparison(_Result):
@@ -115,13 +156,45 @@ class Comparison(_Result):
     recommendation: str | None
     why: str
     weights: dict[str, float]
-    rows: list[dict]
+    rows: list[VendorRow]
 
 
 class Figure(_Result):
     value: float
     low: float
     high: float
+
+
+class PlanFigures(_Result):
+    """The headline figures of one option for the chosen stack (None: not known), each with its range."""
+    wall_days: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    energy_mwh: float | None = None
+    co2_t: float | None = None
+    ranges: dict[str, Figure | None] | None = None
+
+
+class PlanOption(PlanFigures):
+    """One accelerator sized for the plan's target (met or not, and why not)."""
+    accelerator: str
+    name: str
+    vendor: str
+    precision: str | None
+    met: bool
+    n_gpus: int | None
+    nodes: int | None
+    global_batch_size: int | None
+    price_known: bool | None = None
+    reason: str | None = None
+
+
+class Alternative(PlanFigures):
+    """One size smaller or larger, the cheapest or fastest other accelerator, another vendor: with its text."""
+    kind: str
+    accelerator: str
+    n_gpus: int
+    text: str
 
 
 class PlanAnswer(_Result):
@@ -147,8 +220,8 @@ class Plan(_Result):
     efficiency: str
     efficiency_explain: str
     answer: PlanAnswer | None
-    alternatives: list[dict]
-    options: list[dict]
+    alternatives: list[Alternative]
+    options: list[PlanOption]
     reason: str | None = None
 
 
