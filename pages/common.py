@@ -21,6 +21,7 @@ from engine.presentation.edit import (CALIBRATION_FIELDS, Edit, apply_edit, defa
                                      field_value, layout_choices, with_layout)
 from engine.planning.estimate import estimate
 from engine.presentation.report import key_figures
+from engine.planning.evaluation import Row
 from engine.planning.search import best_at
 from engine.planning.sizing import nearest_sizes
 from engine.presentation.report import fmt_days
@@ -423,7 +424,7 @@ def show_key_figures(est: dict, width: int = 170) -> None:
 
 
 @st.cache_data(max_entries=64, show_spinner="Looking for a layout that fits ...")
-def what_fits_of(scenario_json: str) -> tuple[dict | None, list[dict]]:
+def what_fits_of(scenario_json: str) -> tuple[Row | None, list[dict]]:
     """For a scenario whose layout does not fit: the fastest layout that fits on its cluster, else the nearest
     cluster sizes where one fits (engine.planning.sizing)."""
     sc = parse_scenario(scenario_json)
@@ -444,9 +445,9 @@ def show_what_fits(sc: Scenario) -> None:
         st.warning(str(err))
         return
     if best is not None:
-        st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(best['layout']))}"
-                    f" ({best['memory_gib']['total']:.1f} GiB, {fmt_days(best['wall_days'])}).")
-        st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(best["layout"],))
+        st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(best.layout))}"
+                    f" ({best.memory_gib:.1f} GiB, {fmt_days(best.wall_days)}).")
+        st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(best.layout,))
     elif sizes:
         st.markdown(f"**Nothing fits on {sc.cluster.n_gpus:,} accelerators.** Nearest sizes where it fits: " + " or ".join(
             f"{s['n_gpus']:,} ({fmt_days(s['wall_days'])})" for s in sizes) + ".")

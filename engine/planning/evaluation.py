@@ -5,7 +5,7 @@ engine.planning.search.context."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
@@ -190,13 +190,40 @@ def run_row(ctx: Context, ev: dict[str, np.ndarray], i: int) -> dict:
     }
 
 
-def wall_days(row: dict) -> float:
-    """The days an estimate row takes on the wall clock, the one figure deadlines, rankings and sizing compare:
-    infinite where the run never finishes (failures outpace recovery) or the layout does not fit."""
-    return math.inf if row["wall_days"] is None else row["wall_days"]
+@dataclass(frozen=True)
+class Row:
+    """One layout's estimate as the planning compares it: the figures deadlines, budgets and rankings read, typed
+    (None: not known, the layout does not fit, or the run never finishes), and the whole JSON-ready estimate that
+    the outputs print (`detail`, from `row`)."""
 
+    layout: dict
+    fits: bool
+    memory_gib: float                 # per GPU, on the fullest pipeline stage
+    memory_capacity_gib: float
+    mfu: float
+    train_days: float | None
+    wall_days: float | None
+    gpu_hours: float | None
+    cost_usd: float | None
+    energy_mwh: float | None
+    co2_t: float | None
+    problem: str | None
+    detail: dict = field(repr=False, compare=False)
 
-def row_gpus(row: dict) -> int:
-    """The GPUs an estimate row runs on: the product of its layout's parallel degrees."""
-    lay = row["layout"]
-    return lay["tp"] * lay["pp"] * lay["dp"] * lay["cp"]
+    @classmethod
+    def of(cls, detail: dict) -> Row:
+        return cls(layout=detail["layout"], fits=detail["fits"], memory_gib=detail["memory_gib"]["total"],
+                   memory_capacity_gib=detail["memory_capacity_gib"], mfu=detail["mfu"],
+                   **{k: detail[k] for k in ("train_days", "wall_days", "gpu_hours", "cost_usd", "energy_mwh", "co2_t",
+                                             "problem")}, detail=detail)
+
+    @property
+    def n_gpus(self) -> int:
+        """The GPUs it runs on: the product of its layout's parallel degrees."""
+        return self.layout["tp"] * self.layout["pp"] * self.layout["dp"] * self.layout["cp"]
+
+    @property
+    def days(self) -> float:
+        """Wall-clock days, the one figure deadlines, rankings and sizing compare: infinite where the run never
+        finishes (failures outpace recovery) or the layout does not fit."""
+        return math.inf if self.wall_days is None else self.wall_days

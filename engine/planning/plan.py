@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.evaluation import row_gpus, wall_days
+from engine.planning.evaluation import Row
 from engine.planning.sizing import Sizing, Target, billed_gpu_hours, size_for
 from engine.planning.vendor import precision_for, scenario_on
 
@@ -58,7 +58,7 @@ class Option:
         return self.sizing is not None and self.sizing.met
 
     @property
-    def best(self) -> dict | None:
+    def best(self) -> Row | None:
         return None if self.sizing is None else self.sizing.best
 
     @property
@@ -88,19 +88,19 @@ def _option(sc, acc, target, factor, batches, objective) -> Option:
     return found
 
 
-def _key(best: dict, target: Target) -> float:
+def _key(best: Row, target: Target) -> float:
     """Smaller is better: the cost (or GPU-hours) for a deadline, the days for a budget."""
     if target.deadline_days is not None:
-        return best["cost_usd"] if best.get("cost_usd") is not None else 1e30 + billed_gpu_hours(best)
-    return wall_days(best)
+        return best.cost_usd if best.cost_usd is not None else 1e30 + billed_gpu_hours(best)
+    return best.days
 
 
-def _figures(row: dict, factor: float, efficiency: str) -> dict:
+def _figures(row: Row, factor: float, efficiency: str) -> dict:
     """The headline figures of a row for the chosen stack, each with its range (None: not known, or the run never
     finishes)."""
-    finishes = row["wall_days"] is not None
-    base = {"wall_days": row["wall_days"], "gpu_hours": billed_gpu_hours(row) if finishes else None,
-            **{k: row.get(k) for k in ("cost_usd", "energy_mwh", "co2_t")}}
+    finishes = row.wall_days is not None
+    base = {"wall_days": row.wall_days, "gpu_hours": billed_gpu_hours(row) if finishes else None,
+            "cost_usd": row.cost_usd, "energy_mwh": row.energy_mwh, "co2_t": row.co2_t}
     out = {k: None if v is None else v * factor for k, v in base.items()}
     out["ranges"] = {k: ranges.band(v, efficiency) for k, v in base.items()}
     return out
@@ -139,7 +139,7 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
               "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,
               "options": [_summary(o, factor, efficiency) for o in options]}
     if not met:
-        closest = min((o for o in options if o.best), key=lambda o: wall_days(o.best), default=None)
+        closest = min((o for o in options if o.best), key=lambda o: o.best.days, default=None)
         result.update(answer=None, reason=("no accelerator meets " + target.describe() + (
             f"; the closest is {closest.name}: {closest.reason or ''}" if closest else "")))
         return result
@@ -162,9 +162,9 @@ def _answer(o: Option, factor: float, efficiency: str) -> dict:
     best, s = o.best, o.sizing
     return {"accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision,
             "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
-            "global_batch_size": o.global_batch_size, "layout": best["layout"], "mfu": best["mfu"],
-            "memory_gib": best["memory_gib"]["total"], "memory_capacity_gib": best["memory_capacity_gib"],
-            **_figures(best, factor, efficiency), "estimate": best}
+            "global_batch_size": o.global_batch_size, "layout": best.layout, "mfu": best.mfu,
+            "memory_gib": best.memory_gib, "memory_capacity_gib": best.memory_capacity_gib,
+            **_figures(best, factor, efficiency), "estimate": best.detail}
 
 
 def _summary(o: Option, factor: float, efficiency: str) -> dict:
@@ -174,7 +174,7 @@ def _summary(o: Option, factor: float, efficiency: str) -> dict:
            "global_batch_size": o.global_batch_size}
     if o.best is not None:
         out.update(_figures(o.best, factor, efficiency))
-        out["price_known"] = o.best.get("cost_usd") is not None
+        out["price_known"] = o.best.cost_usd is not None
     if not o.met:
         out["reason"] = o.reason
     return out
@@ -185,11 +185,11 @@ def _alternatives(chosen: Option, met: list[Option], target: Target, factor: flo
     out = []
     near = chosen.sizing.neighbour
     if near is not None:
-        n = row_gpus(near)
+        n = near.n_gpus
         f = _figures(near, factor, efficiency)
         kind = "smaller" if n < chosen.sizing.n_gpus else "larger"
         if f["wall_days"] is None:
-            text = f"{n:,} GPUs: the run never finishes ({near['problem']})"
+            text = f"{n:,} GPUs: the run never finishes ({near.problem})"
         else:
             text = (f"{n:,} GPUs: {f['wall_days']:.1f} days"
                     + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "")
@@ -198,12 +198,12 @@ def _alternatives(chosen: Option, met: list[Option], target: Target, factor: flo
                        else " - over the budget" if kind == "larger" else ""))
         out.append({"kind": f"one size {kind}", "accelerator": chosen.accelerator, "n_gpus": n, **f, "text": text})
     others = [o for o in met if o.accelerator != chosen.accelerator]
-    priced = [o for o in others if o.best.get("cost_usd") is not None]
+    priced = [o for o in others if o.best.cost_usd is not None]
     picks = []
     if priced:
-        picks.append(("cheapest other", min(priced, key=lambda o: o.best["cost_usd"])))
+        picks.append(("cheapest other", min(priced, key=lambda o: o.best.cost_usd)))
     if others:
-        picks.append(("fastest other", min(others, key=lambda o: wall_days(o.best))))
+        picks.append(("fastest other", min(others, key=lambda o: o.best.days)))
         vendors = [o for o in others if o.vendor != chosen.vendor]
         if vendors:
             picks.append(("other vendor", vendors[0]))

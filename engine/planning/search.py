@@ -15,7 +15,7 @@ import numpy as np
 from engine.catalog import load_catalog
 from engine.economics import whole_run
 from engine.planning import evaluation
-from engine.planning.evaluation import Context, evaluate, memory, row
+from engine.planning.evaluation import Context, Row, evaluate, memory, row
 from engine.physics.layouts import RECOMPUTE, Layouts
 from engine.physics.schedule import split_options, virtual_stage_options
 from engine.scenario import Scenario, ScenarioError, divisors
@@ -335,29 +335,29 @@ def _phase_run(sc: Scenario, phase) -> whole_run.PhaseRun:
     if best is None:
         return whole_run.PhaseRun(**named, seconds=float("inf"), problem=f"no layout on {n} GPUs fits sequence "
                                                                          f"{tr.seq_len} with batch {tr.global_batch_size}")
-    return whole_run.PhaseRun(**named, seconds=best["whole_run"]["steps_days"] * 86400.0, layout=best["layout"],
-                              mfu=best["mfu"])
+    return whole_run.PhaseRun(**named, seconds=best.detail["whole_run"]["steps_days"] * 86400.0, layout=best.layout,
+                              mfu=best.mfu)
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def _best_json(scenario_json: str, n_gpus: int, objective: str, quick: bool) -> dict | None:
+def _best_json(scenario_json: str, n_gpus: int, objective: str, quick: bool) -> Row | None:
     sc = Scenario.model_validate_json(scenario_json)
     try:
         cs = search_cluster(sc, n_gpus, quick=quick)
     except ScenarioError:                     # a size whose candidate space is over the search's limit
         return None
     idx = _best(cs, objective, 1)
-    return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
+    return Row.of(row(cs.ctx, cs.ev, cs.layouts, int(idx[0]))) if len(idx) else None
 
 
-def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> dict | None:
+def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> Row | None:
     """The best layout's estimate on n_gpus (None if no layout fits); cached for the process."""
     return _best_json(_scenario_for(sc, n_gpus).model_dump_json(), n_gpus, objective, quick)
 
 
-def _best_row(cs: ClusterSearch, objective: str) -> dict | None:
+def _best_row(cs: ClusterSearch, objective: str) -> Row | None:
     idx = _best(cs, objective, 1)
-    return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
+    return Row.of(row(cs.ctx, cs.ev, cs.layouts, int(idx[0]))) if len(idx) else None
 
 
 def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_nodes: bool = False,
@@ -390,11 +390,11 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_node
     front = []
     for k, size in enumerate(sizes):
         note(0.2 + 0.5 * k / max(len(sizes), 1), f"Pareto front: {size} GPUs")
-        r = (rows[0] if rows else None) if size == n else (
+        r = (Row.of(rows[0]) if rows else None) if size == n else (
             _best_row(search_cluster(sc, size, True), objective) if allow_span_nodes else best_at(sc, size, objective))
-        if r and r["wall_days"] is not None:           # a size whose run never finishes is on no time front
-            front.append({"n_gpus": size, "train_days": r["train_days"], "wall_days": r["wall_days"],
-                          "gpu_hours": r["gpu_hours"], "cost_usd": r.get("cost_usd"), "layout": r["layout"]})
+        if r and r.wall_days is not None:              # a size whose run never finishes is on no time front
+            front.append({"n_gpus": size, "train_days": r.train_days, "wall_days": r.wall_days,
+                          "gpu_hours": r.gpu_hours, "cost_usd": r.cost_usd, "layout": r.layout})
     front.sort(key=lambda p: p["n_gpus"])
     out["pareto"] = [p for i, p in enumerate(front) if all(q["wall_days"] > p["wall_days"] for q in front[:i])]
     note(1.0, "done")

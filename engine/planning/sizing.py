@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.planning.evaluation import row_gpus, wall_days
+from engine.planning.evaluation import Row
 from engine.planning.search import best_at
 from engine.scenario import Scenario, ScenarioError
 
@@ -51,20 +51,20 @@ class Target:
         return " and ".join(parts)
 
 
-def billed_gpu_hours(row: dict, factor: float = 1.0) -> float:
+def billed_gpu_hours(row: Row, factor: float = 1.0) -> float:
     """GPUs x wall-clock hours (infinite for a run that never finishes)."""
-    return row_gpus(row) * wall_days(row) * 24.0 * factor
+    return row.n_gpus * row.days * 24.0 * factor
 
 
-def meets_deadline(row: dict | None, target: Target, factor: float = 1.0) -> bool:
+def meets_deadline(row: Row | None, target: Target, factor: float = 1.0) -> bool:
     """A run that never finishes meets no deadline."""
-    return row is not None and (target.deadline_days is None or wall_days(row) * factor <= target.deadline_days)
+    return row is not None and (target.deadline_days is None or row.days * factor <= target.deadline_days)
 
 
-def within_budget(row: dict | None, target: Target, factor: float = 1.0) -> bool:
+def within_budget(row: Row | None, target: Target, factor: float = 1.0) -> bool:
     if row is None:
         return False
-    if target.budget_usd is not None and (row.get("cost_usd") is None or row["cost_usd"] * factor > target.budget_usd):
+    if target.budget_usd is not None and (row.cost_usd is None or row.cost_usd * factor > target.budget_usd):
         return False
     return target.gpu_hours is None or billed_gpu_hours(row, factor) <= target.gpu_hours
 
@@ -96,8 +96,8 @@ class Sizing:
     met: bool
     n_gpus: int | None
     gpus_per_node: int
-    best: dict | None
-    neighbour: dict | None
+    best: Row | None
+    neighbour: Row | None
     sizes_tried: tuple[int, ...]
     efficiency_factor: float
     reason: str | None = None
@@ -109,7 +109,9 @@ class Sizing:
     def as_dict(self) -> dict:
         """The JSON form (the command line's and the Layout search page's cluster_search)."""
         out = {"met": self.met, "n_gpus": self.n_gpus, "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-               "best": self.best, "neighbour": self.neighbour, "sizes_tried": list(self.sizes_tried),
+               "best": None if self.best is None else self.best.detail,
+               "neighbour": None if self.neighbour is None else self.neighbour.detail,
+               "sizes_tried": list(self.sizes_tried),
                "efficiency_factor": self.efficiency_factor}
         return {**out, "reason": self.reason} if self.reason else out
 
@@ -132,16 +134,16 @@ class Ladder:
     def gpus(self, i: int) -> int:
         return self.counts[i] * self.unit
 
-    def at(self, i: int) -> dict | None:
+    def at(self, i: int) -> Row | None:
         """The quick search's best row on the i-th size."""
         return self.on(self.gpus(i))
 
-    def on(self, n: int) -> dict | None:
+    def on(self, n: int) -> Row | None:
         if n not in self.tried:
             self.tried[n] = best_at(self.sc, n, self.objective, quick=True)
         return self.tried[n]
 
-    def shown(self, n: int, full: bool) -> dict | None:
+    def shown(self, n: int, full: bool) -> Row | None:
         """The row shown for n GPUs: the full search's best, or with full=False the quick one's."""
         return best_at(self.sc, n, self.objective) if full else self.tried.get(n)
 
@@ -171,7 +173,7 @@ def smallest_for_deadline(sc: Scenario, target: Target, objective: str = "time",
         fastest = min((r for r in ladder.tried.values() if r is not None), key=days, default=None)
         return _result(False, None, fastest, None, ladder, factor,
                        reason=(f"no cluster size meets {target.deadline_days:g} days: the fastest found is "
-                               f"{days(fastest):.1f} days on {row_gpus(fastest):,} GPUs" if fastest else
+                               f"{days(fastest):.1f} days on {fastest.n_gpus:,} GPUs" if fastest else
                                "no cluster size tried can hold the model"))
     hi = _narrow(ladder, target, factor, lo, hi)
     ok = lambda r: meets_deadline(r, target, factor) and within_budget(r, target, factor)
@@ -240,7 +242,7 @@ def largest_within_budget(sc: Scenario, target: Target, objective: str = "time",
     node count is bisected between the last size within budget and the first over it."""
     ladder = Ladder(sc, objective)
     ok = lambda r: within_budget(r, target, factor)
-    spend = lambda r: r.get("cost_usd") if target.budget_usd is not None else billed_gpu_hours(r)
+    spend = lambda r: r.cost_usd if target.budget_usd is not None else billed_gpu_hours(r)
     i_in, i_out, i, previous = None, None, 0, None
     while i < len(ladder.counts):
         r = ladder.at(i)
@@ -257,12 +259,12 @@ def largest_within_budget(sc: Scenario, target: Target, objective: str = "time",
         i = max(i + 1, ladder.index_of(ladder.counts[i] * 2))
     if i_in is None:
         cheapest = min((r for r in ladder.tried.values() if r is not None),
-                       key=lambda r: r.get("cost_usd") or billed_gpu_hours(r), default=None)
+                       key=lambda r: r.cost_usd or billed_gpu_hours(r), default=None)
         return _result(False, None, cheapest, None, ladder, factor,
                        reason=f"no cluster size trains {target.describe()}" + (
                            "" if cheapest is None else f": the smallest that holds the model needs "
                            f"{billed_gpu_hours(cheapest, factor):,.0f} GPU-hours"
-                           + (f" and ${cheapest['cost_usd'] * factor:,.0f}" if cheapest.get("cost_usd") else "")))
+                           + (f" and ${cheapest.cost_usd * factor:,.0f}" if cheapest.cost_usd else "")))
     lo, hi = i_in, i_out if i_out is not None and i_out > i_in else len(ladder.counts)
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -274,8 +276,8 @@ def largest_within_budget(sc: Scenario, target: Target, objective: str = "time",
     return _finish(ladder, ladder.gpus(lo), above, factor, ok, full)
 
 
-def _days(r: dict, factor: float) -> float:
-    return wall_days(r) * factor
+def _days(r: Row, factor: float) -> float:
+    return r.days * factor
 
 
 def _finish(ladder: Ladder, n: int, neighbour: int | None, factor: float, ok, full: bool) -> Sizing:
@@ -303,7 +305,7 @@ def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
             continue
         best = best_at(sc, n, quick=True)
         if best is not None:
-            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best["wall_days"], "layout": best["layout"]})
+            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best.wall_days, "layout": best.layout})
         if len(out) == how_many:
             break
     return out
@@ -325,6 +327,6 @@ def nearest_fit(sc: Scenario) -> dict | None:
     n = sc.cluster.n_gpus
     best = best_at(sc, n)
     if best is not None:
-        return {"n_gpus": n, "layout": best["layout"], "wall_days": best["wall_days"]}
+        return {"n_gpus": n, "layout": best.layout, "wall_days": best.wall_days}
     sizes = nearest_sizes(sc, n, how_many=1)
     return {k: sizes[0][k] for k in ("n_gpus", "layout", "wall_days")} if sizes else None

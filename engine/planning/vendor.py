@@ -8,6 +8,7 @@ from functools import lru_cache
 
 from engine.catalog import DATA_DIR, load_catalog
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
+from engine.planning.evaluation import Row
 from engine.planning.search import best_at, search
 from engine.planning.sizing import Target, meets_deadline, size_for
 
@@ -103,15 +104,14 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
         if not out["best"]:
             main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
             return {**base, "fits": False, "n_gpus": n, "reason": f"no layout fits on {n} GPUs ({main})"}
-        best = out["best"][0]
-    if best["wall_days"] is None:                # fits, but failures outpace recovery: nothing to rank it on
-        return {**base, "fits": True, "n_gpus": n, "layout": best["layout"], "wall_days": None,
-                "reason": best["problem"]}
-    return {**base, "fits": True, "n_gpus": n, "layout": best["layout"], "train_days": best["train_days"],
-            "wall_days": best["wall_days"], "gpu_hours": best["gpu_hours"], "mfu": best["mfu"],
-            "cost_usd": best.get("cost_usd"), "energy_mwh": best.get("energy_mwh"), "co2_t": best.get("co2_t"),
-            "memory_gib": best["memory_gib"]["total"], "memory_capacity_gib": best["memory_capacity_gib"],
-            "memory_headroom": 1 - best["memory_gib"]["total"] / best["memory_capacity_gib"]}
+        best = Row.of(out["best"][0])
+    if best.wall_days is None:                   # fits, but failures outpace recovery: nothing to rank it on
+        return {**base, "fits": True, "n_gpus": n, "layout": best.layout, "wall_days": None, "reason": best.problem}
+    return {**base, "fits": True, "n_gpus": n, "layout": best.layout, "train_days": best.train_days,
+            "wall_days": best.wall_days, "gpu_hours": best.gpu_hours, "mfu": best.mfu, "cost_usd": best.cost_usd,
+            "energy_mwh": best.energy_mwh, "co2_t": best.co2_t, "memory_gib": best.memory_gib,
+            "memory_capacity_gib": best.memory_capacity_gib,
+            "memory_headroom": 1 - best.memory_gib / best.memory_capacity_gib}
 
 
 def _score(rows: list[dict], weights: dict[str, float]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from engine.economics import ranges
-from engine.planning.evaluation import wall_days
+from engine.planning.evaluation import Row
 from engine.presentation.answer import alternative_rows, answer_scenario, headline
 from engine.presentation.edit import describe_layout, layout_words
 from engine.presentation.report import (MEMORY_PARTS, REPORT_CSS, WORST_STAGE, _e, breakdown_rows,
@@ -59,7 +59,7 @@ def _vendor_section(sc: Scenario, est: dict, vendor: dict) -> str:
     if top["accelerator"] == sc.cluster.accelerator and top.get("layout") and sc.layout is not None \
             and top["layout"] != sc.layout.model_dump() and top.get("n_gpus") == sc.cluster.n_gpus:
         mine = est["wall_days"]
-        better = top["wall_days"] < wall_days(est)
+        better = top["wall_days"] < Row.of(est).days
         own = (f'<p class="sub">For this scenario\'s accelerator the comparison used another layout '
                f"({_e(describe_layout(top['layout']))}: {_e(fmt_days(top['wall_days']))}); the headline and key "
                f"figures are for the scenario's own layout ({_e(fmt_days(mine))})"

@@ -6,6 +6,7 @@ import pytest
 
 from engine.planning.estimate import context, estimate
 from engine.economics.goodput import job_mtbf_s, run_time, wall_time_s, young_interval_s
+from engine.planning.evaluation import Row
 from engine.planning.sizing import Target, billed_gpu_hours, meets_deadline
 from tests.engine.helpers import FITS, parse
 
@@ -70,7 +71,8 @@ def test_overrides_and_a_run_that_cannot_finish():
     assert "would not finish" in doomed["reliability"]["problem"]
     # a run that never finishes meets no deadline and fits no budget: its compute days are no stand-in
     assert doomed["problem"] == doomed["reliability"]["problem"] and doomed["train_days"] < 1000
-    assert not meets_deadline(doomed, Target(deadline_days=1000)) and billed_gpu_hours(doomed) == float("inf")
+    row = Row.of(doomed)
+    assert not meets_deadline(row, Target(deadline_days=1000)) and billed_gpu_hours(row) == float("inf")
 
 
 def test_run_time_is_vectorised():

@@ -28,12 +28,12 @@ def test_deadline_sizing_is_the_smallest_size_in_whole_nodes():
     sized = size_for(sc, Target(deadline_days=30))
     assert sized.met and sized.n_gpus % 8 == 0 and sized.nodes == sized.n_gpus // 8
     best = sized.best
-    assert best["wall_days"] <= 30
+    assert best.wall_days <= 30
     # the single estimate of the chosen layout gives the same days: one truth
     data = sc.model_dump(mode="json", exclude_none=True)
-    data.update(cluster={**data["cluster"], "n_gpus": sized.n_gpus}, layout=best["layout"])
-    assert estimate(parse_scenario(data))["wall_days"] == pytest.approx(best["wall_days"])
-    assert sized.neighbour["wall_days"] > 30                  # one size smaller misses, and by how much is shown
+    data.update(cluster={**data["cluster"], "n_gpus": sized.n_gpus}, layout=best.layout)
+    assert estimate(parse_scenario(data))["wall_days"] == pytest.approx(best.wall_days)
+    assert sized.neighbour.wall_days > 30                  # one size smaller misses, and by how much is shown
 
 
 def test_the_size_for_a_deadline_does_not_depend_on_the_scenarios_cluster_size():
@@ -49,9 +49,9 @@ def test_budget_sizing_is_the_fastest_within_budget():
     cheap = size_for(sc, Target(budget_usd=16e6))
     rich = size_for(sc, Target(budget_usd=25e6))
     assert cheap.met and rich.met
-    assert cheap.best["cost_usd"] <= 16e6 and rich.best["cost_usd"] <= 25e6
-    assert rich.best["wall_days"] < cheap.best["wall_days"]
-    assert cheap.neighbour is None or cheap.neighbour["cost_usd"] > 16e6
+    assert cheap.best.cost_usd <= 16e6 and rich.best.cost_usd <= 25e6
+    assert rich.best.wall_days < cheap.best.wall_days
+    assert cheap.neighbour is None or cheap.neighbour.cost_usd > 16e6
 
 
 def test_plan_answers_with_figures_ranges_and_alternatives():
