@@ -185,7 +185,7 @@ def key_figures(est: dict, efficiency: str = "tuned") -> list[Figure]:
         Figure("Time to train", fmt_days(value("wall_days")),
                (f"wall-clock time{stack} including failures, restarts and checkpoints (goodput "
                 f"{fmt_pct(est.get('goodput'))}); pure compute time {fmt_days(est['train_days'])}" if est.get("wall_days")
-                else f"pure training time{stack} at the estimated throughput"), range_text(bands["wall_days"], "wall_days")),
+                else f"no time to train: {est['problem']}"), range_text(bands["wall_days"], "wall_days")),
         Figure("GPU-hours (billed)", fmt_num(value("gpu_hours")), f"GPUs x wall-clock hours{stack}: what a cloud bills "
                                                                    f"and a budget pays (compute alone: "
                                                                    f"{fmt_num(est['gpu_hours'] * factor)})",
