@@ -111,7 +111,9 @@ else:
     cols[1].metric("Passed the rules", f"{result['model_evaluated']:,}",
                    help="Divisibility and node-placement rules; these went through the memory and time model.")
     cols[2].metric("Fit in memory", f"{result['feasible']:,}")
-    if not result["best"]:
+    if not result["best"] and result.get("problem"):
+        st.error(f"Layouts fit, but on this cluster none finishes: {result['problem']}.")
+    elif not result["best"]:
         st.error("No layout fits in memory on this cluster. See why below, or try more accelerators, an "
                  "accelerator with more memory, or a shorter sequence.")
     else:

@@ -386,6 +386,8 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_node
         "rejected": cs.rejected(),
         **({"by_dimension": _by_dimension(cs, objective)} if summaries else {}),
     }
+    if not rows and out["feasible"]:                   # layouts fit, but on this cluster no run finishes
+        out["problem"] = row(cs.ctx, cs.ev, cs.layouts, int(np.flatnonzero(cs.feasible)[0]))["problem"]
     sizes = pareto_sizes if pareto_sizes is not None else sorted({s for s in (n // 4, n // 2, n, 2 * n) if s >= 1})
     front = []
     for k, size in enumerate(sizes):

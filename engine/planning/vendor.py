@@ -101,6 +101,8 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
         n = sc.cluster.n_gpus
         out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                      summaries=False)
+        if not out["best"] and out.get("problem"):
+            return {**base, "fits": True, "n_gpus": n, "wall_days": None, "reason": out["problem"]}
         if not out["best"]:
             main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
             return {**base, "fits": False, "n_gpus": n, "reason": f"no layout fits on {n} GPUs ({main})"}

@@ -7,6 +7,7 @@ import pytest
 from engine.planning.estimate import context, estimate
 from engine.economics.goodput import job_mtbf_s, run_time, wall_time_s, young_interval_s
 from engine.planning.evaluation import Row
+from engine.planning.search import search
 from engine.planning.sizing import Target, billed_gpu_hours, meets_deadline
 from tests.engine.helpers import FITS, parse
 
@@ -73,6 +74,10 @@ def test_overrides_and_a_run_that_cannot_finish():
     assert doomed["problem"] == doomed["reliability"]["problem"] and doomed["train_days"] < 1000
     row = Row.of(doomed)
     assert not meets_deadline(row, Target(deadline_days=1000)) and billed_gpu_hours(row) == float("inf")
+    # the search ranks no layout of a run that never finishes, and says why rather than "nothing fits"
+    found = search(parse(**{"layout": None, "reliability.mtbf_gpu_hours": 0.01, "reliability.restart_s": 600}), top=1,
+                   pareto_sizes=[], summaries=False)
+    assert found["best"] == [] and found["feasible"] > 0 and "would not finish" in found["problem"]
 
 
 def test_run_time_is_vectorised():
