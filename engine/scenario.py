@@ -189,6 +189,7 @@ class Scenario(BaseModel):
 
 
 def schema_problems(err: ValidationError) -> list[tuple[str, str]]:
+    """The schema's errors as (field, message), the union tags left out of the field paths."""
     out = []
     for e in err.errors(include_url=False, include_input=False):
         loc = [str(x) for x in e["loc"] if not str(x).startswith("function-")]
