@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.planning.estimate import estimate  # noqa: E402
-from engine.scenario import parse_scenario  # noqa: E402
+from engine.inputs import parse_scenario  # noqa: E402
 
 SCENARIO = {
     "model": {"preset": "llama3.1-405b"},

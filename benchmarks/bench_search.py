@@ -10,8 +10,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.planning.estimate import evaluate  # noqa: E402
-from engine.scenario import parse_scenario  # noqa: E402
+from engine.planning.evaluation import evaluate  # noqa: E402
+from engine.inputs import parse_scenario  # noqa: E402
 from engine.planning.search import search, search_cluster  # noqa: E402
 
 SCENARIO = {

@@ -193,7 +193,7 @@ class HostileFigures(_ServerFigures):
 
 def hostile_links() -> list[str]:
     """?sc= tokens of the layout-less scenarios (each under 80 characters)."""
-    from engine.scenario import parse_scenario
+    from engine.inputs import parse_scenario
     from engine.presentation.share import encode
     return [encode(parse_scenario(sc)) for sc in HOSTILE_SCENARIOS]
 

@@ -15,7 +15,7 @@ import math
 import pandas as pd
 
 from benchmarks_db.store import Store
-from benchmarks_db.trust import TRUSTED_SOURCE
+from benchmarks_db.queries import TRUSTED_SOURCE
 
 TRUSTED = f"r.validation = 'accepted' AND {TRUSTED_SOURCE} AND s.accelerator_id IS NOT NULL"
 BASE = "FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)"
@@ -128,7 +128,8 @@ def _default_hardware(accelerator_id: str):
     from engine.catalog import load_catalog
     from engine.physics.hardware import resolve_hardware
     from engine.precision import PRECISION_DTYPE
-    from engine.scenario import ScenarioError, parse_scenario
+    from engine.scenario import ScenarioError
+    from engine.inputs import parse_scenario
     acc = load_catalog().accelerators.get(accelerator_id)
     precision = next((p for p in ("bf16", "fp16", "fp32") if acc is not None and acc.peak(PRECISION_DTYPE[p])), None)
     if precision is None:

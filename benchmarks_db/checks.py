@@ -13,6 +13,7 @@ from dataclasses import fields
 
 from benchmarks_db.accelerators import accelerator
 from benchmarks_db.records import Measurement, Run
+from benchmarks_db.reference_runs import minimum_minutes
 
 # Canonical unit per metric and the accepted spellings with their factor to it (GB/s = 1e9 B/s, MB = 1e6, MiB = 2^20).
 CANONICAL_UNIT = {"time_to_train": "min", "matmul_tflops": "TFLOP/s", "mem_bw": "GB/s", "copy_bw": "GB/s",
@@ -122,7 +123,6 @@ def plausibility(run: Run) -> list[str]:
     best_eff = {}
     floor = None
     if run.suite == "mlperf_training":
-        from benchmarks_db.validation import minimum_minutes     # (validation reads the store: import when needed)
         floor = minimum_minutes(run.benchmark, accel_id, run.system.n_accelerators)
     for m in run.measurements:
         if m.metric == "time_to_train" and floor and m.value < floor[0]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks_db.store import Store
-from benchmarks_db.trust import TRUSTED_SOURCE
 
 BASE = """
 FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)
 """
+# SQL for "this run's source may calibrate": published tables, and uploads an operator trusted (benchmarks_db.trust).
+TRUSTED_SOURCE = "(src.kind = 'published' OR (src.kind = 'user_submitted' AND src.trusted_at IS NOT NULL))"
 ACCEL = "coalesce(s.accelerator_id, s.accelerator_raw)"
 
 

@@ -25,8 +25,9 @@ import pandas as pd
 from pydantic import ValidationError
 
 from benchmarks_db.store import Store, utc_now
+from engine.inputs import parse_scenario
 from engine.presentation.share import PlannerOptions
-from engine.scenario import Scenario, ScenarioError, parse_scenario
+from engine.scenario import Scenario, ScenarioError
 
 ID_CHARS = 10                         # base32: 50 bits, collisions negligible for any realistic number of saves
 ID_RE = re.compile(r"^[a-z2-7]{%d}$" % ID_CHARS)

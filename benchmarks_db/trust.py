@@ -9,8 +9,6 @@ import pandas as pd
 from benchmarks_db.checks import text_problem
 from benchmarks_db.store import Store, utc_now
 
-# SQL for "this run's source may calibrate": published tables, and uploads an operator trusted (calibration.py).
-TRUSTED_SOURCE = "(src.kind = 'published' OR (src.kind = 'user_submitted' AND src.trusted_at IS NOT NULL))"
 
 
 def uploads(store: Store) -> pd.DataFrame:

@@ -8,7 +8,7 @@ goodput, whole_run, ranges).
 from __future__ import annotations
 
 __all__ = ["Scenario", "ScenarioError", "load", "estimate", "explain", "search", "compare", "plan", "as_dict",
-           "Estimate", "SearchResult", "Comparison", "Plan"]
+           "Estimate", "SearchResult", "ClusterSearch", "Comparison", "VendorRow", "Plan", "PlanOption", "Alternative"]
 
 
 def __getattr__(name: str):

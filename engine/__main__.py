@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from engine import json_input
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 
 MAX_SCENARIO_BYTES = 1_000_000
 
@@ -45,6 +46,7 @@ def cmd_estimate(args) -> dict | str:
 
 def cmd_search(args) -> dict:
     from engine.planning.search import search
+    from engine.planning.sizing import cluster_search
     data = _load(args.scenario)
     data.pop("layout", None)                     # the search finds the layout
     if args.top < 1 or args.top > 1000:
@@ -53,8 +55,10 @@ def cmd_search(args) -> dict:
         value = getattr(args, name)
         if value is not None and not (value > 0):
             raise ScenarioError([("--" + name.replace("_", "-"), "must be a positive number")])
-    return search(parse_scenario(data), top=args.top, objective=args.objective, deadline_days=args.deadline_days,
-                  gpu_hour_budget=args.gpu_hour_budget, allow_span_nodes=args.allow_span_nodes)
+    sc = parse_scenario(data)
+    out = search(sc, top=args.top, objective=args.objective, allow_span_nodes=args.allow_span_nodes)
+    sized = cluster_search(sc, args.deadline_days, args.gpu_hour_budget, args.objective)
+    return out if sized is None else {**out, "cluster_search": sized}
 
 
 def _weights(text: str | None) -> dict | None:

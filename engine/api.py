@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.scenario import Layout, Scenario, ScenarioError, parse_scenario
+from engine.scenario import Layout, Scenario, ScenarioError
+from engine.inputs import parse_scenario
 
 ScenarioLike = Scenario | dict | str | Path
 
@@ -51,6 +52,12 @@ class MemoryGiB(_Result):
     total: float
 
 
+class NearestFit(_Result):
+    n_gpus: int
+    layout: Layout
+    wall_days: float | None
+
+
 class Estimate(_Result):
     """One layout's figures (engine.planning.estimate.estimate / engine.planning.estimate.row)."""
     layout: Layout
@@ -64,14 +71,24 @@ class Estimate(_Result):
     hfu: float = Field(description="hardware FLOP utilisation: recomputed work included")
     model_tflops_per_gpu: float
     time_breakdown_s: dict[str, float]
-    train_days: float = Field(description="compute days of the whole run: steps, phases, evaluation")
-    wall_days: float | None = Field(description="with failures, checkpoints and restarts")
-    gpu_hours: float
+    train_days: float | None = Field(description="compute days of the whole run: steps, phases, evaluation "
+                                                 "(None: the layout does not fit)")
+    wall_days: float | None = Field(description="with failures, checkpoints and restarts (None: the layout does not "
+                                                "fit, or the run never finishes: failures outpace recovery)")
+    gpu_hours: float | None
     cost_usd: float | None
     energy_mwh: float | None
     co2_t: float | None
+    problem: str | None = Field(default=None, description="why days, cost, energy and CO2 are None")
+    nearest_fit: NearestFit | None = Field(default=None, description="for a layout that does not fit: the fastest "
+                                                                     "layout that does, here or at the nearest size")
     params_total: int | None = None
     params_active: int | None = None
+
+    @property
+    def never_finishes(self) -> bool:
+        """The layout fits but failures come faster than the run recovers: it has no wall time."""
+        return self.fits and self.wall_days is None
 
 
 class ParetoPoint(_Result):
@@ -80,6 +97,22 @@ class ParetoPoint(_Result):
     gpu_hours: float
     cost_usd: float | None
     layout: Layout
+
+
+class ClusterSearch(_Result):
+    """engine.planning.sizing.cluster_search: the smallest cluster for a deadline (and GPU-hour budget), or the
+    largest within the budget; best on that size, the neighbour that misses, and why when none meets it."""
+    met: bool
+    n_gpus: int | None
+    nodes: int | None
+    gpus_per_node: int
+    best: Estimate | None
+    neighbour: Estimate | None
+    sizes_tried: list[int]
+    efficiency_factor: float
+    reason: str | None = None
+    deadline_days: float | None = None
+    gpu_hour_budget: float | None = None
 
 
 class SearchResult(_Result):
@@ -91,7 +124,32 @@ class SearchResult(_Result):
     best: list[Estimate]
     rejected: dict[str, int]
     pareto: list[ParetoPoint]
-    cluster_search: dict | None = None
+    cluster_search: ClusterSearch | None = None
+
+
+class VendorRow(_Result):
+    """One accelerator in a comparison: its best layout and figures (None where it has none), scores and rank."""
+    accelerator: str
+    name: str
+    vendor: str
+    software_stack: str
+    precision: str | None
+    fits: bool
+    n_gpus: int | None = None
+    layout: Layout | None = None
+    wall_days: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    energy_mwh: float | None = None
+    co2_t: float | None = None
+    mfu: float | None = None
+    memory_headroom: float | None = None
+    meets_deadline: bool | None = None
+    ecosystem_score: float
+    decision_score: float | None = None
+    rank: int | None
+    why: str
+    reason: str | None = None
 
 
 class Comparison(_Result):
@@ -99,13 +157,45 @@ class Comparison(_Result):
     recommendation: str | None
     why: str
     weights: dict[str, float]
-    rows: list[dict]
+    rows: list[VendorRow]
 
 
 class Figure(_Result):
     value: float
     low: float
     high: float
+
+
+class PlanFigures(_Result):
+    """The headline figures of one option for the chosen stack (None: not known), each with its range."""
+    wall_days: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    energy_mwh: float | None = None
+    co2_t: float | None = None
+    ranges: dict[str, Figure | None] | None = None
+
+
+class PlanOption(PlanFigures):
+    """One accelerator sized for the plan's target (met or not, and why not)."""
+    accelerator: str
+    name: str
+    vendor: str
+    precision: str | None
+    met: bool
+    n_gpus: int | None
+    nodes: int | None
+    global_batch_size: int | None
+    price_known: bool | None = None
+    reason: str | None = None
+
+
+class Alternative(PlanFigures):
+    """One size smaller or larger, the cheapest or fastest other accelerator, another vendor: with its text."""
+    kind: str
+    accelerator: str
+    n_gpus: int
+    text: str
 
 
 class PlanAnswer(_Result):
@@ -131,8 +221,8 @@ class Plan(_Result):
     efficiency: str
     efficiency_explain: str
     answer: PlanAnswer | None
-    alternatives: list[dict]
-    options: list[dict]
+    alternatives: list[Alternative]
+    options: list[PlanOption]
     reason: str | None = None
 
 
@@ -155,10 +245,11 @@ def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadl
     """The best layouts for the scenario's cluster (its layout is ignored), the Pareto front over cluster sizes and,
     with a deadline or GPU-hour budget, the cluster size for it."""
     from engine.planning.search import search as run
+    from engine.planning.sizing import cluster_search
     sc = load(scenario).model_copy(update={"layout": None})
-    return SearchResult.model_validate(run(sc, top=top, objective=objective, deadline_days=deadline_days,
-                                           gpu_hour_budget=gpu_hour_budget, pareto_sizes=pareto_sizes,
-                                           summaries=False))
+    out = run(sc, top=top, objective=objective, pareto_sizes=pareto_sizes, summaries=False)
+    return SearchResult.model_validate({**out, "cluster_search": cluster_search(sc, deadline_days, gpu_hour_budget,
+                                                                                objective)})
 
 
 def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,

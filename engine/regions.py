@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from engine.economics.energy import _carbon_files, region_problem
+from engine.economics.energy import carbon_files, region_problem
 
 
 @lru_cache(maxsize=1)
 def region_choices() -> tuple[tuple[str, str], ...]:
     """(label, code) pairs sorted by label: countries ('France (FRA)'), US states ('US Virginia (US-VA)') and cloud
     regions ('gcp europe-west4: Eemshaven, Netherlands', 'aws us-east-1: US East (N. Virginia)')."""
-    files = _carbon_files()
+    files = carbon_files()
     out = []
     for iso, row in files["mix"].items():
         if isinstance(row, dict) and row.get("country_name"):

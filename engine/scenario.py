@@ -1,14 +1,13 @@
-"""The scenario: what a planner enters, validated with messages that name the field and what would be valid."""
+"""The scenario: what a planner enters, its schema and the checks against the catalog and the layout rules, with
+messages that name the field and what would be valid. Reading one from outside, with the checks that need the price
+and carbon tables as well, is engine.inputs.parse_scenario."""
 from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
-from engine import json_input
 from engine.catalog import load_catalog
-from engine.economics.cost import price_problems
-from engine.economics.energy import region_problem
 from engine.physics.model import ModelArch
 from engine.precision import PRECISION_DTYPE, Precision  # PRECISION_DTYPE is looked up here by pages and the engine
 from engine.physics import layout_rules
@@ -187,7 +186,8 @@ class Scenario(BaseModel):
         return self.cluster.gpus_per_node or load_catalog().accelerator(self.cluster.accelerator).gpus_per_node
 
 
-def _friendly(err: ValidationError) -> list[tuple[str, str]]:
+def schema_problems(err: ValidationError) -> list[tuple[str, str]]:
+    """The schema's errors as (field, message), the union tags left out of the field paths."""
     out = []
     for e in err.errors(include_url=False, include_input=False):
         loc = [str(x) for x in e["loc"] if not str(x).startswith("function-")]
@@ -198,28 +198,7 @@ def _friendly(err: ValidationError) -> list[tuple[str, str]]:
     return out
 
 
-def parse_scenario(data: dict | str | bytes) -> Scenario:
-    """Validate a scenario (dict or JSON text) against the schema and the catalog; raise ScenarioError."""
-    if isinstance(data, (str, bytes)):
-        try:
-            data = json_input.loads(data)
-        except json_input.JsonInputError as err:
-            raise ScenarioError([("(scenario)", str(err))]) from None
-    if not isinstance(data, dict):
-        raise ScenarioError([("(scenario)", "a scenario is a JSON object with model, training, cluster and optionally layout")])
-    try:
-        sc = Scenario.model_validate(data)
-    except ValidationError as err:
-        raise ScenarioError(_friendly(err) + _raw_catalog_problems(data)) from None
-    problems = catalog_problems(sc)
-    if not problems and sc.layout is not None:
-        problems = layout_problems(sc, sc.layout)
-    if problems:
-        raise ScenarioError(problems)
-    return sc
-
-
-def _raw_catalog_problems(data: dict) -> list[tuple[str, str]]:
+def raw_catalog_problems(data: dict) -> list[tuple[str, str]]:
     """Unknown preset or accelerator in input that failed schema validation elsewhere, so all problems show at once."""
     cat = load_catalog()
     out = []
@@ -243,8 +222,6 @@ def catalog_problems(sc: Scenario) -> list[tuple[str, str]]:
         ok = [p for p, d in PRECISION_DTYPE.items() if acc.peak(d) is not None]
         problems.append(("training.precision", f"{acc.id} has no published dense {sc.training.precision} peak; "
                                                f"supported precisions: {_choices(ok)}"))
-    if acc is not None:
-        problems += economics_problems(sc)
     if sc.schedule is not None and sc.schedule.phases:
         phased = sum(p.tokens for p in sc.schedule.phases)
         if phased >= sc.training.total_tokens:
@@ -254,17 +231,6 @@ def catalog_problems(sc: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
-def economics_problems(sc: Scenario) -> list[tuple[str, str]]:
-    """Site region and price references that the data files do not know."""
-    problems = []
-    if sc.site is not None and sc.site.region is not None and (msg := region_problem(sc.site.region)):
-        problems.append(("site.region", msg))
-    c = sc.cost
-    if c is not None and c.basis == "on_prem" and c.price_usd_per_gpu_hour is not None:
-        problems.append(("cost.price_usd_per_gpu_hour", "a cloud price does not apply when cost.basis is on_prem; "
-                                                        "remove it or set cost.basis to cloud"))
-    problems += price_problems(sc.cluster.accelerator, c)
-    return problems
 
 
 def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:

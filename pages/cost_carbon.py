@@ -9,7 +9,7 @@ from engine.economics.cost import plan_budget
 from engine.economics.cost import break_even_curves
 from engine.presentation.figures import range_text
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd
-from ui import binding, cached, charts, escape, state
+from ui import binding, cached, charts, components, escape, state
 from ui.fields import plain
 
 INPUT_NAMES = {"server_capex_usd": "server price", "host_capex_usd_per_gpu": "host share per GPU",
@@ -21,6 +21,11 @@ INPUT_NAMES = {"server_capex_usd": "server price", "host_capex_usd_per_gpu": "ho
 sc = state.scenario()
 opts = state.options()
 est = cached.current_estimate()
+if not est["fits"]:
+    st.title("Cost & carbon")
+    st.warning(f"This layout {est['problem']}, so it has no time, cost, energy or CO2.")
+    components.show_what_fits(sc)
+    st.stop()
 cost, energy, rel = est["cost"], est["energy"], est["reliability"]
 band = lambda value, key: range_text(ranges.band(value, "tuned"), key)      # the engine's figure and its range
 

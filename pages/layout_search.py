@@ -5,11 +5,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
+from engine.inputs import parse_scenario
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
 from engine.presentation.tables import (breakdown_rows, dimension_rows, dimension_value, pareto_rows, ranked_rows,
                                         rejected_rows)
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
+from engine.planning.sizing import cluster_search
 from ui import binding, charts, escape, state, work_limits
 from ui.work_limits import Busy
 
@@ -83,9 +85,10 @@ if st.button("Run layout search", type="primary"):
     bar = st.progress(0.0, text="waiting for a free search slot")
     try:
         with work_limits.slot("layout search"):
-            result = search(sc, top=TOP, objective=opts.objective, deadline_days=opts.deadline_days,
-                            gpu_hour_budget=opts.gpu_hour_budget, allow_span_nodes=opts.allow_span_nodes,
-                            progress=lambda fraction, message: bar.progress(min(fraction, 1.0), text=message))
+            result = search(sc, top=TOP, objective=opts.objective, allow_span_nodes=opts.allow_span_nodes,
+                            progress=lambda fraction, message: bar.progress(min(fraction, 0.9), text=message))
+            bar.progress(0.9, text="searching cluster sizes")
+            result["cluster_search"] = cluster_search(sc, opts.deadline_days, opts.gpu_hour_budget, opts.objective)
     except ScenarioError as err:
         bar.empty()
         st.error("The search cannot run: " + escape.problems_text(err.problems))
@@ -109,7 +112,9 @@ else:
     cols[1].metric("Passed the rules", f"{result['model_evaluated']:,}",
                    help="Divisibility and node-placement rules; these went through the memory and time model.")
     cols[2].metric("Fit in memory", f"{result['feasible']:,}")
-    if not result["best"]:
+    if not result["best"] and result.get("problem"):
+        st.error(f"Layouts fit, but on this cluster none finishes: {result['problem']}.")
+    elif not result["best"]:
         st.error("No layout fits in memory on this cluster. See why below, or try more accelerators, an "
                  "accelerator with more memory, or a shorter sequence.")
     else:
@@ -139,7 +144,7 @@ else:
         best = result["best"][chosen]
         st.subheader(f"Layout #{chosen + 1}: where the time goes")
         st.caption(f"{describe_layout(best['layout'])}: {best['step_time_s']:.2f} s per step, MFU "
-                   f"{best['mfu']:.1%}, {fmt_days(best.get('wall_days') or best['train_days'])}. Select another "
+                   f"{best['mfu']:.1%}, {fmt_days(best['wall_days'])}. Select another "
                    "row above to see its breakdown.")
         st.plotly_chart(breakdown_figure(best), key="breakdown_chart")
         st.caption("Blue: computation; orange: communication by kind; grey: pipeline idle time (bubble and "
@@ -159,7 +164,7 @@ else:
     if cluster:
         if cluster["met"]:
             st.success(f"Smallest cluster that meets the target: **{cluster['n_gpus']:,} accelerators**, "
-                       f"{fmt_days(cluster['best'].get('wall_days') or cluster['best']['train_days'])} with "
+                       f"{fmt_days(cluster['best']['wall_days'])} with "
                        f"{describe_layout(cluster['best']['layout'])}.")
         else:
             st.warning(f"Target not met: {cluster['reason']}.")
@@ -183,7 +188,7 @@ else:
         pass
     elif "best" in answer:
         st.markdown(f"The best layout with {dimension}={value}: {describe_layout(answer['best']['layout'])}, "
-                    f"{fmt_days(answer['best'].get('wall_days') or answer['best']['train_days'])}, "
+                    f"{fmt_days(answer['best']['wall_days'])}, "
                     f"{answer['best']['memory_gib']['total']:.1f} GiB per accelerator.")
     else:
         reasons = "; ".join(f"{r} ({n:,})" for r, n in answer["rejected"].items())

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks_db.seed import seed  # noqa: E402
 from benchmarks_db.store import open_store  # noqa: E402
 from benchmarks_db.validation import predicted_vs_measured  # noqa: E402
-from engine.scenario import parse_scenario  # noqa: E402
+from engine.inputs import parse_scenario  # noqa: E402
 from engine.planning.search import search  # noqa: E402
 from tests.engine.published_runs import CASES, h100_weak_scaling, megatron_table1  # noqa: E402
 

@@ -17,7 +17,7 @@ from benchmarks_db.seed import seed  # noqa: E402
 from benchmarks_db.store import open_store  # noqa: E402
 from benchmarks_db.validation import predicted_vs_measured  # noqa: E402
 from engine.planning.estimate import estimate  # noqa: E402
-from engine.scenario import parse_scenario  # noqa: E402
+from engine.inputs import parse_scenario  # noqa: E402
 from engine.planning.search import search  # noqa: E402
 from tests.engine.published_runs import h100_weak_scaling, megatron_table1  # noqa: E402
 

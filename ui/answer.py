@@ -13,7 +13,8 @@ from engine.planning.plan import plan
 from engine.presentation.answer import alternative_rows, answer_figures, answer_scenario, headline, option_rows
 from engine.presentation.edit import Edit, layout_words
 from engine.presentation.share import PlannerOptions
-from engine.scenario import Scenario, ScenarioError, parse_scenario
+from engine.inputs import parse_scenario
+from engine.scenario import Scenario, ScenarioError
 from ui import background, binding, components, escape, state
 from ui.work_limits import Busy
 

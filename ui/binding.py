@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from engine.presentation.edit import Edit, apply_edit, describe_layout, field_value
 from engine.planning.sizing import nearest_sizes
-from engine.scenario import Scenario, ScenarioError, parse_scenario
+from engine.inputs import parse_scenario
+from engine.scenario import Scenario, ScenarioError
 from engine.presentation.share import PlannerOptions
 from ui import work_limits
 from ui.cached import with_layout_once
@@ -54,10 +55,11 @@ def _suggest_sizes(current: Scenario, n_gpus: int) -> None:
     if not near:
         return
     ss = st.session_state
+    days = lambda d: "never finishing" if d is None else f"{d:,.0f} days"
     ss[PROBLEMS]["cluster.n_gpus"] = [
         f"No layout splits this model over {n_gpus:,} accelerators (its batch, heads and layers must divide among them)"
         ". Nearest sizes that work: " + " or ".join(
-            f"{s['n_gpus']:,} ({s['nodes']:,} nodes; {s['wall_days']:,.0f} days with {describe_layout(s['layout'])})"
+            f"{s['n_gpus']:,} ({s['nodes']:,} nodes; {days(s['wall_days'])} with {describe_layout(s['layout'])})"
             for s in near) + "."]
     ss[SUGGESTIONS]["cluster.n_gpus"] = [(f"Use {s['n_gpus']:,}", s["n_gpus"]) for s in near]
 

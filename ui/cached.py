@@ -12,8 +12,11 @@ from benchmarks_db.store import Store, open_store
 from engine.catalog import load_catalog
 from engine.presentation.edit import CALIBRATION_FIELDS, Edit, layout_choices, with_layout
 from engine.planning.estimate import estimate
-from engine.planning.sizing import best_at, nearest_sizes
-from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError, parse_scenario
+from engine.planning.evaluation import Row
+from engine.planning.search import best_at
+from engine.planning.sizing import nearest_sizes
+from engine.inputs import parse_scenario
+from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
 from engine.planning.vendor import compare, rescore
 from ui import work_limits
 from ui.settings import load_settings
@@ -110,7 +113,7 @@ def current_comparison() -> dict:
 
 
 @st.cache_data(max_entries=64, show_spinner="Looking for a layout that fits ...")
-def what_fits_of(scenario_json: str) -> tuple[dict | None, list[dict]]:
+def what_fits_of(scenario_json: str) -> tuple[Row | None, list[dict]]:
     """For a scenario whose layout does not fit: the fastest layout that fits on its cluster, else the nearest
     cluster sizes where one fits (engine.planning.sizing)."""
     sc = parse_scenario(scenario_json)

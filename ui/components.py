@@ -62,9 +62,9 @@ def show_what_fits(sc: Scenario) -> None:
         st.warning(str(err))
         return
     if best is not None:
-        st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(best['layout']))}"
-                    f" ({best['memory_gib']['total']:.1f} GiB, {fmt_days(best.get('wall_days') or best['train_days'])}).")
-        st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(best["layout"],))
+        st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(best.layout))}"
+                    f" ({best.memory_gib:.1f} GiB, {fmt_days(best.wall_days)}).")
+        st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(best.layout,))
     elif sizes:
         st.markdown(f"**Nothing fits on {sc.cluster.n_gpus:,} accelerators.** Nearest sizes where it fits: " + " or ".join(
             f"{s['n_gpus']:,} ({fmt_days(s['wall_days'])})" for s in sizes) + ".")

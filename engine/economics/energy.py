@@ -97,7 +97,7 @@ def embodied_data() -> EmbodiedData:
 
 
 @lru_cache(maxsize=1)
-def _carbon_files() -> dict:
+def carbon_files() -> dict:
     source = json.loads((CARBON_DIR / "SOURCE.json").read_text())
     mix = json.loads((CARBON_DIR / "global_energy_mix.json").read_text())
     usa = json.loads((CARBON_DIR / "usa_emissions.json").read_text())
@@ -110,12 +110,12 @@ def _carbon_files() -> dict:
 
 
 def _via(name: str) -> str:
-    files = _carbon_files()["source"]
+    files = carbon_files()["source"]
     return f"{files['files'][name]['upstream']} (codecarbon {files['version']} data file {name})"
 
 
 def _us_state(code: str) -> Grid | None:
-    usa = _carbon_files()["usa"]
+    usa = carbon_files()["usa"]
     for state, row in usa.items():
         if isinstance(row, dict) and row.get("regionCode") == code:
             return Grid(f"US-{code}", state.replace("_", " ").title(), row["emissions"] * G_PER_LB / 1000.0,
@@ -124,7 +124,7 @@ def _us_state(code: str) -> Grid | None:
 
 
 def _country(iso3: str) -> Grid | None:
-    row = _carbon_files()["mix"].get(iso3)
+    row = carbon_files()["mix"].get(iso3)
     if row is None:
         return None
     return Grid(iso3, row["country_name"], float(row["carbon_intensity"]), int(row["year"]), _via("global_energy_mix.json"))
@@ -133,7 +133,7 @@ def _country(iso3: str) -> Grid | None:
 def grid_intensity(region: str | None) -> Grid:
     """Location-based intensity of a site: ISO 3166 alpha-3 country (FRA), US state (US-VA), or cloud region
     (gcp:us-central1, aws:us-east-1, azure:eastus); the world average when no site is given. KeyError if unknown."""
-    files = _carbon_files()
+    files = carbon_files()
     if region is not None and ":" not in region:
         region = region.strip().upper()
     if region is None:
@@ -160,7 +160,7 @@ def grid_intensity(region: str | None) -> Grid:
 
 
 def region_examples() -> list[str]:
-    files = _carbon_files()
+    files = carbon_files()
     return (["FRA", "DEU", "USA", "US-VA", "US-OR"] + [f"gcp:{r}" for r in list(files["gcp"])[:4]]
             + list(files["cloud"])[:4])
 
@@ -171,7 +171,7 @@ def region_problem(region: str) -> str | None:
         grid_intensity(region)
         return None
     except KeyError:
-        files = _carbon_files()
+        files = carbon_files()
         return (f"unknown region {region!r}; use an ISO 3166 alpha-3 country code ({len(files['mix'])} known, e.g. FRA, "
                 f"DEU, USA), a US state as US-XX (e.g. US-VA), a Google Cloud region as gcp:NAME ({len(files['gcp'])} "
                 f"known), or one of {', '.join(files['cloud'])}")

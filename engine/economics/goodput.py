@@ -129,9 +129,9 @@ def run_time(rel: Reliability, compute_s) -> dict[str, np.ndarray]:
     return {"wall_s": wall, "goodput": goodput, "checkpoint_interval_s": np.full_like(compute_s, interval)}
 
 
-def detail(rel: Reliability, compute_s: float, wall_s: float) -> dict:
-    """The reliability block of an estimate."""
-    finite = bool(np.isfinite(wall_s))
+def detail(rel: Reliability, compute_s: float | None, wall_s: float) -> dict:
+    """The reliability block of an estimate (compute_s None: a layout that does not fit, no run figures)."""
+    finite = compute_s is not None and bool(np.isfinite(wall_s))
     return {
         "mtbf_gpu_hours": rel.mtbf_gpu_hours, "mtbf_source": rel.mtbf_source,
         "job_mtbf_hours": rel.job_mtbf_s / 3600.0,
@@ -144,10 +144,10 @@ def detail(rel: Reliability, compute_s: float, wall_s: float) -> dict:
         else "Young 1974: sqrt(2 x checkpoint write time x job MTBF)",
         "restart_s": rel.restart_s, "restart_source": rel.restart_source,
         "expected_failures": wall_s / rel.job_mtbf_s if finite else None,
-        "compute_days": compute_s / 86400.0,
+        "compute_days": None if compute_s is None else compute_s / 86400.0,
         "wall_days": wall_s / 86400.0 if finite else None,
-        "goodput": compute_s / wall_s if finite else 0.0,
-        "problem": None if finite else (
+        "goodput": compute_s / wall_s if finite else None if compute_s is None else 0.0,
+        "problem": None if finite or compute_s is None else (
             f"failures every {rel.job_mtbf_s / 60:.1f} min on average arrive faster than a restart "
             f"({rel.restart_s:.0f} s) plus half a checkpoint interval can recover; the run would not finish. "
             "Use fewer GPUs, faster storage (reliability.storage_write_gb_per_s) or a shorter restart"),

@@ -5,7 +5,8 @@ restarts follow in engine.economics.goodput.
 Evaluation: every eval_interval_steps training steps, eval_steps forward-only steps (Megatron-LM's defaults:
 100 every 1,000), each costing the forward share of a training step (1/3, Kaplan et al. 2020).
 Phases: each trains its tokens (part of the run's total) on the same cluster with the best layout the search finds
-for its sequence length and batch; the rest of the tokens train at the main setup.
+for its sequence length and batch (engine.planning.search.context searches them, through the search's cache); the
+rest of the tokens train at the main setup.
 """
 from __future__ import annotations
 
@@ -36,14 +37,46 @@ class WholeRun:
         """Evaluation seconds per second of training steps."""
         return self.forward_share * self.eval_steps / self.eval_interval_steps
 
-    def detail(self, steps_s: float, eval_s: float) -> dict:
-        return {"steps_days": steps_s / 86400.0, "evaluation_days": eval_s / 86400.0,
+    def detail(self, steps_s: float | None, eval_s: float | None) -> dict:
+        """The whole run's terms (steps and evaluation days None for a layout that does not fit)."""
+        days = lambda s: None if s is None else s / 86400.0
+        return {"steps_days": days(steps_s), "evaluation_days": days(eval_s),
                 "evaluation": f"{self.eval_steps} forward-only steps every {self.eval_interval_steps} ({self.eval_source})",
                 "phases": self.phases, "phases_days": self.phase_s / 86400.0}
 
 
-def resolve(sc) -> WholeRun:
-    """The scenario's schedule block where given, the sourced defaults otherwise; phases searched on the cluster."""
+@dataclass(frozen=True)
+class PhaseRun:
+    """One phase as trained: its own best layout on the run's cluster (engine.planning.search.context) and its
+    seconds of optimizer steps (its evaluation is counted with the run's); infinite, with the problem, where no
+    layout fits."""
+    name: str
+    tokens: float
+    seq_len: int
+    global_batch_size: int
+    seconds: float
+    layout: dict | None = None
+    mfu: float | None = None
+    problem: str | None = None
+
+    def detail(self) -> dict:
+        out = {"name": self.name, "tokens": self.tokens, "seq_len": self.seq_len,
+               "global_batch_size": self.global_batch_size, "seconds": self.seconds, "layout": self.layout}
+        return {**out, "problem": self.problem} if self.problem is not None else {**out, "mfu": self.mfu}
+
+
+def phase_scenario(sc, phase):
+    """The scenario one phase trains: its sequence length, batch and tokens, no phases of its own, no layout."""
+    tr = sc.training
+    training = tr.model_copy(update={"seq_len": phase.seq_len or tr.seq_len,
+                                     "global_batch_size": phase.global_batch_size or tr.global_batch_size,
+                                     "total_tokens": phase.tokens})
+    return sc.model_copy(update={"training": training, "schedule": sc.schedule.model_copy(update={"phases": []}),
+                                 "layout": None})
+
+
+def resolve(sc, phases: tuple[PhaseRun, ...] = ()) -> WholeRun:
+    """The scenario's schedule block where given, the sourced defaults otherwise, with its phases as trained."""
     d = schedule_defaults()
     s = sc.schedule
     ev = d["evaluation"]
@@ -51,35 +84,6 @@ def resolve(sc) -> WholeRun:
     steps = s.eval_steps if s is not None and s.eval_steps is not None else ev["eval_steps"]
     given = s is not None and (s.eval_interval_steps is not None or s.eval_steps is not None)
     source = "given in schedule" if given else ev["source"]["document"]
-    phases, tokens, seconds = [], 0.0, 0.0
-    for phase in (s.phases if s is not None else []):
-        result = _phase(sc, phase)
-        phases.append(result)
-        tokens += phase.tokens
-        seconds += result["seconds"]
     return WholeRun(eval_interval_steps=interval, eval_steps=steps, eval_source=source,
-                    forward_share=d["forward_share"]["value"], phases=phases, phase_tokens=tokens, phase_s=seconds)
-
-
-def _phase(sc, phase) -> dict:
-    from engine.planning.search import search            # the search evaluates scenarios, which resolve their whole run
-    tr = sc.training
-    seq = phase.seq_len or tr.seq_len
-    gbs = phase.global_batch_size or tr.global_batch_size
-    training = tr.model_copy(update={"seq_len": seq, "global_batch_size": gbs, "total_tokens": phase.tokens})
-    schedule = sc.schedule.model_copy(update={"phases": []})
-    phase_sc = sc.model_copy(update={"training": training, "schedule": schedule, "layout": None})
-    best = search(phase_sc, top=1, pareto_sizes=[])["best"]
-    out = {"name": phase.name, "tokens": phase.tokens, "seq_len": seq, "global_batch_size": gbs}
-    if not best:
-        return {**out, "seconds": float("inf"), "layout": None,
-                "problem": f"no layout on {sc.cluster.n_gpus} GPUs fits sequence {seq} with batch {gbs}"}
-    b = best[0]
-    return {**out, "seconds": b["train_days"] * 86400.0 / (1 + _eval_factor_of(b)), "layout": b["layout"], "mfu": b["mfu"]}
-
-
-def _eval_factor_of(row: dict) -> float:
-    """The evaluation share already inside a phase row's train_days (its own steps carry the run's evaluation)."""
-    w = row.get("whole_run") or {}
-    steps = w.get("steps_days") or 0.0
-    return (w.get("evaluation_days") or 0.0) / steps if steps else 0.0
+                    forward_share=d["forward_share"]["value"], phases=[p.detail() for p in phases],
+                    phase_tokens=sum(p.tokens for p in phases), phase_s=sum(p.seconds for p in phases))

@@ -1,188 +1,25 @@
-"""Memory, step time and throughput of layouts: `evaluate` works on arrays (the search), `estimate` on one scenario."""
+"""One scenario's estimate: its layout's memory, step time, throughput, days, cost, energy and CO2, read from the same
+arrays the layout search ranks (engine.planning.evaluation), with the whole run's phases searched on its cluster."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
-
-import numpy as np
-
-from engine.economics import cost, energy, goodput, whole_run
-from engine.physics.flops import CONVENTIONS, flops_per_token
-from engine.physics.hardware import GIB, Hardware, resolve_hardware
 from engine.physics.layouts import Layouts
-from engine.physics.memory import memory_breakdown, model_state_text, staged_params
-from engine.physics.model import Shape, shape_of
+from engine.physics.memory import model_state_text
+from engine.planning.evaluation import evaluate, row
+from engine.planning.search import context
+from engine.planning.sizing import nearest_fit
 from engine.scenario import Scenario, ScenarioError
-from engine.physics.steptime import step_time
-
-STAGES = ("first", "middle", "last")
-MEMORY_SUMMARY = ("weights", "gradients", "optimizer_states", "activations")
-MEMORY_OTHER = ("logits", "comm_buffers", "framework_overhead")
-
-
-@dataclass(frozen=True)
-class Context:
-    """Everything about a scenario except its layout, resolved once."""
-
-    scenario: Scenario
-    shape: Shape
-    hw: Hardware
-    reliability: goodput.Reliability
-    power: energy.Power
-    price: cost.Price
-    run: whole_run.WholeRun
-
-    @property
-    def n_gpus(self) -> int:
-        return self.scenario.cluster.n_gpus
-
-
-def context(sc: Scenario) -> Context:
-    shape = shape_of(sc.arch)
-    power = energy.resolve(sc)
-    return Context(scenario=sc, shape=shape, hw=resolve_hardware(sc), reliability=goodput.resolve(sc, shape),
-                   power=power, price=cost.resolve(sc, power), run=whole_run.resolve(sc))
-
-
-def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
-    """Memory per GPU of every layout (its worst pipeline stage) and whether it fits; `staged` for the time model."""
-    tr = ctx.scenario.training
-    staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
-    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
-    totals = np.stack([mem[s]["total"] for s in STAGES])
-    worst = np.argmax(totals, axis=0)
-    pick = lambda key: np.choose(worst, [mem[s][key] for s in STAGES])
-    out = {f"mem_{k}": pick(k) for k in mem["first"]}
-    out["worst_stage"] = worst
-    out["fits"] = out["mem_total"] <= ctx.hw.memory_bytes
-    out["staged"] = staged
-    return out
-
-
-def timing(ctx: Context, lay: Layouts, staged) -> dict[str, np.ndarray]:
-    """Step time, throughput, FLOP rates, the whole run's time, cost, energy and CO2 of every layout."""
-    tr = ctx.scenario.training
-    out = dict(step_time(ctx.shape, tr, ctx.hw, lay, ctx.n_gpus, staged))
-    flops = flops_per_token(ctx.shape, tr, lay)
-    tokens_per_s = tr.global_batch_size * tr.seq_len / out["step_time_s"]
-    out["tokens_per_s"] = tokens_per_s
-    per_gpu = lambda key: flops[key] * tokens_per_s / ctx.n_gpus / 1e12
-    out["model_tflops_per_gpu"] = per_gpu("model_causal")
-    out["hardware_tflops_per_gpu"] = per_gpu("hardware_causal")
-    out["model_tflops_per_gpu_full_square"] = per_gpu("model_full_square")
-    out["hardware_tflops_per_gpu_full_square"] = per_gpu("hardware_full_square")
-    out["mfu"] = out["model_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
-    out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
-    out["mfu_full_square"] = out["model_tflops_per_gpu_full_square"] * 1e12 / ctx.hw.peak_flops
-    # the whole run: the main setup's steps, the phases at other sequences or batches, periodic evaluation
-    out["steps_s"] = (tr.total_tokens - ctx.run.phase_tokens) / tokens_per_s
-    out["eval_s"] = (out["steps_s"] + ctx.run.phase_s) * ctx.run.eval_factor
-    out["train_s"] = out["steps_s"] + ctx.run.phase_s + out["eval_s"]
-    out["gpu_hours"] = cost.gpu_hours(ctx.n_gpus, out["train_s"])
-    out.update(run_figures(ctx, out["train_s"]))
-    return out
-
-
-def evaluate(ctx: Context, lay: Layouts, timed: np.ndarray | None = None, mem: dict | None = None) -> dict[str, np.ndarray]:
-    """All estimate figures for every layout in `lay` (arrays of len(lay)). With `timed` (a boolean mask), the time
-    model runs only for those layouts and the others carry NaN time figures (the search times only what fits)."""
-    out = dict(memory(ctx, lay) if mem is None else mem)
-    staged = out.pop("staged")
-    if timed is None:
-        out.update(timing(ctx, lay, staged))
-        return out
-    idx = np.flatnonzero(timed)
-    part = timing(ctx, lay.take(idx), {k: _take_stage(v, idx) for k, v in staged.items()}) if len(idx) else {}
-    for key, values in part.items():
-        full = np.full(len(lay), np.nan)
-        full[idx] = values
-        out[key] = full
-    return out
-
-
-def _take_stage(sp, idx):
-    st = sp.stage
-    stage = replace(st, **{f.name: np.asarray(getattr(st, f.name))[idx] for f in fields(st)})
-    return type(sp)(stage, np.asarray(sp.non_expert)[idx], np.asarray(sp.expert)[idx])
-
-
-def run_figures(ctx: Context, train_s: np.ndarray) -> dict[str, np.ndarray]:
-    """What the run costs on a real cluster: wall time with failures and checkpoints, goodput, money, energy and
-    location-based CO2 (NaN where no price or no power figure is known)."""
-    out = goodput.run_time(ctx.reliability, train_s)
-    billed = cost.gpu_hours(ctx.n_gpus, out["wall_s"])
-    nan_if_none = lambda x: np.nan if x is None else x
-    kwh = energy.energy_kwh(billed, nan_if_none(ctx.power.node_w_per_gpu), ctx.power.pue)
-    out["cost_usd"] = cost.cost_usd(billed, nan_if_none(ctx.price.usd_per_gpu_hour))
-    out["energy_mwh"] = kwh / 1000.0
-    out["co2_t"] = energy.co2_kg(kwh, ctx.power.grid.g_per_kwh) / 1000.0
-    return out
-
-
-BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero3_comm", "pp_comm",
-             "pipeline_bubble", "pipeline_imbalance", "dp_comm", "optimizer")
-
-
-def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
-    """The JSON-ready estimate of layout i."""
-    g = lambda k: float(ev[k][i])
-    gib = lambda k: round(g(f"mem_{k}") / GIB, 3)
-    other = sum(g(f"mem_{k}") for k in MEMORY_OTHER) / GIB
-    tr = ctx.scenario.training
-    m = int(lay.micro_batches(tr.global_batch_size)[i])
-    return {
-        "layout": lay.layout(i).model_dump(),
-        "memory_gib": {**{k: gib(k) for k in MEMORY_SUMMARY}, "other": round(other, 3), "total": gib("total")},
-        "memory_detail_gib": {k: gib(k) for k in MEMORY_OTHER},
-        "memory_capacity_gib": round(ctx.hw.memory_bytes / GIB, 3),
-        "worst_stage": STAGES[int(ev["worst_stage"][i])] if int(lay.pp[i]) > 1 else "only",
-        "fits": bool(ev["fits"][i]),
-        "micro_batches_per_step": m,
-        "step_time_s": g("step_time_s"),
-        "tokens_per_s": g("tokens_per_s"),
-        "model_tflops_per_gpu": g("model_tflops_per_gpu"),
-        "hardware_tflops_per_gpu": g("hardware_tflops_per_gpu"),
-        "mfu": g("mfu"),
-        "hfu": g("hfu"),
-        "model_tflops_per_gpu_full_square": g("model_tflops_per_gpu_full_square"),
-        "hardware_tflops_per_gpu_full_square": g("hardware_tflops_per_gpu_full_square"),
-        "mfu_full_square": g("mfu_full_square"),
-        "flop_convention": {"mfu": CONVENTIONS["causal"], "mfu_full_square": CONVENTIONS["full_square"],
-                            "hfu": "causal model FLOPs plus the recomputed forward work, over the dense peak"},
-        "time_breakdown_s": {k: g(k) for k in BREAKDOWN},
-        "params_total": ctx.shape.total_params(),
-        "params_active": ctx.shape.active_params(),
-        "train_days": g("train_s") / 86400,
-        "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")),
-        "gpu_hours": g("gpu_hours"),
-        **run_row(ctx, ev, i),
-    }
-
-
-def run_row(ctx: Context, ev: dict[str, np.ndarray], i: int) -> dict:
-    """Wall time, goodput, cost, energy and CO2 of layout i, with the inputs and sources behind them (None: not known)."""
-    value = lambda k: float(ev[k][i]) if np.isfinite(ev[k][i]) else None
-    wall_s = float(ev["wall_s"][i])
-    billed = float(cost.gpu_hours(ctx.n_gpus, wall_s))
-    mwh = value("energy_mwh")
-    return {
-        "wall_days": wall_s / 86400 if np.isfinite(wall_s) else None,
-        "goodput": float(ev["goodput"][i]),
-        "cost_usd": value("cost_usd"),
-        "energy_mwh": value("energy_mwh"),
-        "co2_t": value("co2_t"),
-        "reliability": goodput.detail(ctx.reliability, float(ev["train_s"][i]), wall_s),
-        "cost": cost.detail(ctx.price, ctx.scenario.cluster.accelerator, billed),
-        "energy": energy.detail(ctx.power, ctx.n_gpus, billed, None if mwh is None else mwh * 1000),
-    }
 
 
 def estimate(sc: Scenario) -> dict:
-    """Full estimate of a scenario with a layout."""
+    """Full estimate of a scenario with a layout. A layout that does not fit has no days, GPU-hours, cost, energy or
+    CO2: `problem` says why and `nearest_fit` names the fastest layout that fits (on this cluster, else the nearest
+    size where one does)."""
     if sc.layout is None:
         raise ScenarioError([("layout", "a layout is needed for an estimate; run the layout search to find one")])
     ctx = context(sc)
     lay = Layouts.of([sc.layout])
     out = row(ctx, evaluate(ctx, lay), lay, 0)
+    out["nearest_fit"] = None if out["fits"] else nearest_fit(sc)
     out["assumptions"] = {**ctx.hw.provenance, "attention": sc.training.attention,
                           "gradients": model_state_text(sc.training)}
     return out

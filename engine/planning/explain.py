@@ -17,7 +17,8 @@ from engine.physics.layouts import RECOMPUTE, Layouts
 from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, bytes_per_element, layer_activation_bytes,
                                    memory_breakdown, optimizer_state_bytes, shard_groups, staged_params)
 from engine.physics.schedule import chunk_layers, peak_layers_in_flight, pipeline_slots, warmup_forwards
-from engine.planning.estimate import BREAKDOWN, STAGES, context, evaluate
+from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate
+from engine.planning.search import context
 from engine.scenario import Scenario, ScenarioError
 
 MEGATRON_SCHEDULES = ("Megatron-LM schedules.py get_pp_rank_microbatches "
@@ -79,7 +80,7 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     copy = ctx.hw.weight_copy_bytes
     states = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(tr).items())
     out = [
-        Term(sec, "stage", None, "", where, "engine.planning.estimate.memory (argmax over stages)",
+        Term(sec, "stage", None, "", where, "engine.planning.evaluation.memory (argmax over stages)",
              "Megatron-LM theoretical_memory_usage states its scope (the first stage); here every stage is priced"),
         Term(sec, "weights", _g(c["weights"]) / GIB, "GiB",
              f"{b['weight']:g} B/param ({tr.precision} training) x {params}" + (f", sharded by ZeRO-3 ({sharded})" if gathered else "")
@@ -137,7 +138,7 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              "Megatron-LM issue #525 (1-3 GiB unexplained); Megatron-LM theoretical_memory_usage.py 5% overhead"),
         Term(sec, "total", _g(c["total"]) / GIB, "GiB",
              f"sum of the above; capacity {ctx.hw.memory_bytes / GIB:.2f} GiB -> "
-             f"{'fits' if bool(ev['fits'][0]) else 'does not fit'}", "engine.planning.estimate.memory", "-"),
+             f"{'fits' if bool(ev['fits'][0]) else 'does not fit'}", "engine.planning.evaluation.memory", "-"),
     ]
     return out
 
@@ -226,18 +227,18 @@ def _flops_terms(ctx, ev: dict) -> list[Term]:
     return [
         Term(sec, "tokens_per_s", tps, "tokens/s",
              f"global batch {tr.global_batch_size} x seq {tr.seq_len} / step {est['step_time_s']:.4g} s",
-             "engine.planning.estimate.timing", "-"),
+             "engine.planning.evaluation.timing", "-"),
         Term(sec, "model_flops_per_token", per_token, "FLOP",
              "3 x forward (2 FLOPs per weight in every matmul, logits included, causal attention over the keys each query "
              "attends to)", fn, "Kaplan et al. 2020 (backward = 2 x forward); current Megatron-LM num_floating_point_operations"),
         Term(sec, "model_tflops_per_gpu", est["model_tflops_per_gpu"], "TFLOP/s",
-             f"{per_token:.4g} FLOP/token x {tps:.4g} tokens/s / {n} GPUs", "engine.planning.estimate.timing", "-"),
+             f"{per_token:.4g} FLOP/token x {tps:.4g} tokens/s / {n} GPUs", "engine.planning.evaluation.timing", "-"),
         Term(sec, "mfu", est["mfu"], "",
              f"{est['model_tflops_per_gpu']:.1f} / {hw.peak_flops / 1e12:.0f} TFLOP/s dense {tr.precision} peak",
-             "engine.planning.estimate.timing", "Chowdhery et al. 2022 (PaLM) appendix B; vendor datasheet peak (data/accelerators.json)"),
+             "engine.planning.evaluation.timing", "Chowdhery et al. 2022 (PaLM) appendix B; vendor datasheet peak (data/accelerators.json)"),
         Term(sec, "hfu", est["hfu"], "",
              f"({hw_per_token:.4g} FLOP/token incl. recomputed forward) x tokens/s / GPUs / peak",
-             "engine.planning.estimate.timing", KORTHIKANTI),
+             "engine.planning.evaluation.timing", KORTHIKANTI),
     ]
 
 
@@ -259,7 +260,7 @@ def _run_terms(ctx, ev: dict) -> list[Term]:
         Term(sec_r, "train_days", est["train_days"], "days",
              f"steps {wr['steps_days']:.3f} d ({tr.total_tokens:.4g} tokens less phases / {est['tokens_per_s']:.4g} tokens/s) "
              f"+ phases {wr['phases_days']:.3f} d + evaluation {wr['evaluation_days']:.3f} d ({wr['evaluation']})",
-             "engine.planning.estimate.timing; engine.economics.whole_run", "Megatron-LM eval defaults; Kaplan et al. 2020 (forward = 1/3)"),
+             "engine.planning.evaluation.timing; engine.economics.whole_run", "Megatron-LM eval defaults; Kaplan et al. 2020 (forward = 1/3)"),
         Term(sec_r, "gpu_hours", est["gpu_hours"], "GPU-h", f"{n} GPUs x {est['train_days'] * 24:.1f} h of compute",
              "engine.economics.cost.gpu_hours", "-"),
         Term(sec_g, "job_mtbf_hours", r["job_mtbf_hours"], "h",

@@ -10,11 +10,14 @@ need bigger batches to keep their data-parallel ranks busy.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.sizing import Target, billed_gpu_hours, size_for
-from engine.planning.vendor import _scenario_on
+from engine.planning.evaluation import Row
+from engine.planning.sizing import Sizing, Target, billed_gpu_hours, size_for
+from engine.planning.vendor import scenario_on
 from engine.precision import trained_precision
 
 HEADLINE = ("wall_days", "cost_usd", "energy_mwh", "co2_t")
@@ -36,45 +39,70 @@ def _batches(sc: Scenario, batch_range: tuple[int, int] | None) -> list[int]:
     return out
 
 
-def _option(sc, acc, target, factor, batches, objective) -> dict:
+@dataclass(frozen=True)
+class Option:
+    """One accelerator sized for the target: the precision it trains in, and the sizing (engine.planning.sizing) at
+    the global batch that served the target best, or the problem that left it unsized."""
+
+    accelerator: str
+    name: str
+    vendor: str
+    precision: str | None
+    precision_note: str
+    sizing: Sizing | None = None
+    global_batch_size: int | None = None
+    scenario: Scenario | None = None
+    problem: str | None = None
+
+    @property
+    def met(self) -> bool:
+        return self.sizing is not None and self.sizing.met
+
+    @property
+    def best(self) -> Row | None:
+        return None if self.sizing is None else self.sizing.best
+
+    @property
+    def reason(self) -> str | None:
+        return self.problem if self.sizing is None else self.sizing.reason
+
+
+def _option(sc, acc, target, factor, batches, objective) -> Option:
     precision, note = trained_precision(acc, sc.training.precision)
-    base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "precision": precision,
-            "precision_note": note}
+    base = Option(accelerator=acc.id, name=acc.name, vendor=acc.vendor, precision=precision, precision_note=note)
     if precision is None:
-        return {**base, "met": False, "reason": note or f"no dense peak published for {acc.name}"}
+        return replace(base, problem=note or f"no dense peak published for {acc.name}")
     found = None
     for gbs in batches:
-        scn = _scenario_on(sc, acc, precision, sc.cluster.n_gpus, {})
+        scn = scenario_on(sc, acc, precision, sc.cluster.n_gpus, {})
         if gbs != sc.training.global_batch_size:
             scn = scn.model_copy(update={"training": scn.training.model_copy(update={"global_batch_size": gbs})})
         try:
-            sized = size_for(scn, target, objective, factor, full=False)
+            option = replace(base, sizing=size_for(scn, target, objective, factor, full=False))
         except ScenarioError as err:
-            sized = {"met": False, "reason": str(err), "best": None}
-        sized["global_batch_size"] = gbs
-        sized["scenario"] = scn
-        better = found is None or (sized["met"] and not found["met"]) or (
-            sized["met"] and found["met"] and _key(sized, target) < _key(found, target))
+            option = replace(base, problem=str(err))
+        option = replace(option, global_batch_size=gbs, scenario=scn)
+        better = found is None or (option.met and not found.met) or (
+            option.met and found.met and _key(option.best, target) < _key(found.best, target))
         if better:
-            found = sized
-    return {**base, **found}
+            found = option
+    return found
 
 
-def _key(option: dict, target: Target) -> float:
+def _key(best: Row, target: Target) -> float:
     """Smaller is better: the cost (or GPU-hours) for a deadline, the days for a budget."""
-    best = option["best"]
     if target.deadline_days is not None:
-        return best["cost_usd"] if best.get("cost_usd") is not None else 1e30 + billed_gpu_hours(best)
-    return best.get("wall_days") or best["train_days"]
+        return best.cost_usd if best.cost_usd is not None else 1e30 + billed_gpu_hours(best)
+    return best.days
 
 
-def _figures(row: dict, factor: float, efficiency: str) -> dict:
-    out = {"wall_days": (row.get("wall_days") or row["train_days"]) * factor,
-           "gpu_hours": billed_gpu_hours(row, factor)}
-    for key in ("cost_usd", "energy_mwh", "co2_t"):
-        out[key] = None if row.get(key) is None else row[key] * factor
-    base = {"wall_days": row.get("wall_days") or row["train_days"], "gpu_hours": billed_gpu_hours(row),
-            **{k: row.get(k) for k in ("cost_usd", "energy_mwh", "co2_t")}}
+def _figures(row: Row, factor: float, efficiency: str) -> dict:
+    """The headline figures of a row for the chosen stack, each with its range (None: not known, or the run never
+    finishes)."""
+    finishes = row.wall_days is not None
+    base = {"wall_days": row.wall_days, "gpu_hours": billed_gpu_hours(row) if finishes else None,
+            "cost_usd": row.cost_usd, "energy_mwh": row.energy_mwh, "co2_t": row.co2_t}
+    out = {k: None if v is None else v * factor for k, v in base.items()}
     out["ranges"] = {k: ranges.band(v, efficiency) for k, v in base.items()}
     return out
 
@@ -107,82 +135,89 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
         if progress:
             progress(k / len(pool), f"sizing a cluster of {acc.name}")
         options.append(_option(sc, acc, target, factor, batches, objective))
-    met = sorted((o for o in options if o["met"]), key=lambda o: _key(o, target))
+    met = sorted((o for o in options if o.met), key=lambda o: _key(o.best, target))
     result = {"target": target.describe(), "answer": None, "alternatives": [], "efficiency": efficiency,
               "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,
               "options": [_summary(o, factor, efficiency) for o in options]}
     if not met:
-        closest = min((o for o in options if o.get("best")), key=lambda o: o["best"].get("wall_days") or 1e30, default=None)
+        closest = min((o for o in options if o.best), key=lambda o: o.best.days, default=None)
         result.update(answer=None, reason=("no accelerator meets " + target.describe() + (
-            f"; the closest is {closest['name']}: {closest.get('reason', '')}" if closest else "")))
+            f"; the closest is {closest.name}: {closest.reason or ''}" if closest else "")))
         return result
     chosen = met[0]
     if progress:
-        progress(0.95, f"searching every layout of {chosen['n_gpus']:,} {chosen['name']}")
-    full = size_for(chosen["scenario"], target, objective, factor, full=True)
-    if full["met"]:
-        chosen = {**chosen, **full}
+        progress(0.95, f"searching every layout of {chosen.sizing.n_gpus:,} {chosen.name}")
+    full = size_for(chosen.scenario, target, objective, factor, full=True)
+    if full.met:
+        chosen = replace(chosen, sizing=full)
     result["answer"] = _answer(chosen, factor, efficiency)
     result["alternatives"] = _alternatives(chosen, met, target, factor, efficiency)
-    result["options"] = [_summary(chosen if o["accelerator"] == chosen["accelerator"] else o, factor, efficiency)
+    result["options"] = [_summary(chosen if o.accelerator == chosen.accelerator else o, factor, efficiency)
                          for o in options]
     if progress:
         progress(1.0, "done")
     return result
 
 
-def _answer(o: dict, factor: float, efficiency: str) -> dict:
-    best = o["best"]
-    return {"accelerator": o["accelerator"], "name": o["name"], "vendor": o["vendor"], "precision": o["precision"],
-            "n_gpus": o["n_gpus"], "nodes": o["nodes"], "gpus_per_node": o["gpus_per_node"],
-            "global_batch_size": o["global_batch_size"], "layout": best["layout"], "mfu": best["mfu"],
-            "memory_gib": best["memory_gib"]["total"], "memory_capacity_gib": best["memory_capacity_gib"],
-            **_figures(best, factor, efficiency), "estimate": best}
+def _answer(o: Option, factor: float, efficiency: str) -> dict:
+    best, s = o.best, o.sizing
+    return {"accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision,
+            "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
+            "global_batch_size": o.global_batch_size, "layout": best.layout, "mfu": best.mfu,
+            "memory_gib": best.memory_gib, "memory_capacity_gib": best.memory_capacity_gib,
+            **_figures(best, factor, efficiency), "estimate": best.detail}
 
 
-def _summary(o: dict, factor: float, efficiency: str) -> dict:
-    out = {k: o.get(k) for k in ("accelerator", "name", "vendor", "precision", "met", "n_gpus", "nodes",
-                                 "global_batch_size")}
-    if o.get("best") is not None:
-        out.update(_figures(o["best"], factor, efficiency))
-        out["price_known"] = o["best"].get("cost_usd") is not None
-    if not o.get("met"):
-        out["reason"] = o.get("reason")
+def _summary(o: Option, factor: float, efficiency: str) -> dict:
+    s = o.sizing
+    out = {"accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision, "met": o.met,
+           "n_gpus": s.n_gpus if s else None, "nodes": s.nodes if s else None,
+           "global_batch_size": o.global_batch_size}
+    if o.best is not None:
+        out.update(_figures(o.best, factor, efficiency))
+        out["price_known"] = o.best.cost_usd is not None
+    if not o.met:
+        out["reason"] = o.reason
     return out
 
 
-def _alternatives(chosen: dict, met: list[dict], target: Target, factor: float, efficiency: str) -> list[dict]:
-    mine = _figures(chosen["best"], factor, efficiency)
+def _alternatives(chosen: Option, met: list[Option], target: Target, factor: float, efficiency: str) -> list[dict]:
+    mine = _figures(chosen.best, factor, efficiency)
     out = []
-    near = chosen.get("neighbour")
+    near = chosen.sizing.neighbour
     if near is not None:
-        n = near["layout"]["tp"] * near["layout"]["pp"] * near["layout"]["dp"] * near["layout"]["cp"]
+        n = near.n_gpus
         f = _figures(near, factor, efficiency)
-        kind = "smaller" if n < chosen["n_gpus"] else "larger"
-        text = (f"{n:,} GPUs: {f['wall_days']:.1f} days" + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "")
-                + (" - misses the deadline by " + f"{f['wall_days'] - target.deadline_days:.1f} days"
-                   if target.deadline_days is not None and kind == "smaller" else " - over the budget" if kind == "larger" else ""))
-        out.append({"kind": f"one size {kind}", "accelerator": chosen["accelerator"], "n_gpus": n, **f, "text": text})
-    others = [o for o in met if o["accelerator"] != chosen["accelerator"]]
-    priced = [o for o in others if o["best"].get("cost_usd") is not None]
+        kind = "smaller" if n < chosen.sizing.n_gpus else "larger"
+        if f["wall_days"] is None:
+            text = f"{n:,} GPUs: the run never finishes ({near.problem})"
+        else:
+            text = (f"{n:,} GPUs: {f['wall_days']:.1f} days"
+                    + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "")
+                    + (" - misses the deadline by " + f"{f['wall_days'] - target.deadline_days:.1f} days"
+                       if target.deadline_days is not None and kind == "smaller"
+                       else " - over the budget" if kind == "larger" else ""))
+        out.append({"kind": f"one size {kind}", "accelerator": chosen.accelerator, "n_gpus": n, **f, "text": text})
+    others = [o for o in met if o.accelerator != chosen.accelerator]
+    priced = [o for o in others if o.best.cost_usd is not None]
     picks = []
     if priced:
-        picks.append(("cheapest other", min(priced, key=lambda o: o["best"]["cost_usd"])))
+        picks.append(("cheapest other", min(priced, key=lambda o: o.best.cost_usd)))
     if others:
-        picks.append(("fastest other", min(others, key=lambda o: o["best"].get("wall_days") or o["best"]["train_days"])))
-        vendors = [o for o in others if o["vendor"] != chosen["vendor"]]
+        picks.append(("fastest other", min(others, key=lambda o: o.best.days)))
+        vendors = [o for o in others if o.vendor != chosen.vendor]
         if vendors:
             picks.append(("other vendor", vendors[0]))
     seen = set()
     for kind, o in picks:
-        if o["accelerator"] in seen:
+        if o.accelerator in seen:
             continue
-        seen.add(o["accelerator"])
-        f = _figures(o["best"], factor, efficiency)
+        seen.add(o.accelerator)
+        f = _figures(o.best, factor, efficiency)
         slower = f["wall_days"] / mine["wall_days"] - 1
         dearer = None if f["cost_usd"] is None or mine["cost_usd"] is None else f["cost_usd"] / mine["cost_usd"] - 1
-        text = (f"{o['name']} ({o['vendor']}), {o['n_gpus']:,} GPUs: {f['wall_days']:.1f} days ({slower:+.0%})"
+        text = (f"{o.name} ({o.vendor}), {o.sizing.n_gpus:,} GPUs: {f['wall_days']:.1f} days ({slower:+.0%})"
                 + ("" if dearer is None else f", ${f['cost_usd']:,.0f} ({dearer:+.0%})")
                 + ("" if f["cost_usd"] is not None else ", no price: enter one"))
-        out.append({"kind": kind, "accelerator": o["accelerator"], "n_gpus": o["n_gpus"], **f, "text": text})
+        out.append({"kind": kind, "accelerator": o.accelerator, "n_gpus": o.sizing.n_gpus, **f, "text": text})
     return out

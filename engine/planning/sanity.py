@@ -27,7 +27,7 @@ def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
         out.append(f"A global batch of {tr.global_batch_size * tr.seq_len / 1e6:,.0f}M tokens is larger than any "
                    "published pre-training run (Llama 3 405B: 16M); convergence at this batch is unproven.")
     if estimate is not None:
-        days = estimate.get("wall_days") or estimate.get("train_days")
+        days = estimate.get("wall_days")              # None: it never finishes, which its reliability block says
         if days is not None and days > MAX_SANE_DAYS:
             out.append(f"The run would take {days / 365:,.0f} years: add accelerators, or check the token count.")
         elif days is not None and days > LONG_RUN_DAYS:

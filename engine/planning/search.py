@@ -1,7 +1,9 @@
 """Layout search: every combination of tp, cp, pp (+ interleaving), ep, dp, micro-batch, ZeRO stage, sequence
 parallelism and recompute for a cluster, evaluated at once with the same vectorised formulas as the single
 estimate; the rejected space summarised by reason, the best layouts ranked by an objective, a Pareto front over
-cluster sizes, and the cluster size for a deadline or a GPU-hour budget (engine.planning.sizing).
+cluster sizes. The best layout per scenario and cluster size is cached for the process (best_at): the whole run's
+phases (context), the Pareto front, the cluster sizing (engine.planning.sizing), the plan and the vendor comparison
+reuse each other's searches.
 """
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ from functools import lru_cache
 import numpy as np
 
 from engine.catalog import load_catalog
-from engine.planning.estimate import Context, context, evaluate, memory, row
+from engine.economics import whole_run
 from engine.physics import layout_rules
+from engine.planning import evaluation
+from engine.planning.evaluation import Context, Row, evaluate, memory, row
 from engine.physics.layouts import RECOMPUTE, Layouts
 from engine.scenario import Scenario, ScenarioError, divisors
-from engine.planning.sizing import Target, best_at, size_for
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
 SPAN_REASON = "tensor-parallel group would span nodes (allow_span_nodes to permit)"
@@ -26,6 +29,7 @@ MIN_TOKENS_PER_CP_RANK = 512     # context parallelism finer than this is not en
 MAX_MICRO_BATCH_TOKENS = 65_536
 DOMINATED_REASON = "a layout differing only in recompute fits with less recompute (faster)"
 MAX_CANDIDATES = 5_000_000       # bounds memory (~1 GB of layout arrays) and time
+CACHE_SIZE = 4096                # best layouts kept per process (scenario, size, objective, quick)
 HSDP_GROWTH = (1, 2, 4, 8)       # HSDP shard groups tried: one node's data-parallel ranks times these
 
 
@@ -346,14 +350,48 @@ def _by_dimension(cs: ClusterSearch, objective: str) -> dict:
     return out
 
 
-def _best_row(cs: ClusterSearch, objective: str) -> dict | None:
+def context(sc: Scenario) -> Context:
+    """Everything about the scenario but its layout, with each whole-run phase trained on the scenario's cluster with
+    its own best layout (best_at: cached, so an estimate, the search and the sizing search each phase once)."""
+    phases = sc.schedule.phases if sc.schedule is not None else []
+    return evaluation.context(sc, tuple(_phase_run(sc, phase) for phase in phases))
+
+
+def _phase_run(sc: Scenario, phase) -> whole_run.PhaseRun:
+    phase_sc = whole_run.phase_scenario(sc, phase)
+    n, tr = sc.cluster.n_gpus, phase_sc.training
+    named = {"name": phase.name, "tokens": phase.tokens, "seq_len": tr.seq_len, "global_batch_size": tr.global_batch_size}
+    best = best_at(phase_sc, n)
+    if best is None:
+        return whole_run.PhaseRun(**named, seconds=float("inf"), problem=f"no layout on {n} GPUs fits sequence "
+                                                                         f"{tr.seq_len} with batch {tr.global_batch_size}")
+    return whole_run.PhaseRun(**named, seconds=best.detail["whole_run"]["steps_days"] * 86400.0, layout=best.layout,
+                              mfu=best.mfu)
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _best_json(scenario_json: str, n_gpus: int, objective: str, quick: bool) -> Row | None:
+    sc = Scenario.model_validate_json(scenario_json)
+    try:
+        cs = search_cluster(sc, n_gpus, quick=quick)
+    except ScenarioError:                     # a size whose candidate space is over the search's limit
+        return None
     idx = _best(cs, objective, 1)
-    return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
+    return Row.of(row(cs.ctx, cs.ev, cs.layouts, int(idx[0]))) if len(idx) else None
 
 
-def search(sc: Scenario, top: int = 10, objective: str = "time", deadline_days: float | None = None,
-           gpu_hour_budget: float | None = None, allow_span_nodes: bool = False, pareto_sizes: list[int] | None = None,
-           progress=None, summaries: bool = True) -> dict:
+def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> Row | None:
+    """The best layout's estimate on n_gpus (None if no layout fits); cached for the process."""
+    return _best_json(_scenario_for(sc, n_gpus).model_dump_json(), n_gpus, objective, quick)
+
+
+def _best_row(cs: ClusterSearch, objective: str) -> Row | None:
+    idx = _best(cs, objective, 1)
+    return Row.of(row(cs.ctx, cs.ev, cs.layouts, int(idx[0]))) if len(idx) else None
+
+
+def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_nodes: bool = False,
+           pareto_sizes: list[int] | None = None, progress=None, summaries: bool = True) -> dict:
     """Search the scenario's cluster (its layout is ignored); see the module docstring.
 
     progress: optional callable(fraction, message) for the UI."""
@@ -378,20 +416,18 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", deadline_days: 
         "rejected": cs.rejected(),
         **({"by_dimension": _by_dimension(cs, objective)} if summaries else {}),
     }
+    if not rows and out["feasible"]:                   # layouts fit, but on this cluster no run finishes
+        out["problem"] = row(cs.ctx, cs.ev, cs.layouts, int(np.flatnonzero(cs.feasible)[0]))["problem"]
     sizes = pareto_sizes if pareto_sizes is not None else sorted({s for s in (n // 4, n // 2, n, 2 * n) if s >= 1})
     front = []
     for k, size in enumerate(sizes):
         note(0.2 + 0.5 * k / max(len(sizes), 1), f"Pareto front: {size} GPUs")
-        r = (rows[0] if rows else None) if size == n else (
+        r = (Row.of(rows[0]) if rows else None) if size == n else (
             _best_row(search_cluster(sc, size, True), objective) if allow_span_nodes else best_at(sc, size, objective))
-        if r:
-            front.append({"n_gpus": size, "train_days": r["train_days"], "wall_days": r.get("wall_days", r["train_days"]),
-                          "gpu_hours": r["gpu_hours"], "cost_usd": r.get("cost_usd"), "layout": r["layout"]})
+        if r and r.wall_days is not None:              # a size whose run never finishes is on no time front
+            front.append({"n_gpus": size, "train_days": r.train_days, "wall_days": r.wall_days,
+                          "gpu_hours": r.gpu_hours, "cost_usd": r.cost_usd, "layout": r.layout})
     front.sort(key=lambda p: p["n_gpus"])
     out["pareto"] = [p for i, p in enumerate(front) if all(q["wall_days"] > p["wall_days"] for q in front[:i])]
-    if deadline_days is not None or gpu_hour_budget is not None:
-        note(0.75, "searching cluster sizes")
-        sized = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
-        out["cluster_search"] = {**sized, "deadline_days": deadline_days, "gpu_hour_budget": gpu_hour_budget}
     note(1.0, "done")
     return out

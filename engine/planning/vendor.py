@@ -4,13 +4,15 @@ plain-language reason for each rank."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from engine.catalog import DATA_DIR, load_catalog
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.search import search
-from engine.planning.sizing import Target, best_at, meets_deadline, size_for
+from engine.planning.evaluation import Row
+from engine.planning.search import best_at, search
+from engine.planning.sizing import Target, meets_deadline, size_for
 
 CRITERIA = {  # name: (row key, lower is better)
     "time": ("wall_days", True),
@@ -48,7 +50,8 @@ def normalise_weights(weights: dict | None) -> dict[str, float]:
     return {c: w.get(c, 0.0) / total for c in CRITERIA}
 
 
-def _scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict) -> Scenario:
+def scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict) -> Scenario:
+    """The scenario moved onto another accelerator, precision and cluster size (no layout), with cluster overrides."""
     data = sc.model_dump(exclude_none=True)
     data.pop("layout", None)
     data["training"]["precision"] = precision
@@ -59,50 +62,82 @@ def _scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict
     return Scenario.model_validate(data)
 
 
-def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective):
+@dataclass(frozen=True)
+class Candidate:
+    """One accelerator evaluated for the comparison: the precision it trains in, its cluster size and best layout's
+    row (None where it has none), whether it meets the deadline (None: no deadline) and why it cannot be ranked."""
+
+    accelerator: str
+    name: str
+    vendor: str
+    software_stack: str
+    precision: str | None
+    precision_note: str
+    calibrated: bool
+    fits: bool = False
+    n_gpus: int | None = None
+    best: Row | None = None
+    meets_deadline: bool | None = None
+    reason: str | None = None
+
+    def as_row(self) -> dict:
+        """The comparison's JSON row (before scores and rank): figures None where there are none."""
+        b = self.best
+        figures = {} if b is None else {
+            "layout": b.layout, "train_days": b.train_days, "wall_days": b.wall_days, "gpu_hours": b.gpu_hours,
+            "mfu": b.mfu, "cost_usd": b.cost_usd, "energy_mwh": b.energy_mwh, "co2_t": b.co2_t,
+            "memory_gib": b.memory_gib, "memory_capacity_gib": b.memory_capacity_gib,
+            "memory_headroom": 1 - b.memory_gib / b.memory_capacity_gib}
+        return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
+                "software_stack": self.software_stack, "precision": self.precision,
+                "precision_note": self.precision_note, "calibrated": self.calibrated, "fits": self.fits,
+                "n_gpus": self.n_gpus, "meets_deadline": self.meets_deadline, **figures,
+                **({"reason": self.reason} if self.reason is not None else {})}
+
+
+def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective) -> Candidate:
     precision, note = trained_precision(acc, sc.training.precision)
-    base = {"accelerator": acc.id, "name": acc.name, "vendor": acc.vendor, "software_stack": acc.software_stack,
-            "precision": precision, "precision_note": note, "calibrated": bool(overrides)}
+    base = Candidate(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
+                     precision=precision, precision_note=note, calibrated=bool(overrides))
     if precision is None:
         if acc.device_class == "workstation":
             note = (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
                     "workstation with unified memory and no scale-up fabric, fine for development, fine-tuning and "
                     "inference on one machine, not competitive for training at scale")
-        return {**base, "fits": False, "reason": note}
+        return replace(base, reason=note)
     if deadline_days is not None:
-        probe = _scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
+        probe = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
         target = Target(deadline_days=deadline_days)
         sized = size_for(probe, target, objective, full=False)
-        best, n = sized["best"], sized["n_gpus"]
-        if not sized["met"]:
-            return {**base, "fits": best is not None, "meets_deadline": False, "reason": sized["reason"],
-                    **({"n_gpus": None} if best is None else {})}
+        if not sized.met:
+            return replace(base, fits=sized.best is not None, meets_deadline=False, reason=sized.reason)
         # the size was found in the quick layout space; the row shown is the full search's best on it, the same
         # figure the plan and the estimate give for that cluster
-        full = best_at(probe, n, objective)
-        if meets_deadline(full, target):
-            best = full
-        base["meets_deadline"] = True
-    else:
-        n = sc.cluster.n_gpus
-        out = search(_scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
-                     summaries=False)
-        if not out["best"]:
-            main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
-            return {**base, "fits": False, "n_gpus": n, "reason": f"no layout fits on {n} GPUs ({main})"}
-        best = out["best"][0]
-    return {**base, "fits": True, "n_gpus": n, "layout": best["layout"], "train_days": best["train_days"],
-            "wall_days": best.get("wall_days", best["train_days"]), "gpu_hours": best["gpu_hours"], "mfu": best["mfu"],
-            "cost_usd": best.get("cost_usd"), "energy_mwh": best.get("energy_mwh"), "co2_t": best.get("co2_t"),
-            "memory_gib": best["memory_gib"]["total"], "memory_capacity_gib": best["memory_capacity_gib"],
-            "memory_headroom": 1 - best["memory_gib"]["total"] / best["memory_capacity_gib"]}
+        full = best_at(probe, sized.n_gpus, objective)
+        best = full if meets_deadline(full, target) else sized.best
+        return _with_best(replace(base, n_gpus=sized.n_gpus, meets_deadline=True), best)
+    n = sc.cluster.n_gpus
+    out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
+                 summaries=False)
+    if not out["best"] and out.get("problem"):      # layouts fit, but no run on this cluster finishes
+        return replace(base, fits=True, n_gpus=n, reason=out["problem"])
+    if not out["best"]:
+        main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
+        return replace(base, n_gpus=n, reason=f"no layout fits on {n} GPUs ({main})")
+    return _with_best(replace(base, n_gpus=n), Row.of(out["best"][0]))
+
+
+def _with_best(c: Candidate, best: Row) -> Candidate:
+    """A candidate with its best layout; one whose run never finishes (failures outpace recovery) has nothing to be
+    ranked on and says why."""
+    return replace(c, fits=True, best=best, reason=best.problem if best.wall_days is None else None)
 
 
 def _score(rows: list[dict], weights: dict[str, float]) -> None:
     """Each criterion scores 1.0 for the best accelerator and the ratio to it for the others. A criterion an
     accelerator has no figure for (no published price, no power figure) is left out of its score, whose weights are
     renormalised over what is known, and listed in `unknown`: it is never scored 0."""
-    fitting = [r for r in rows if r["fits"] and r.get("meets_deadline", True)]
+    fitting = [r for r in rows if r["fits"] and r["meets_deadline"] is not False and r.get("wall_days") is not None]
     for c, (key, lower) in CRITERIA.items():
         values = [r[key] for r in fitting if r.get(key) is not None and r[key] > 0]
         best = (min(values) if lower else max(values)) if values else None
@@ -180,10 +215,9 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         if progress:
             progress(k / len(ids), f"{acc_id}: searching layouts")
         acc = cat.accelerator(acc_id)
-        r = _evaluate_accelerator(sc, acc, deadline_days, (calibrations or {}).get(acc_id, {}), objective)
-        r["ecosystem_score"] = eco[acc.software_stack]["score"]
-        r["ecosystem_levels"] = eco[acc.software_stack]["levels"]
-        rows.append(r)
+        c = _evaluate_accelerator(sc, acc, deadline_days, (calibrations or {}).get(acc_id, {}), objective)
+        rows.append({**c.as_row(), "ecosystem_score": eco[acc.software_stack]["score"],
+                     "ecosystem_levels": eco[acc.software_stack]["levels"]})
     if progress:
         progress(1.0, "done")
     return {

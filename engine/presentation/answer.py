@@ -2,7 +2,8 @@
 cluster as a scenario change, the nearest alternatives and every accelerator's option as a table. Pure: no Streamlit."""
 from __future__ import annotations
 
-from engine.scenario import Scenario, parse_scenario
+from engine.inputs import parse_scenario
+from engine.scenario import Scenario
 from engine.presentation.figures import Figure, range_text
 from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd
 

@@ -11,10 +11,10 @@ import numpy as np
 from pydantic import ValidationError
 
 from engine.catalog import load_catalog
+from engine.inputs import parse_scenario
 from engine.physics import layout_rules
 from engine.precision import trained_precision
-from engine.scenario import (Cost, Layout, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
-                             parse_scenario)
+from engine.scenario import Cost, Layout, ReliabilityInputs, Scenario, ScenarioError, Site, divisors
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
 
 DEFAULT_SCENARIO = {

@@ -38,7 +38,7 @@ def headline_bands(est: dict, efficiency: str = "tuned") -> dict[str, dict | Non
     """The time-proportional headline figures of an estimate as bands for the chosen stack: wall days, GPU-hours
     (billed: GPUs x wall-clock hours, as the cost), cost, energy and CO2."""
     billed = (est.get("cost") or {}).get("billed_gpu_hours") or est["gpu_hours"]
-    return {"wall_days": ranges.band(est.get("wall_days") or est["train_days"], efficiency),
+    return {"wall_days": ranges.band(est["wall_days"], efficiency),
             "gpu_hours": ranges.band(billed, efficiency),
             **{k: ranges.band(est.get(k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
 
@@ -63,7 +63,7 @@ def key_figures(est: dict, efficiency: str = "tuned") -> list[Figure]:
         Figure("Time to train", fmt_days(value("wall_days")),
                (f"wall-clock time{stack} including failures, restarts and checkpoints (goodput "
                 f"{fmt_pct(est.get('goodput'))}); pure compute time {fmt_days(est['train_days'])}" if est.get("wall_days")
-                else f"pure training time{stack} at the estimated throughput"), range_text(bands["wall_days"], "wall_days")),
+                else f"no time to train: {est['problem']}"), range_text(bands["wall_days"], "wall_days")),
         Figure("GPU-hours (billed)", fmt_num(value("gpu_hours")), f"GPUs x wall-clock hours{stack}: what a cloud bills "
                                                                    f"and a budget pays (compute alone: "
                                                                    f"{fmt_num(est['gpu_hours'] * factor)})",

@@ -21,7 +21,8 @@ from typing import Annotated, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine import json_input
-from engine.scenario import Scenario, ScenarioError, parse_scenario
+from engine.scenario import Scenario, ScenarioError
+from engine.inputs import parse_scenario
 
 FORMAT_VERSION = 1
 MAX_TOKEN_CHARS = 8_000          # a browser address bar holds far more; proxies refuse request lines over ~8 KB

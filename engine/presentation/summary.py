@@ -8,6 +8,7 @@ import html
 from datetime import datetime
 
 from engine.economics import ranges
+from engine.planning.evaluation import Row
 from engine.presentation.answer import alternative_rows, answer_scenario, headline
 from engine.presentation.edit import describe_layout, layout_words
 from engine.presentation.figures import headline_bands, key_figures, published_training_note, range_text
@@ -128,8 +129,8 @@ def _vendor_section(sc: Scenario, est: dict, vendor: dict) -> str:
     own = ""
     if top["accelerator"] == sc.cluster.accelerator and top.get("layout") and sc.layout is not None \
             and top["layout"] != sc.layout.model_dump() and top.get("n_gpus") == sc.cluster.n_gpus:
-        mine = est.get("wall_days") or est["train_days"]
-        better = top["wall_days"] < mine
+        mine = est["wall_days"]
+        better = top["wall_days"] < Row.of(est).days
         own = (f'<p class="sub">For this scenario\'s accelerator the comparison used another layout '
                f"({_e(describe_layout(top['layout']))}: {_e(fmt_days(top['wall_days']))}); the headline and key "
                f"figures are for the scenario's own layout ({_e(fmt_days(mine))})"

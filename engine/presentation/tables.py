@@ -71,7 +71,7 @@ def ranked_rows(result: dict) -> list[dict]:
     rows = []
     for rank, r in enumerate(result["best"], start=1):
         rows.append({"rank": rank, **{k: r["layout"][k] for k in LAYOUT_COLUMNS},
-                     "days (wall)": r.get("wall_days") or r["train_days"], "days (compute)": r["train_days"],
+                     "days (wall)": r["wall_days"], "days (compute)": r["train_days"],
                      "MFU": r["mfu"], "memory GiB": r["memory_gib"]["total"], "GPU-hours": r["gpu_hours"],
                      "cost USD": r.get("cost_usd"), "energy MWh": r.get("energy_mwh"),
                      "step s": r["step_time_s"]})

@@ -10,7 +10,7 @@ from engine.planning.estimate import estimate
 from engine.presentation.edit import default_scenario
 from engine.presentation.share import PlannerOptions, decode, encode
 from engine.presentation.summary import summary_html
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 from ui import background
 from tests.app.conftest import button, metric, on_page, run_app, texts
 

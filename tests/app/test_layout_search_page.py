@@ -4,6 +4,7 @@ import json
 
 from engine.presentation.edit import default_scenario
 from engine.planning.search import explain, search, search_cluster
+from engine.planning.sizing import cluster_search
 from tests.app.conftest import button, on_page, run_app, texts
 
 
@@ -65,7 +66,7 @@ def test_the_rejection_summary_and_why_not_answers_match_the_engine():
 
 def test_a_deadline_finds_the_smallest_cluster():
     at = run_search(search_page(deadline_days=60.0))
-    expected = search(default_scenario(), top=20, deadline_days=60.0)["cluster_search"]
+    expected = cluster_search(default_scenario(), deadline_days=60.0)
     assert expected["met"]
     assert any(f"**{expected['n_gpus']:,} accelerators**" in s for s in texts(at.success)), texts(at.success)
 

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks_db.scenarios import list_scenarios, load_scenario, save_scenario, scenario_id
 from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 from engine.presentation.share import ZDICT_V1, PlannerOptions, decode, encode
 from ui import background
 from tests.app.conftest import button, metric, on_page, run_app, texts

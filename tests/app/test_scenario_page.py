@@ -6,7 +6,7 @@ from benchmarks_db.calibration import calibrated_cluster
 from engine.catalog import load_catalog
 from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
 from engine.planning.estimate import estimate
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 from engine.presentation.share import decode
 from tests.app.conftest import button, metric, run_app, texts
 

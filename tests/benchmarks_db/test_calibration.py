@@ -3,7 +3,7 @@ import pytest
 from benchmarks_db.calibration import calibrated_cluster, collective_calibration, matmul_calibration
 from benchmarks_db.ingest import Uploader, ingest_bytes
 from engine.physics.hardware import resolve_hardware
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 
 from .helpers import matmul_result, runner_file
 from .test_nccl_tests import _full_format

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from benchmarks_db.ingest import INTERNAL_ERROR, delete_upload, ingest_bytes
 from engine import json_input
-from engine.scenario import Scenario, ScenarioError, parse_scenario
+from engine.scenario import Scenario, ScenarioError
+from engine.inputs import parse_scenario
 from engine.presentation.share import decode
 from tests.engine.helpers import BASE
 from tests.engine.test_share import raw_token

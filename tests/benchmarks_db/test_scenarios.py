@@ -12,8 +12,9 @@ from benchmarks_db.scenarios import (ID_CHARS, clean_name, delete_scenario, list
                                      save_scenario, scenario_id, set_visibility)
 from benchmarks_db.store import open_store
 from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
+from engine.inputs import parse_scenario
 from engine.presentation.share import PlannerOptions
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
 
 ALICE, BOB = "alice@example.com", "bob@example.com"
 QUESTION = PlannerOptions(deadline_days=30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096)

@@ -5,7 +5,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 from engine.presentation.share import decode, encode
 from tests.conftest import runner_result
 from tests.e2e.conftest import (choose, go_to, metrics, no_exception, open_page, screenshot, table_cells, upload,

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass
 
 from engine.planning.estimate import estimate
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 from engine.planning.search import search
 from tests.conftest import DATA
 from tests.engine.helpers import gpt

@@ -31,6 +31,16 @@ def test_search_and_plan_are_typed():
     p = engine.plan(parse(**{"cluster.n_gpus": 64, "layout": None}), deadline_days=60, vendor="same")
     assert isinstance(p, engine.Plan) and p.answer.wall_days <= 60
     assert p.answer.ranges["wall_days"].low < p.answer.wall_days
+    assert p.options[0].met and p.options[0].n_gpus == p.answer.n_gpus and p.options[0].wall_days == p.answer.wall_days
+
+
+def test_cluster_search_and_comparison_rows_are_typed():
+    s = engine.search(parse(**{"layout": None}), top=1, pareto_sizes=[], deadline_days=30)
+    sized = s.cluster_search
+    assert sized.met and sized.best.wall_days <= 30 and sized.nodes * sized.gpus_per_node == sized.n_gpus
+    c = engine.compare(parse(**{"layout": None}), accelerators=["H100-SXM5-80GB", "GB200"])
+    top = next(r for r in c.rows if r.rank == 1)
+    assert top.accelerator == c.recommendation and top.layout is not None and top.wall_days > 0
 
 
 def test_the_notebook_example_runs_as_written():

@@ -86,3 +86,26 @@ def test_a_deeply_nested_scenario_file_is_refused_with_a_message(tmp_path):
     f.write_text("[" * 5000 + "]" * 5000)
     out = run("estimate", str(f))
     assert out.returncode == 2 and "nested more than 32 levels" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_layout_that_does_not_fit_gets_no_days_or_money_and_names_one_that_fits(tmp_path):
+    # Llama 3.1 405B on 64 H100 with tp8 dp8: its 16-bit weights alone, split 8 ways, are 2 x 405.9e9 / 8 bytes =
+    # 94.5 GiB per GPU, over the H100's 80 GB
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"model": {"preset": "llama3.1-405b"},
+                             "training": {"seq_len": 8192, "global_batch_size": 2048, "total_tokens": 15e12},
+                             "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 64},
+                             "layout": {"tp": 8, "dp": 8, "micro_batch_size": 1, "zero_stage": 1}}))
+    out = run("estimate", str(f))
+    assert out.returncode == 0, out.stderr
+    est = json.loads(out.stdout)
+    assert est["memory_gib"]["weights"] == pytest.approx(2 * 405.9e9 / 8 / 2**30, rel=0.01)
+    assert est["fits"] is False and "does not fit" in est["problem"]
+    assert all(est[k] is None for k in ("train_days", "wall_days", "gpu_hours", "cost_usd", "energy_mwh", "co2_t"))
+    assert est["cost"]["cost_usd"] is None and est["energy"]["energy_mwh"] is None
+    near = est["nearest_fit"]
+    again = json.loads(f.read_text())
+    again["cluster"]["n_gpus"], again["layout"] = near["n_gpus"], {k: v for k, v in near["layout"].items() if v is not None}
+    f.write_text(json.dumps(again))
+    fitting = json.loads(run("estimate", str(f)).stdout)
+    assert fitting["fits"] and fitting["wall_days"] > 0

@@ -13,7 +13,7 @@ from engine.planning.estimate import estimate
 from engine.presentation.edit import default_scenario
 from engine.scenario import ScenarioError
 from tests.conftest import ROOT
-from tests.engine.helpers import parse
+from tests.engine.helpers import FITS, parse
 
 PRICE_DOC = json.loads((ROOT / "data" / "prices.json").read_text())
 PRICES = PRICE_DOC["rows"]
@@ -65,7 +65,7 @@ def per_gpu_hour(r: dict) -> float:
 def test_default_price_is_the_cheapest_on_demand_row_sold_for_the_cluster():
     # one 8-GPU H100 node: rows of whole 8-GPU instances qualify, the cheapest is Lambda's 8x H100 SXM at $3.99 per
     # GPU-hour; Hyperstack's 1-GPU VM ($3.20) is cheaper but cannot be rented as an NVLink node
-    est = estimate(parse())
+    est = estimate(parse(**FITS))
     eight = [per_gpu_hour(r) for r in PRICES if r["accelerator"] == "H100-SXM5-80GB" and r["pricing"] == "on_demand"
              and r["gpus_per_instance"] >= 8]
     c = est["cost"]
@@ -132,10 +132,10 @@ def test_committed_terms_are_a_scenario_input():
 
 
 def test_explicit_provider_pricing_and_price():
-    azure = estimate(parse(**{"cluster.accelerator": "A100-SXM4-80GB", "cost.provider": "azure", "cost.region": "eastus",
-                              "cost.pricing": "reserved_3y"}))
+    azure = estimate(parse(**FITS, **{"cluster.accelerator": "A100-SXM4-80GB", "cost.provider": "azure",
+                                      "cost.region": "eastus", "cost.pricing": "reserved_3y"}))
     assert azure["cost"]["usd_per_gpu_hour"] == 2.13 and azure["cost"]["price_row"]["pricing"] == "reserved_3y"
-    mine = estimate(parse(**{"cost.price_usd_per_gpu_hour": 2.0}))
+    mine = estimate(parse(**FITS, **{"cost.price_usd_per_gpu_hour": 2.0}))
     assert mine["cost_usd"] == pytest.approx(8 * mine["wall_days"] * 24 * 2.0)
 
 
@@ -178,11 +178,11 @@ def test_on_prem_tco_by_hand():
     assert break_even_years(capex, 500, power_h, 3.0, 0.5) == pytest.approx(capex / (8766 * 0.5 * (3.0 - power_h) - 500))
     assert break_even_utilisation(fixed, 0.2, 0.1) is None and HOURS_PER_YEAR == 8766
 
-    est = estimate(parse(**{"cost.basis": "on_prem", "site.accelerator_power_w": 1000, "site.host_power_w_per_gpu": 0,
-                            "site.pue": 1.5, "cost.on_prem.server_capex_usd": 100_000, "cost.on_prem.gpus_per_server": 4,
-                            "cost.on_prem.network_fraction": 0.2, "cost.on_prem.storage_capex_usd_per_gpu": 1_000,
-                            "cost.on_prem.depreciation_years": 4, "cost.on_prem.utilisation": 0.5,
-                            "cost.on_prem.power_usd_per_kwh": 0.10, "cost.on_prem.ops_usd_per_gpu_year": 500}))
+    est = estimate(parse(**FITS, **{
+        "cost.basis": "on_prem", "site.accelerator_power_w": 1000, "site.host_power_w_per_gpu": 0, "site.pue": 1.5,
+        "cost.on_prem.server_capex_usd": 100_000, "cost.on_prem.gpus_per_server": 4, "cost.on_prem.network_fraction": 0.2,
+        "cost.on_prem.storage_capex_usd_per_gpu": 1_000, "cost.on_prem.depreciation_years": 4,
+        "cost.on_prem.utilisation": 0.5, "cost.on_prem.power_usd_per_kwh": 0.10, "cost.on_prem.ops_usd_per_gpu_year": 500}))
     assert est["cost"]["basis"] == "on_prem" and est["cost"]["usd_per_gpu_hour"] == pytest.approx(per_h)
     assert est["cost_usd"] == pytest.approx(8 * est["wall_days"] * 24 * per_h)
 

@@ -5,7 +5,8 @@ from engine.catalog import load_catalog
 from engine.presentation.edit import (DEFAULT_SCENARIO, apply_edit, default_scenario, describe_layout, field_value,
                          layout_choices, load)
 from engine.planning.estimate import estimate
-from engine.scenario import layout_problems, parse_scenario
+from engine.scenario import layout_problems
+from engine.inputs import parse_scenario
 from engine.planning.search import search
 
 

@@ -9,7 +9,7 @@ from engine.economics.energy import co2_kg, embodied_kg, energy_kwh, grid_intens
 from engine.planning.estimate import estimate
 from engine.scenario import ScenarioError
 from tests.conftest import DATA, ROOT
-from tests.engine.helpers import parse
+from tests.engine.helpers import FITS, parse
 
 CARBON = ROOT / "data" / "carbon"
 
@@ -76,7 +76,7 @@ def test_grid_data_is_the_vendored_codecarbon_files():
 
 
 def test_estimate_energy_block_matches_hand_computation():
-    est = estimate(parse(**{"site.region": "FRA", "site.pue": 1.1}))
+    est = estimate(parse(**FITS, **{"site.region": "FRA", "site.pue": 1.1}))
     e = est["energy"]
     # H100: 700 W TDP and 10.2 kW DGX per 8 GPUs, both at the 0.75 utilisation factor of data/energy_defaults.json
     node_w = 0.75 * 700 + 0.75 * (10_200 / 8 - 700)
@@ -91,8 +91,8 @@ def test_estimate_energy_block_matches_hand_computation():
 
 
 def test_measured_power_and_market_based_options():
-    est = estimate(parse(**{"site.accelerator_power_w": 600, "site.host_power_w_per_gpu": 200, "site.pue": 1.0,
-                            "site.carbon_intensity_g_per_kwh": 100, "site.market_based_g_per_kwh": 0}))
+    est = estimate(parse(**FITS, **{"site.accelerator_power_w": 600, "site.host_power_w_per_gpu": 200, "site.pue": 1.0,
+                                    "site.carbon_intensity_g_per_kwh": 100, "site.market_based_g_per_kwh": 0}))
     billed_h = 8 * est["wall_days"] * 24
     assert est["energy_mwh"] == pytest.approx(billed_h * 800 / 1e6)
     assert est["co2_t"] == pytest.approx(est["energy_mwh"] * 0.1)
@@ -100,11 +100,11 @@ def test_measured_power_and_market_based_options():
 
 
 def test_tpu_energy_needs_a_power_figure():
-    est = estimate(parse(**{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 8}))
+    est = estimate(parse(**FITS, **{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 8}))
     assert est["energy_mwh"] is None and est["co2_t"] is None
     assert "site.accelerator_power_w" in est["energy"]["missing"]
-    est = estimate(parse(**{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 8, "site.accelerator_power_w": 500,
-                            "site.pue": 1.0}))
+    est = estimate(parse(**FITS, **{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 8,
+                                    "site.accelerator_power_w": 500, "site.pue": 1.0}))
     assert est["energy_mwh"] == pytest.approx(8 * est["wall_days"] * 24 * 500 / 1e6)
 
 

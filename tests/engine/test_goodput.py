@@ -6,7 +6,10 @@ import pytest
 
 from engine.planning.estimate import context, estimate
 from engine.economics.goodput import job_mtbf_s, run_time, wall_time_s, young_interval_s
-from tests.engine.helpers import parse
+from engine.planning.evaluation import Row
+from engine.planning.search import search
+from engine.planning.sizing import Target, billed_gpu_hours, meets_deadline
+from tests.engine.helpers import FITS, parse
 
 
 def test_young_interval_by_hand():
@@ -51,23 +54,31 @@ def test_wall_time_hand_computed():
 
 
 def test_more_gpus_lose_more_to_failures():
-    g = [estimate(parse(**{"cluster.n_gpus": n, "layout.dp": n, "training.global_batch_size": 4096}))["goodput"]
+    g = [estimate(parse(**FITS, **{"cluster.n_gpus": n, "layout.dp": n, "training.global_batch_size": 4096}))["goodput"]
          for n in (8, 512, 4096)]
     assert g[0] > g[1] > g[2]
 
 
 def test_overrides_and_a_run_that_cannot_finish():
-    est = estimate(parse(**{"reliability.checkpoint_interval_s": 3600, "reliability.checkpoint_write_s": 60,
-                            "reliability.restart_s": 120, "reliability.mtbf_gpu_hours": 8 * 100}))
+    est = estimate(parse(**FITS, **{"reliability.checkpoint_interval_s": 3600, "reliability.checkpoint_write_s": 60,
+                                    "reliability.restart_s": 120, "reliability.mtbf_gpu_hours": 8 * 100}))
     r = est["reliability"]
     assert r["checkpoint_interval_s"] == 3600 and "given" in r["checkpoint_interval_source"]
     assert r["job_mtbf_hours"] == pytest.approx(100)
     train_s = est["train_days"] * 86400
     expected = train_s * (1 + 60 / 3600) / (1 - (120 + (3600 + 60) / 2) / (100 * 3600))
     assert est["wall_days"] * 86400 == pytest.approx(expected)
-    doomed = estimate(parse(**{"reliability.mtbf_gpu_hours": 0.01, "reliability.restart_s": 600}))
+    doomed = estimate(parse(**FITS, **{"reliability.mtbf_gpu_hours": 0.01, "reliability.restart_s": 600}))
     assert doomed["goodput"] == 0 and doomed["wall_days"] is None and doomed["cost_usd"] is None
     assert "would not finish" in doomed["reliability"]["problem"]
+    # a run that never finishes meets no deadline and fits no budget: its compute days are no stand-in
+    assert doomed["problem"] == doomed["reliability"]["problem"] and doomed["train_days"] < 1000
+    row = Row.of(doomed)
+    assert not meets_deadline(row, Target(deadline_days=1000)) and billed_gpu_hours(row) == float("inf")
+    # the search ranks no layout of a run that never finishes, and says why rather than "nothing fits"
+    found = search(parse(**{"layout": None, "reliability.mtbf_gpu_hours": 0.01, "reliability.restart_s": 600}), top=1,
+                   pareto_sizes=[], summaries=False)
+    assert found["best"] == [] and found["feasible"] > 0 and "would not finish" in found["problem"]
 
 
 def test_run_time_is_vectorised():

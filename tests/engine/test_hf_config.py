@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from engine.hf_config import HFConfigError, import_hf, parse_hf_config
 from engine.physics.model import shape_of
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
 

@@ -11,7 +11,8 @@ from engine.physics.layout_rules import RULES, columns, facts_of
 from engine.planning.search import BLOCK_DIMENSIONS, GROUP
 from engine.planning.vendor import compare
 from engine.presentation.edit import apply_edit, default_scenario, layout_choices
-from engine.scenario import ScenarioError, parse_scenario
+from engine.inputs import parse_scenario
+from engine.scenario import ScenarioError
 
 LLAMA3_405B = {"model": {"preset": "llama3.1-405b"},
                "training": {"seq_len": 8192, "global_batch_size": 2048, "total_tokens": 1e12},

@@ -10,10 +10,11 @@ from engine.physics.comm import all_gather_s, all_to_all_s, overlapped_s
 from engine.planning.estimate import context, estimate
 from engine.physics.hardware import resolve_hardware
 from engine.physics.kernels import gemm_s
-from engine.scenario import PRECISION_DTYPE, ScenarioError, parse_scenario
+from engine.inputs import parse_scenario
+from engine.scenario import PRECISION_DTYPE, ScenarioError
 from engine.physics.layout_rules import virtual_stage_options
 from engine.physics.schedule import SplitError, pipeline_slots, split_options, stage_layers
-from engine.planning.search import search
+from engine.planning.search import _best_json as best_layout_cache, search   # the cache behind best_at
 from engine.physics.steptime import OVERLAP_SLOWDOWN
 from tests.engine.helpers import gpt
 
@@ -196,11 +197,18 @@ def test_whole_run_adds_evaluation_and_phases():
     e = estimate(parse_scenario(base))
     w = e["whole_run"]
     assert w["evaluation_days"] == pytest.approx(w["steps_days"] * 100 / 1000 / 3)    # Megatron-LM's defaults
-    phased = estimate(parse_scenario(base | {"schedule": {"phases": [
-        {"name": "long context", "tokens": 1e11, "seq_len": 32768, "global_batch_size": 64}]}}))
+    phased_schedule = {"phases": [{"name": "long context", "tokens": 1e11, "seq_len": 32768, "global_batch_size": 64}]}
+    phased = estimate(parse_scenario(base | {"schedule": phased_schedule}))
     p = phased["whole_run"]["phases"][0]
     assert p["seconds"] > 0 and p["layout"]["cp"] * p["layout"]["tp"] >= 1
     assert phased["whole_run"]["steps_days"] == pytest.approx(w["steps_days"] * 0.9)   # the rest at the main setup
     with pytest.raises(ScenarioError):
         parse_scenario(base | {"schedule": {"phases": [{"name": "too long", "tokens": 2e12}]}})
     assert context(parse_scenario(base)).run.phase_s == 0
+    # the phase's layout search is the search's cached best layout: another layout of the same run searches nothing
+    before = best_layout_cache.cache_info()
+    other = estimate(parse_scenario(base | {"layout": {"dp": 64, "micro_batch_size": 2, "zero_stage": 1},
+                                            "schedule": phased_schedule}))
+    after = best_layout_cache.cache_info()
+    assert after.misses == before.misses and after.hits == before.hits + 1
+    assert other["whole_run"]["phases"] == phased["whole_run"]["phases"]

@@ -11,7 +11,8 @@ from engine.presentation.edit import default_scenario
 from engine.planning.estimate import estimate
 from engine.planning.plan import plan
 from engine.planning.sanity import warnings_for
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 from engine.planning.sizing import Target, nearest_sizes, size_for
 from tests.conftest import ROOT
 
@@ -25,21 +26,21 @@ README = {"model": {"preset": "llama3.1-70b"},
 def test_deadline_sizing_is_the_smallest_size_in_whole_nodes():
     sc = default_scenario()
     sized = size_for(sc, Target(deadline_days=30))
-    assert sized["met"] and sized["n_gpus"] % 8 == 0 and sized["nodes"] == sized["n_gpus"] // 8
-    best = sized["best"]
-    assert best["wall_days"] <= 30
+    assert sized.met and sized.n_gpus % 8 == 0 and sized.nodes == sized.n_gpus // 8
+    best = sized.best
+    assert best.wall_days <= 30
     # the single estimate of the chosen layout gives the same days: one truth
     data = sc.model_dump(mode="json", exclude_none=True)
-    data.update(cluster={**data["cluster"], "n_gpus": sized["n_gpus"]}, layout=best["layout"])
-    assert estimate(parse_scenario(data))["wall_days"] == pytest.approx(best["wall_days"])
-    assert sized["neighbour"]["wall_days"] > 30                  # one size smaller misses, and by how much is shown
+    data.update(cluster={**data["cluster"], "n_gpus": sized.n_gpus}, layout=best.layout)
+    assert estimate(parse_scenario(data))["wall_days"] == pytest.approx(best.wall_days)
+    assert sized.neighbour.wall_days > 30                  # one size smaller misses, and by how much is shown
 
 
 def test_the_size_for_a_deadline_does_not_depend_on_the_scenarios_cluster_size():
     sc = default_scenario()
     sc = sc.model_copy(update={"model": sc.model.model_copy(update={"preset": "llama3.1-8b"})})
     answers = {size_for(sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"n_gpus": n})}),
-                        Target(deadline_days=10))["n_gpus"] for n in (8, 1024, 16384)}
+                        Target(deadline_days=10)).n_gpus for n in (8, 1024, 16384)}
     assert len(answers) == 1, answers
 
 
@@ -49,10 +50,10 @@ def test_budget_sizing_is_the_fastest_within_budget():
     sc = default_scenario()
     cheap = size_for(sc, Target(budget_usd=20e6))
     rich = size_for(sc, Target(budget_usd=31e6))
-    assert cheap["met"] and rich["met"]
-    assert cheap["best"]["cost_usd"] <= 20e6 and rich["best"]["cost_usd"] <= 31e6
-    assert rich["best"]["wall_days"] < cheap["best"]["wall_days"]
-    assert cheap["neighbour"] is None or cheap["neighbour"]["cost_usd"] > 20e6
+    assert cheap.met and rich.met
+    assert cheap.best.cost_usd <= 20e6 and rich.best.cost_usd <= 31e6
+    assert rich.best.wall_days < cheap.best.wall_days
+    assert cheap.neighbour is None or cheap.neighbour.cost_usd > 20e6
 
 
 def test_plan_answers_with_figures_ranges_and_alternatives():

@@ -85,7 +85,7 @@ def test_the_memory_svg_is_well_formed_and_proportional():
 def test_the_published_whole_run_gpu_hours_stand_beside_the_estimate():
     from engine.catalog import load_catalog
     from engine.presentation.figures import published_training_note
-    from engine.scenario import parse_scenario
+    from engine.inputs import parse_scenario
     cat = load_catalog()
     for m in cat.models.values():                 # every published figure names an accelerator of the catalog
         assert m.published_training is None or m.published_training.accelerator in cat.accelerators

@@ -1,7 +1,8 @@
 """Impossible or malformed scenarios get messages that name the field and say what would be valid."""
 import pytest
 
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 from tests.engine.helpers import scenario
 
 
@@ -82,7 +83,8 @@ def test_injection_strings_are_just_unknown_names():
 
 def test_new_precisions_run_where_the_hardware_has_them_and_are_refused_elsewhere():
     from engine.planning.estimate import estimate
-    from engine.scenario import ScenarioError, parse_scenario
+    from engine.scenario import ScenarioError
+    from engine.inputs import parse_scenario
     big = {"model": {"preset": "llama3.1-405b"},
            "training": {"seq_len": 8192, "global_batch_size": 2048, "total_tokens": 15.6e12, "precision": "nvfp4"},
            "cluster": {"accelerator": "GB300", "n_gpus": 4608},

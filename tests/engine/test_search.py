@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from engine.planning.estimate import estimate
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 from engine.physics.schedule import stage_layers
 from engine.planning.search import enumerate_layouts, explain, search, search_cluster
-from engine.planning.sizing import node_counts
+from engine.planning.sizing import cluster_search, node_counts
 from tests.conftest import ROOT
 from tests.engine.helpers import gpt, scenario
 from tests.engine.published_runs import megatron_table1
@@ -120,8 +120,8 @@ def test_allow_span_nodes_admits_cross_node_tensor_parallel():
 def test_cluster_size_search_for_a_deadline():
     sc = parse_scenario(scenario(**{"model.preset": "llama3.1-70b", "layout": None, "training.seq_len": 8192,
                                     "training.global_batch_size": 1024, "training.total_tokens": 2e12, "cluster.n_gpus": 1024}))
-    tight = search(sc, top=1, deadline_days=20, pareto_sizes=[])["cluster_search"]
-    loose = search(sc, top=1, deadline_days=120, pareto_sizes=[])["cluster_search"]
+    tight = cluster_search(sc, deadline_days=20)
+    loose = cluster_search(sc, deadline_days=120)
     assert tight["met"] and loose["met"]
     assert tight["best"]["wall_days"] <= 20 and loose["best"]["wall_days"] <= 120
     assert loose["n_gpus"] < tight["n_gpus"] and tight["n_gpus"] % 8 == 0        # whole 8-GPU nodes
@@ -131,9 +131,9 @@ def test_cluster_size_search_for_a_deadline():
                                                                     "n_gpus": tight["n_gpus"] - 8}}), top=1,
                      pareto_sizes=[])["best"]
     assert not smaller or smaller[0]["wall_days"] > 20 or (tight["n_gpus"] - 8) // 8 not in node_counts(1 << 17)
-    impossible = search(sc, top=1, deadline_days=0.5, pareto_sizes=[])["cluster_search"]
+    impossible = cluster_search(sc, deadline_days=0.5)
     assert not impossible["met"] and "no cluster size meets" in impossible["reason"]
-    budget = search(sc, top=1, deadline_days=20, gpu_hour_budget=1000, pareto_sizes=[])["cluster_search"]
+    budget = cluster_search(sc, deadline_days=20, gpu_hour_budget=1000)
     assert not budget["met"]
 
 

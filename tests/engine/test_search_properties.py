@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
 from engine.catalog import load_catalog
+from engine.inputs import parse_scenario
 from engine.physics import layout_rules
 from engine.physics.layout_rules import divisors, split_choices
-from engine.scenario import PRECISION_DTYPE, ScenarioError, parse_scenario
+from engine.scenario import PRECISION_DTYPE, ScenarioError
 from engine.physics.schedule import stage_layers
 from engine.planning.search import (HSDP_GROWTH, MAX_MICRO_BATCH_TOKENS, MIN_TOKENS_PER_CP_RANK, enumerate_layouts,
                                     search, search_cluster)

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.catalog import load_catalog
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 from engine.presentation.share import FORMAT_VERSION, MAX_JSON_BYTES, MAX_TOKEN_CHARS, ZDICT_V1, PlannerOptions, decode, encode
 from tests.engine.helpers import BASE, scenario
 

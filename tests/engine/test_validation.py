@@ -6,7 +6,7 @@ from engine.physics.hardware import GIB
 from engine.physics.memory import FRAMEWORK_OVERHEAD_BYTES
 from engine.planning.estimate import estimate
 from engine.planning.search import search
-from engine.scenario import parse_scenario
+from engine.inputs import parse_scenario
 from tests.engine.helpers import gpt
 
 

@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from engine.catalog import load_catalog
-from engine.scenario import ScenarioError, parse_scenario
+from engine.scenario import ScenarioError
+from engine.inputs import parse_scenario
 from engine.planning.search import search
 from engine.planning.vendor import CRITERIA, compare, ecosystem_table, rescore
 from tests.conftest import ROOT

@@ -1,0 +1,50 @@
+"""Reading a scenario from outside: the schema and the catalog (engine.scenario), the references to the price and
+carbon tables (engine.economics), then the layout rules. Everything that takes input (the API, the command line,
+the pages, saved scenarios) reads it through parse_scenario, so one set of checks and messages applies everywhere."""
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from engine import json_input
+from engine.catalog import load_catalog
+from engine.economics.cost import price_problems
+from engine.economics.energy import region_problem
+from engine.scenario import (Scenario, ScenarioError, catalog_problems, layout_problems, raw_catalog_problems,
+                             schema_problems)
+
+
+def parse_scenario(data: dict | str | bytes) -> Scenario:
+    """Validate a scenario (dict or JSON text) against the schema, the catalog, the price and carbon tables and the
+    layout rules; raise ScenarioError with every problem found."""
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json_input.loads(data)
+        except json_input.JsonInputError as err:
+            raise ScenarioError([("(scenario)", str(err))]) from None
+    if not isinstance(data, dict):
+        raise ScenarioError([("(scenario)", "a scenario is a JSON object with model, training, cluster and optionally layout")])
+    try:
+        sc = Scenario.model_validate(data)
+    except ValidationError as err:
+        raise ScenarioError(schema_problems(err) + raw_catalog_problems(data)) from None
+    problems = catalog_problems(sc)
+    if sc.cluster.accelerator in load_catalog().accelerators:
+        problems += economics_problems(sc)
+    if not problems and sc.layout is not None:
+        problems = layout_problems(sc, sc.layout)
+    if problems:
+        raise ScenarioError(problems)
+    return sc
+
+
+def economics_problems(sc: Scenario) -> list[tuple[str, str]]:
+    """Site region and price references that the data files do not know."""
+    problems = []
+    if sc.site is not None and sc.site.region is not None and (msg := region_problem(sc.site.region)):
+        problems.append(("site.region", msg))
+    c = sc.cost
+    if c is not None and c.basis == "on_prem" and c.price_usd_per_gpu_hour is not None:
+        problems.append(("cost.price_usd_per_gpu_hour", "a cloud price does not apply when cost.basis is on_prem; "
+                                                        "remove it or set cost.basis to cloud"))
+    problems += price_problems(sc.cluster.accelerator, c)
+    return problems

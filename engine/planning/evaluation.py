@@ -1,0 +1,229 @@
+"""Memory, step time, throughput and the whole run's figures of many layouts at once, as arrays (`evaluate`), and one
+layout's row (`row`). The search ranks on these arrays and the single estimate reads its row from them, so the two
+agree exactly. A Context is everything but the layout; its whole-run phases come searched from
+engine.planning.search.context."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from engine.economics import cost, energy, goodput, whole_run
+from engine.physics.flops import CONVENTIONS, flops_per_token
+from engine.physics.hardware import GIB, Hardware, resolve_hardware
+from engine.physics.layouts import Layouts
+from engine.physics.memory import memory_breakdown, staged_params
+from engine.physics.model import Shape, shape_of
+from engine.scenario import Scenario
+from engine.physics.steptime import step_time
+
+STAGES = ("first", "middle", "last")
+MEMORY_SUMMARY = ("weights", "gradients", "optimizer_states", "activations")
+MEMORY_OTHER = ("logits", "comm_buffers", "framework_overhead")
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything about a scenario except its layout, resolved once."""
+
+    scenario: Scenario
+    shape: Shape
+    hw: Hardware
+    reliability: goodput.Reliability
+    power: energy.Power
+    price: cost.Price
+    run: whole_run.WholeRun
+
+    @property
+    def n_gpus(self) -> int:
+        return self.scenario.cluster.n_gpus
+
+
+def context(sc: Scenario, phases: tuple[whole_run.PhaseRun, ...] = ()) -> Context:
+    """The scenario resolved, with its whole-run phases as already trained (none: a phase's own scenario)."""
+    shape = shape_of(sc.arch)
+    power = energy.resolve(sc)
+    return Context(scenario=sc, shape=shape, hw=resolve_hardware(sc), reliability=goodput.resolve(sc, shape),
+                   power=power, price=cost.resolve(sc, power), run=whole_run.resolve(sc, phases))
+
+
+def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
+    """Memory per GPU of every layout (its worst pipeline stage) and whether it fits; `staged` for the time model."""
+    tr = ctx.scenario.training
+    staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
+    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
+    totals = np.stack([mem[s]["total"] for s in STAGES])
+    worst = np.argmax(totals, axis=0)
+    pick = lambda key: np.choose(worst, [mem[s][key] for s in STAGES])
+    out = {f"mem_{k}": pick(k) for k in mem["first"]}
+    out["worst_stage"] = worst
+    out["fits"] = out["mem_total"] <= ctx.hw.memory_bytes
+    out["staged"] = staged
+    return out
+
+
+def timing(ctx: Context, lay: Layouts, staged) -> dict[str, np.ndarray]:
+    """Step time, throughput, FLOP rates, the whole run's time, cost, energy and CO2 of every layout."""
+    tr = ctx.scenario.training
+    out = dict(step_time(ctx.shape, tr, ctx.hw, lay, ctx.n_gpus, staged))
+    flops = flops_per_token(ctx.shape, tr, lay)
+    tokens_per_s = tr.global_batch_size * tr.seq_len / out["step_time_s"]
+    out["tokens_per_s"] = tokens_per_s
+    per_gpu = lambda key: flops[key] * tokens_per_s / ctx.n_gpus / 1e12
+    out["model_tflops_per_gpu"] = per_gpu("model_causal")
+    out["hardware_tflops_per_gpu"] = per_gpu("hardware_causal")
+    out["model_tflops_per_gpu_full_square"] = per_gpu("model_full_square")
+    out["hardware_tflops_per_gpu_full_square"] = per_gpu("hardware_full_square")
+    out["mfu"] = out["model_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
+    out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
+    out["mfu_full_square"] = out["model_tflops_per_gpu_full_square"] * 1e12 / ctx.hw.peak_flops
+    # the whole run: the main setup's steps, the phases at other sequences or batches, periodic evaluation
+    out["steps_s"] = (tr.total_tokens - ctx.run.phase_tokens) / tokens_per_s
+    out["eval_s"] = (out["steps_s"] + ctx.run.phase_s) * ctx.run.eval_factor
+    out["train_s"] = out["steps_s"] + ctx.run.phase_s + out["eval_s"]
+    out["gpu_hours"] = cost.gpu_hours(ctx.n_gpus, out["train_s"])
+    out.update(run_figures(ctx, out["train_s"]))
+    return out
+
+
+def evaluate(ctx: Context, lay: Layouts, timed: np.ndarray | None = None, mem: dict | None = None) -> dict[str, np.ndarray]:
+    """All estimate figures for every layout in `lay` (arrays of len(lay)). With `timed` (a boolean mask), the time
+    model runs only for those layouts and the others carry NaN time figures (the search times only what fits)."""
+    out = dict(memory(ctx, lay) if mem is None else mem)
+    staged = out.pop("staged")
+    if timed is None:
+        out.update(timing(ctx, lay, staged))
+        return out
+    idx = np.flatnonzero(timed)
+    part = timing(ctx, lay.take(idx), {k: _take_stage(v, idx) for k, v in staged.items()}) if len(idx) else {}
+    for key, values in part.items():
+        full = np.full(len(lay), np.nan)
+        full[idx] = values
+        out[key] = full
+    return out
+
+
+def _take_stage(sp, idx):
+    st = sp.stage
+    stage = replace(st, **{f.name: np.asarray(getattr(st, f.name))[idx] for f in fields(st)})
+    return type(sp)(stage, np.asarray(sp.non_expert)[idx], np.asarray(sp.expert)[idx])
+
+
+def run_figures(ctx: Context, train_s: np.ndarray) -> dict[str, np.ndarray]:
+    """What the run costs on a real cluster: wall time with failures and checkpoints, goodput, money, energy and
+    location-based CO2 (NaN where no price or no power figure is known)."""
+    out = goodput.run_time(ctx.reliability, train_s)
+    billed = cost.gpu_hours(ctx.n_gpus, out["wall_s"])
+    nan_if_none = lambda x: np.nan if x is None else x
+    kwh = energy.energy_kwh(billed, nan_if_none(ctx.power.node_w_per_gpu), ctx.power.pue)
+    out["cost_usd"] = cost.cost_usd(billed, nan_if_none(ctx.price.usd_per_gpu_hour))
+    out["energy_mwh"] = kwh / 1000.0
+    out["co2_t"] = energy.co2_kg(kwh, ctx.power.grid.g_per_kwh) / 1000.0
+    return out
+
+
+BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero3_comm", "pp_comm",
+             "pipeline_bubble", "pipeline_imbalance", "dp_comm", "optimizer")
+
+
+def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
+    """The JSON-ready estimate of layout i. A layout that does not fit has no days, GPU-hours, cost, energy or CO2
+    (None) and says why in `problem`; so does a run that never finishes (failures outpace recovery: wall_days None)."""
+    g = lambda k: float(ev[k][i])
+    fits = bool(ev["fits"][i])
+    gib = lambda k: round(g(f"mem_{k}") / GIB, 3)
+    other = sum(g(f"mem_{k}") for k in MEMORY_OTHER) / GIB
+    tr = ctx.scenario.training
+    m = int(lay.micro_batches(tr.global_batch_size)[i])
+    return {
+        "layout": lay.layout(i).model_dump(),
+        "memory_gib": {**{k: gib(k) for k in MEMORY_SUMMARY}, "other": round(other, 3), "total": gib("total")},
+        "memory_detail_gib": {k: gib(k) for k in MEMORY_OTHER},
+        "memory_capacity_gib": round(ctx.hw.memory_bytes / GIB, 3),
+        "worst_stage": STAGES[int(ev["worst_stage"][i])] if int(lay.pp[i]) > 1 else "only",
+        "fits": fits,
+        "micro_batches_per_step": m,
+        "step_time_s": g("step_time_s"),
+        "tokens_per_s": g("tokens_per_s"),
+        "model_tflops_per_gpu": g("model_tflops_per_gpu"),
+        "hardware_tflops_per_gpu": g("hardware_tflops_per_gpu"),
+        "mfu": g("mfu"),
+        "hfu": g("hfu"),
+        "model_tflops_per_gpu_full_square": g("model_tflops_per_gpu_full_square"),
+        "hardware_tflops_per_gpu_full_square": g("hardware_tflops_per_gpu_full_square"),
+        "mfu_full_square": g("mfu_full_square"),
+        "flop_convention": {"mfu": CONVENTIONS["causal"], "mfu_full_square": CONVENTIONS["full_square"],
+                            "hfu": "causal model FLOPs plus the recomputed forward work, over the dense peak"},
+        "time_breakdown_s": {k: g(k) for k in BREAKDOWN},
+        "params_total": ctx.shape.total_params(),
+        "params_active": ctx.shape.active_params(),
+        "train_days": g("train_s") / 86400 if fits else None,
+        "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")) if fits else ctx.run.detail(None, None),
+        "gpu_hours": g("gpu_hours") if fits else None,
+        **run_row(ctx, ev, i),
+    }
+
+
+def run_row(ctx: Context, ev: dict[str, np.ndarray], i: int) -> dict:
+    """Wall time, goodput, cost, energy and CO2 of layout i, with the inputs and sources behind them (None: not known,
+    the layout does not fit, or the run never finishes), and the problem that leaves them out."""
+    fits = bool(ev["fits"][i])
+    wall_s = float(ev["wall_s"][i]) if fits else math.nan
+    finishes = bool(np.isfinite(wall_s))
+    value = lambda k: float(ev[k][i]) if finishes and np.isfinite(ev[k][i]) else None
+    billed = float(cost.gpu_hours(ctx.n_gpus, wall_s))
+    mwh = value("energy_mwh")
+    reliability = goodput.detail(ctx.reliability, float(ev["train_s"][i]) if fits else None, wall_s)
+    return {
+        "wall_days": wall_s / 86400 if finishes else None,
+        "goodput": float(ev["goodput"][i]) if fits else None,
+        "cost_usd": value("cost_usd"),
+        "energy_mwh": value("energy_mwh"),
+        "co2_t": value("co2_t"),
+        "problem": None if finishes else reliability["problem"] if fits else (
+            f"does not fit: {float(ev['mem_total'][i]) / GIB:.1f} GiB per GPU on its fullest pipeline stage, "
+            f"{ctx.hw.memory_bytes / GIB:.1f} GiB available"),
+        "reliability": reliability,
+        "cost": cost.detail(ctx.price, ctx.scenario.cluster.accelerator, billed),
+        "energy": energy.detail(ctx.power, ctx.n_gpus, billed, None if mwh is None else mwh * 1000),
+    }
+
+
+@dataclass(frozen=True)
+class Row:
+    """One layout's estimate as the planning compares it: the figures deadlines, budgets and rankings read, typed
+    (None: not known, the layout does not fit, or the run never finishes), and the whole JSON-ready estimate that
+    the outputs print (`detail`, from `row`)."""
+
+    layout: dict
+    fits: bool
+    memory_gib: float                 # per GPU, on the fullest pipeline stage
+    memory_capacity_gib: float
+    mfu: float
+    train_days: float | None
+    wall_days: float | None
+    gpu_hours: float | None
+    cost_usd: float | None
+    energy_mwh: float | None
+    co2_t: float | None
+    problem: str | None
+    detail: dict = field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, detail: dict) -> Row:
+        return cls(layout=detail["layout"], fits=detail["fits"], memory_gib=detail["memory_gib"]["total"],
+                   memory_capacity_gib=detail["memory_capacity_gib"], mfu=detail["mfu"],
+                   **{k: detail[k] for k in ("train_days", "wall_days", "gpu_hours", "cost_usd", "energy_mwh", "co2_t",
+                                             "problem")}, detail=detail)
+
+    @property
+    def n_gpus(self) -> int:
+        """The GPUs it runs on: the product of its layout's parallel degrees."""
+        return self.layout["tp"] * self.layout["pp"] * self.layout["dp"] * self.layout["cp"]
+
+    @property
+    def days(self) -> float:
+        """Wall-clock days, the one figure deadlines, rankings and sizing compare: infinite where the run never
+        finishes (failures outpace recovery) or the layout does not fit."""
+        return math.inf if self.wall_days is None else self.wall_days
