@@ -77,14 +77,14 @@ def test_uploads_past_the_session_or_total_cap_are_refused_but_small_ones_still_
     with local_server(tmp_path) as (url, _pid, _log):
         ctx = browser.new_context(viewport=VIEWPORT)
         try:
-            pages = [ctx.new_page() for _ in range(4)]        # a session each: the total is for all of them
+            pages = [ctx.new_page() for _ in range(5)]        # a session each: the total is for all of them
             for page in pages:
                 open_page(page, url)
-            hostile = [page.evaluate(PUT_FILES, [_upload_url(page, tmp_path), 2, 900_000]) for page in pages[:3]]
-            small = pages[3].evaluate(PUT_FILES, [_upload_url(pages[3], tmp_path), 1, 115])
-            print(f"\n900 KB uploads from three sessions: {hostile}; another session's 115-byte upload: {small}")
-            assert hostile[0] == [204, 413]                   # the session's own cap (1 MiB)
-            assert hostile[1] == [204, 413] and hostile[2] == [413, 413]     # the total (2 MiB) is full
+            hostile = [page.evaluate(PUT_FILES, [_upload_url(page, tmp_path), 2, 900_000]) for page in pages[:4]]
+            small = pages[4].evaluate(PUT_FILES, [_upload_url(pages[4], tmp_path), 1, 115])
+            print(f"\n900 KB uploads from four sessions: {hostile}; another session's 115-byte upload: {small}")
+            assert hostile[:3] == [[204, 413]] * 3            # each session's own cap (1 MiB)
+            assert hostile[3] == [413, 413]                   # the total (2 MiB, less 256 KiB per session) is full
             assert small == [204]
         finally:
             ctx.close()
