@@ -1,7 +1,8 @@
 """python -m benchmarks_db seed [--db PATH]: create or upgrade the store and load the published data (idempotent;
 the planner's start runs it). python -m benchmarks_db info: schema version and row counts. python -m benchmarks_db
 uploads: the uploads and whether they are trusted. python -m benchmarks_db trust SOURCE_ID... [--by NAME] (or
-distrust): let uploads into calibration, or take them out again. Every command takes the store's serving lock, so
+distrust): let uploads into calibration, or take them out again. python -m benchmarks_db delete-upload SOURCE_ID...:
+remove uploads and everything each added (published and seed data cannot be removed). Every command takes the store's serving lock, so
 none runs beside a planner serving the same store (stop it first, as for a backup)."""
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from benchmarks_db import trust
+from benchmarks_db.ingest import delete_upload
 from benchmarks_db.seed import seed
 from benchmarks_db.store import SchemaVersionError, Store, StoreBusy, db_path, open_store, serving
 
@@ -60,7 +62,8 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         else:
             for source_id in args.source_ids:
                 try:
-                    print(trust.set_trusted(store, source_id, args.by if args.command == "trust" else None))
+                    print(_removed(source_id, delete_upload(store, source_id)) if args.command == "delete-upload" else
+                          trust.set_trusted(store, source_id, args.by if args.command == "trust" else None))
                 except (KeyError, PermissionError) as err:
                     print(f"{source_id}: {err.args[0]}", file=sys.stderr)
                     return 1
@@ -69,14 +72,19 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     return 0
 
 
+def _removed(source_id: str, n_runs: int) -> str:
+    return f"{source_id}: removed with its {n_runs} run(s), their measurements and the systems only they used"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks_db", description=__doc__.split(":")[0])
-    ap.add_argument("command", choices=["seed", "info", "uploads", "trust", "distrust"])
-    ap.add_argument("source_ids", nargs="*", metavar="SOURCE_ID", help="trust/distrust: the uploads (see uploads)")
+    ap.add_argument("command", choices=["seed", "info", "uploads", "trust", "distrust", "delete-upload"])
+    ap.add_argument("source_ids", nargs="*", metavar="SOURCE_ID",
+                    help="trust/distrust/delete-upload: the uploads (see uploads)")
     ap.add_argument("--by", default="the operator (command line)", help="trust: who vouches for the uploads")
     ap.add_argument("--db", help="store path (default: $APP_DB_PATH or var/planner.duckdb)")
     args = ap.parse_args(argv)
-    if args.command in ("trust", "distrust") and not args.source_ids:
+    if args.command in ("trust", "distrust", "delete-upload") and not args.source_ids:
         ap.error(f"{args.command} needs the source ids of the uploads (python -m benchmarks_db uploads lists them)")
     path = db_path(args.db)
     try:

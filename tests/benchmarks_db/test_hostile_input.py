@@ -329,3 +329,34 @@ def test_csv_reading_stops_after_fifty_errors():
     text = "accelerator,metric,value,unit\n" + "H100,mem_bw,x,GB/s\n" * 100_000
     runs, errors, _ = csv_table.parse(text, "bad.csv", None)
     assert runs == [] and len(errors) == 50 and errors[0] == "line 2, column 'value': 'x' is not a number"
+
+
+def test_the_operator_deletes_an_upload_from_the_command_line_and_never_published_data(seeded_file, tmp_path):
+    """Issue 18: operators had no command to delete an upload. It removes everything the upload added in one
+    transaction; a published source is refused, the store unchanged."""
+    import shutil
+
+    from benchmarks_db.store import open_store
+    db = tmp_path / "planner.duckdb"
+    shutil.copy(seeded_file, db)
+    store = open_store(db)
+    before = snapshot(store)
+    report = ingest_bytes(store, "mine.json", _matmul_upload(700, "cli-delete"))
+    assert report.ingested
+    published = store.rows("SELECT source_id FROM source WHERE kind = 'published' ORDER BY 1 LIMIT 1")[0][0]
+    store.close()
+    cli = lambda *ids: subprocess.run([sys.executable, "-m", "benchmarks_db", "delete-upload", *ids, "--db", str(db)],
+                                      cwd=ROOT, capture_output=True, text=True, timeout=120)
+    refused_cli = cli(published)
+    assert refused_cli.returncode == 1 and refused_cli.stderr == \
+        f"{published}: {published} is a published source; only user uploads can be removed\n"
+    done = cli(report.source_id)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{report.source_id}: removed with its 1 run(s), their measurements and the systems only " \
+                          "they used\n"
+    assert cli(report.source_id).stderr == f"{report.source_id}: no source {report.source_id!r}\n"
+    store = open_store(db)
+    try:
+        assert snapshot(store) == before
+    finally:
+        store.close()
