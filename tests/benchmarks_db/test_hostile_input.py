@@ -360,3 +360,37 @@ def test_the_operator_deletes_an_upload_from_the_command_line_and_never_publishe
         assert snapshot(store) == before
     finally:
         store.close()
+
+
+# GPT-3's floor on 8 H100 at 2 x 1979 TFLOP/s is 684 min (above); an accelerator outside the catalog is taken as fast
+# as the catalog's fastest, MI355X's 5,033.2 TFLOP/s dense FP8 (AMD's product page, data/accelerators.json):
+# 684 x 1979 / 5033.2 = 269 min on 8.
+FASTEST_FP8 = 5033.2
+
+
+def test_gpt3_in_0_0001_min_on_an_accelerator_outside_the_catalog_is_refused_by_the_work_alone(store):
+    """Issue 18: results for an accelerator not in the catalog skipped the floor (GPT-3 in 0.0001 min was row 1 of
+    the MLPerf table, 'accepted')."""
+    text = "accelerator,metric,value,unit,benchmark,n_accelerators\nHyperchip-9000,time_to_train,0.0001,min,gpt3,8\n"
+    report = refused(store, "forged.csv", text.encode())
+    assert "0.0001 min on 8 Hyperchip-9000 is impossible" in report.errors[0]
+    assert f"at least {684 * 1979 / FASTEST_FP8:.3g} min on 8 accelerators" in report.errors[0], report.errors[0]
+    assert "the fastest catalog accelerator's datasheet peak (MI355X: 5033.2 TFLOP/s)" in report.errors[0]
+
+
+@pytest.mark.parametrize("count", [None, 0, 10**9])
+def test_without_a_believable_count_the_floor_takes_a_million_accelerators(count):
+    from benchmarks_db.validation import minimum_minutes
+    floor, why = minimum_minutes("gpt3", None, count)
+    assert floor == pytest.approx(684 * 1979 / FASTEST_FP8 * 8 / 1_000_000, rel=2e-3) and "1,000,000 accelerators" in why
+
+
+def test_a_plausible_result_on_an_accelerator_outside_the_catalog_is_kept_as_unverifiable(store):
+    text = "accelerator,metric,value,unit,benchmark,n_accelerators\nHyperchip-9000,time_to_train,900,min,gpt3,8\n"
+    report = ingest_bytes(store, "hyper.csv", text.encode())
+    assert report.ingested and report.flags == ["gpt3: unverifiable: accelerator 'Hyperchip-9000' is not in the "
+                                                "catalog: checked against the work alone, not a datasheet; not used "
+                                                "for calibration (name the catalog id to fix)"]
+    from benchmarks_db.queries import mlperf_results
+    row = mlperf_results(store, "gpt3", "Hyperchip-9000").iloc[0]
+    assert row.validation == "flagged" and "unverifiable" in row.validation_msgs
