@@ -77,9 +77,13 @@ def _layout_outcome(scenario_json: str) -> tuple[str | None, list[str], list[tup
     that opens the same link shares one search) and in a work slot: (scenario JSON with its layout or None, notes,
     problems). A search the engine refuses (ScenarioError, e.g. too many candidates) is cached as problems too;
     Busy is not cached."""
+    from engine.planning.search import candidate_problems
+    sc = parse_scenario(scenario_json)
+    if problems := candidate_problems(sc):       # refused by counting, before it queues for a slot
+        return None, [], problems
     try:
         with work_limits.slot("layout search"):
-            chosen = with_layout(parse_scenario(scenario_json))
+            chosen = with_layout(sc)
     except ScenarioError as err:
         return None, [], err.problems
     return (chosen.scenario.model_dump_json() if chosen.scenario else None), chosen.notes, chosen.problems
