@@ -115,3 +115,24 @@ def _distinct(data: bytes, tag: str) -> bytes:
     doc = json.loads(data)
     doc["runner"]["started_at"] = f"2026-01-{tag}T00:00:00Z"
     return json.dumps(doc).encode()
+
+
+def test_one_persons_hostile_work_does_not_starve_others_or_the_health_check(tmp_path, monkeypatch):
+    """Issue 18 against the server as deployed behind a proxy that names people: one person uploads a 120 KB
+    rank-line nccl-tests file (119 s before, holding every page and the health check), opens 20 links over the
+    search's limit (five users then waited 102 s instead of 1.8 s) and 12 links each asking a plan question (sixty
+    made a user's own answer take 105 s), while 3 others open a normal link and ask their own question."""
+    from benchmarks import load_test
+    monkeypatch.setenv("APP_IDENTITY_HEADER", load_test.IDENTITY_HEADER)
+    with local_server(tmp_path) as (url, pid, log_path):
+        figures = load_test.run_starving(url, pid, links=20, questions=12, users=3, step_timeout_s=240)
+        locks = load_test.lock_errors(log_path.read_text())
+    print("\n" + figures.report())
+    assert not figures.errors and not locks, (figures.errors, locks)
+    assert figures.outcomes["nccl upload"] == ["refused"] and max(figures.seconds["nccl upload"]) < 20
+    assert set(figures.outcomes["over-limit link"]) == {"refused with the reason"}
+    assert figures.health_max_s < 5
+    assert set(figures.outcomes["user: normal link"]) == {"layout chosen"}
+    assert set(figures.outcomes["user: own question"]) == {"answered"}
+    assert max(figures.seconds["user: normal link"] + figures.seconds["user: own question"]) < 60
+    assert "over its share, said so" in figures.outcomes["question link"]       # one person: 8 jobs at most
