@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -399,9 +400,13 @@ async def _nccl_session(browser, url: str, data: bytes, timeout_ms: float) -> tu
         return seconds, "refused"
 
 
+ANSWERED = re.compile("train it|jobs running or waiting|The planner is busy|cannot be answered|No accelerator")
+
+
 async def _open_link(browser, url: str, token: str, timeout_ms: float, identity: str | None = None,
-                     answer: bool = False) -> tuple[float, str]:
-    """Open a link until the page is idle (and, with answer=True, its question answered or refused); what it said."""
+                     answer: bool = False, opened: asyncio.Event | None = None) -> tuple[float, str]:
+    """Open a link until the page is idle (and, with answer=True, its question answered or refused); what it said.
+    `opened` is set once the page has loaded."""
     headers = {IDENTITY_HEADER: identity} if identity else None
     context = await browser.new_context(viewport={"width": 1280, "height": 1600}, extra_http_headers=headers)
     context.set_default_timeout(timeout_ms)
@@ -410,10 +415,11 @@ async def _open_link(browser, url: str, token: str, timeout_ms: float, identity:
         t = time.perf_counter()
         await page.goto(f"{url}?sc={token}")
         await page.get_by_text("Layout:").first.wait_for()
+        if opened is not None:
+            opened.set()
         await _idle(page)
         if answer:
-            await page.get_by_text("Working out the answer").wait_for(state="detached")
-            await _idle(page)
+            await page.get_by_text(ANSWERED).first.wait_for()
         seconds = time.perf_counter() - t
         await _assert_no_exception(page)
         for text, outcome in (("over the search's limit", "refused with the reason"),
@@ -428,14 +434,17 @@ async def _open_link(browser, url: str, token: str, timeout_ms: float, identity:
 
 
 async def _starving_sessions(url: str, figures: StarvingFigures, links: int, questions: int, users: int,
-                             timeout_ms: float, users_after_s: float) -> None:
-    """The hostile sessions at once, the users `users_after_s` later, a health probe throughout."""
+                             timeout_ms: float) -> None:
+    """The hostile sessions at once, the users once every hostile page has loaded (so that they meet the queued
+    work, and the browser's own start-up is over), a health probe throughout."""
     from playwright.async_api import async_playwright
     nccl, over, normal, asked = nccl_rank_lines(), over_limit_link(), normal_link(), question_links(questions + users)
     stop = asyncio.Event()
+    loaded = [asyncio.Event() for _ in range(links + questions)]
 
     async def later(coroutines):
-        await asyncio.sleep(users_after_s)
+        for event in loaded:
+            await asyncio.wait_for(event.wait(), timeout_ms / 1000)
         return await asyncio.gather(*coroutines, return_exceptions=True)
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
@@ -443,9 +452,10 @@ async def _starving_sessions(url: str, figures: StarvingFigures, links: int, que
         try:
             kinds = ["nccl upload"] + ["over-limit link"] * links + ["question link"] * questions
             hostile = [_nccl_session(browser, url, nccl, timeout_ms)]
-            hostile += [_open_link(browser, url, over, timeout_ms, HOSTILE_IDENTITY) for _ in range(links)]
-            hostile += [_open_link(browser, url, asked[i], timeout_ms, HOSTILE_IDENTITY, answer=True)
-                        for i in range(questions)]
+            hostile += [_open_link(browser, url, over, timeout_ms, HOSTILE_IDENTITY, opened=loaded[i])
+                        for i in range(links)]
+            hostile += [_open_link(browser, url, asked[i], timeout_ms, HOSTILE_IDENTITY, answer=True,
+                                   opened=loaded[links + i]) for i in range(questions)]
             user_kinds = ["user: normal link"] * users + ["user: own question"] * users
             user_jobs = [_open_link(browser, url, normal, timeout_ms, f"user{i}@example.com") for i in range(users)]
             user_jobs += [_open_link(browser, url, asked[questions + i], timeout_ms, f"user{i}@example.com",
@@ -462,14 +472,13 @@ async def _starving_sessions(url: str, figures: StarvingFigures, links: int, que
 
 
 def run_starving(url: str, pid: int | None, links: int = 20, questions: int = 60, users: int = 5,
-                 step_timeout_s: float = 300, users_after_s: float = 3) -> StarvingFigures:
+                 step_timeout_s: float = 300) -> StarvingFigures:
     """Issue 18's load against a planner whose reverse proxy names people in IDENTITY_HEADER (APP_IDENTITY_HEADER):
     one person uploads a 120 KB rank-line nccl-tests file and opens `links` links over the search's limit and
     `questions` links each asking a plan question, while `users` others each open a normal layout-less link and ask
     a question of their own; a health check runs throughout."""
     figures = StarvingFigures()
-    figures.measure(pid, _starving_sessions(url, figures, links, questions, users, step_timeout_s * 1000,
-                                            users_after_s))
+    figures.measure(pid, _starving_sessions(url, figures, links, questions, users, step_timeout_s * 1000))
     return figures
 
 
