@@ -2,6 +2,7 @@
 (from the link on a session's first run), keeps the address bar in step with it, and draws the sidebar."""
 import streamlit as st
 
+from benchmarks_db.store import StoreUnavailable
 from ui import components, escape, links
 from ui.settings import SettingsError, load_settings
 from ui.sidebar import draw_sidebar
@@ -31,8 +32,12 @@ except SettingsError as err:
     st.stop()
 st.set_page_config(page_title=settings.title, page_icon="assets/favicon.png", layout="wide")
 st.html(STYLE)
-links.init_session()
-draw_sidebar()
-components.show_messages()
-page.run()
+try:
+    links.init_session()
+    draw_sidebar()
+    components.show_messages()
+    page.run()
+except StoreUnavailable as err:         # e.g. a full disk: a message, and the store is reopened on the next run
+    st.error(str(err))
+    st.stop()
 links.sync_url()

@@ -96,22 +96,33 @@ SECURITY_HEADERS = ((b"x-frame-options", b"SAMEORIGIN"), (b"content-security-pol
                     (b"x-content-type-options", b"nosniff"))
 CLOSED_PATHS = ("_stcore/metrics",)      # Streamlit's metrics: no access control, and they list every session
 MAX_FILES_PER_SESSION = 8                # a session's uploaders hold one or two files; more is not a person
+SMALL_UPLOAD_BYTES = 256 * 1024          # per session, outside the shared total (a runner result is a few KB)
+
+
+HEALTH_PATH = "_stcore/health"
 
 
 class Guard:
-    """ASGI middleware around Streamlit's server: the security headers on every HTTP response, and 404 for
-    CLOSED_PATHS (Streamlit has no setting to turn its metrics endpoint off)."""
+    """ASGI middleware around Streamlit's server: the security headers on every HTTP response, 404 for
+    CLOSED_PATHS (Streamlit has no setting to turn its metrics endpoint off), and a health check that also asks
+    `health()` (the store: None when it answers, else why not), so that an orchestrator sees a broken store as 503
+    instead of Streamlit's unconditional 'ok'."""
 
-    def __init__(self, app):
+    def __init__(self, app, health=None):
         self.app = app
+        self.health = health
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        if scope.get("path", "").rstrip("/").endswith(CLOSED_PATHS):
-            await send({"type": "http.response.start", "status": 404,
-                        "headers": [(b"content-type", b"text/plain"), *SECURITY_HEADERS]})
-            return await send({"type": "http.response.body", "body": b"not found"})
+        path = scope.get("path", "").rstrip("/")
+        if path.endswith(CLOSED_PATHS):
+            return await _plain(send, 404, b"not found")
+        if path.endswith(HEALTH_PATH) and self.health is not None:
+            import anyio                                   # the query runs off the event loop
+            problem = await anyio.to_thread.run_sync(self.health)
+            if problem is not None:
+                return await _plain(send, 503, f"store unavailable: {problem}".encode())
 
         async def send_with_headers(message):
             if message["type"] == "http.response.start":
@@ -122,9 +133,17 @@ class Guard:
         return await self.app(scope, receive, send_with_headers)
 
 
-def capped_upload_manager(max_pending_bytes: int):
-    """Streamlit's in-memory store of uploaded files, with a total for every session together and a count per
-    session: Streamlit keeps each file under any file id a client invents until its session ends, with no total."""
+async def _plain(send, status: int, body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"), *SECURITY_HEADERS]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def capped_upload_manager(max_pending_bytes: int, per_session_bytes: int):
+    """Streamlit's in-memory store of uploaded files, with a count and a total per session and a total for every
+    session together (Streamlit keeps each file under any file id a client invents until its session ends, with no
+    total). A session's first SMALL_UPLOAD_BYTES are outside the shared total, so one session filling it (it may hold
+    per_session_bytes) cannot turn away another's result file of a few KB."""
     from starlette.exceptions import HTTPException
     from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 
@@ -138,12 +157,19 @@ def capped_upload_manager(max_pending_bytes: int):
                 with self._lock:
                     held = self.file_storage.get(session_id, {})
                     replaced = held.get(file.file_id)
-                    pending = self._total_bytes - (len(replaced.data) if replaced else 0) + len(file.data)
+                    freed = len(replaced.data) if replaced else 0
+                    session = sum(len(f.data) for f in held.values()) - freed + len(file.data)
+                    shared = sum(max(0, sum(len(f.data) for f in files.values()) - SMALL_UPLOAD_BYTES)
+                                 for sid, files in self.file_storage.items() if sid != session_id)
                     files = len(held) + (0 if replaced else 1)
                 if files > MAX_FILES_PER_SESSION:
                     raise HTTPException(status_code=429, detail=f"at most {MAX_FILES_PER_SESSION} uploaded files "
                                                                 "per session; remove one first")
-                if pending > max_pending_bytes:
+                if session > per_session_bytes:
+                    raise HTTPException(status_code=413, detail=f"this session holds {session - len(file.data):,} "
+                                                                f"bytes of uploads; at most {per_session_bytes:,} "
+                                                                "together: remove one first")
+                if session > SMALL_UPLOAD_BYTES and shared + session - SMALL_UPLOAD_BYTES > max_pending_bytes:
                     raise HTTPException(status_code=413, detail="the server holds as many uploads as it may; try "
                                                                 "again in a minute")
                 super().add_file(session_id, file)
@@ -151,15 +177,22 @@ def capped_upload_manager(max_pending_bytes: int):
     return CappedUploadedFileManager
 
 
-def install_guards(max_pending_upload_bytes: int) -> None:
-    """Put Guard in front of Streamlit's middleware and cap its uploads; before the server starts."""
+def session_upload_cap(settings) -> int:
+    """Bytes of pending uploads one session may hold: two files at the upload limit (one replacing the other), and
+    at most half the shared total, so that no one session fills it."""
+    return min(2 * settings.max_upload_bytes, settings.max_pending_upload_mb * 2**20 // 2)
+
+
+def install_guards(max_pending_upload_bytes: int, per_session_upload_bytes: int, health=None) -> None:
+    """Put Guard in front of Streamlit's middleware (with `health`, the store's check) and cap its uploads; before
+    the server starts."""
     from starlette.middleware import Middleware
     from streamlit.web.server import server
     from streamlit.web.server.starlette import starlette_app
 
     streamlit_middleware = starlette_app.create_streamlit_middleware
-    starlette_app.create_streamlit_middleware = lambda: [Middleware(Guard), *streamlit_middleware()]
-    server.MemoryUploadedFileManager = capped_upload_manager(max_pending_upload_bytes)
+    starlette_app.create_streamlit_middleware = lambda: [Middleware(Guard, health=health), *streamlit_middleware()]
+    server.MemoryUploadedFileManager = capped_upload_manager(max_pending_upload_bytes, per_session_upload_bytes)
 
 
 def run_streamlit(args: list[str]) -> int:
@@ -173,8 +206,12 @@ def run_streamlit(args: list[str]) -> int:
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import cli
 
+    from benchmarks_db.store import open_store
+
     PagesManager.uses_pages_directory = False
-    install_guards(load_settings().max_pending_upload_mb * 2**20)
+    settings = load_settings()
+    install_guards(settings.max_pending_upload_mb * 2**20, session_upload_cap(settings),
+                   health=lambda: open_store(settings.db_path, read_only=settings.read_only).health())
     sys.argv = ["streamlit", "run", "app.py", *args]
     return cli.main()
 

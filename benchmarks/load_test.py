@@ -7,6 +7,7 @@ errors, p50/p95 response times of each step, the server's CPU time and its peak 
 
     python benchmarks/load_test.py [--sessions 20] [--url http://127.0.0.1:8501/ --pid 1234] [--step-timeout 240]
     python benchmarks/load_test.py --hostile     # issue 13: layout-less links and zip bombs, others working meanwhile
+    python benchmarks/load_test.py --starving    # issue 18: work that starved everyone else, and what others saw
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -306,6 +308,180 @@ def run_hostile(url: str, pid: int | None, links: int = 8, bombs: int = 4, other
     return figures
 
 
+# ------------------------------------------------------------------------------------- starving others (issue 18)
+# A 120 KB nccl-tests output of rank lines, each with a run of spaces in its device name (the old parser tried every
+# split of each run: 119 s holding the interpreter, and with it every page and the health check).
+NCCL_HEAD = ("# nccl-tests version 2.20.0 nccl-headers=22304 nccl-library=22304\n"
+             "# Collective test starting: all_reduce_perf\n")
+# More layouts than the search's limit (5 million): refused, by counting them, before a work slot is taken.
+OVER_LIMIT = {"model": {"preset": "llama3.1-405b"},
+              "training": {"seq_len": 8192, "global_batch_size": 720_720, "total_tokens": 1e12},
+              "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 7_207_200}}
+HOSTILE_IDENTITY, IDENTITY_HEADER = "mallory@example.com", "X-Forwarded-Email"
+
+
+def nccl_rank_lines(n_bytes: int = 120_000) -> bytes:
+    line = "# Rank {i} Group 0 Pid 1 on h device 0 [0] NVIDIA" + " " * 900 + "H100\n"
+    lines = [line.format(i=i) for i in range(n_bytes // len(line) + 1)]
+    return (NCCL_HEAD + "".join(lines)).encode()[:n_bytes]
+
+
+def over_limit_link() -> str:
+    from engine.presentation.share import encode
+    from engine.scenario import parse_scenario
+    return encode(parse_scenario(OVER_LIMIT))
+
+
+def normal_link() -> str:
+    """The default scenario without its layout: opening it chooses one (a small search)."""
+    from engine.presentation.edit import DEFAULT_SCENARIO
+    from engine.presentation.share import encode
+    from engine.scenario import parse_scenario
+    return encode(parse_scenario({k: v for k, v in DEFAULT_SCENARIO.items() if k != "layout"}))
+
+
+def question_links(n: int) -> list[str]:
+    """n links, each asking a distinct question (a deadline) of the default scenario."""
+    from engine.presentation.edit import default_scenario
+    from engine.presentation.share import PlannerOptions, encode
+    return [encode(default_scenario(), PlannerOptions(deadline_days=20 + i)) for i in range(n)]
+
+
+@dataclass
+class StarvingFigures(_ServerFigures):
+    """Seconds per kind of session, what each saw, and the longest a health check waited meanwhile."""
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    outcomes: dict[str, list[str]] = field(default_factory=dict)
+    health_max_s: float = 0.0
+
+    def add(self, kind: str, result) -> None:
+        if isinstance(result, BaseException):
+            self.errors.append(f"{kind}: {type(result).__name__}: {str(result).splitlines()[0][:300]}")
+            return
+        self.seconds.setdefault(kind, []).append(result[0])
+        self.outcomes.setdefault(kind, []).append(result[1])
+
+    def report(self) -> str:
+        width = max(map(len, self.seconds), default=0)
+        lines = [f"errors {len(self.errors)}, longest health check {self.health_max_s:.2f} s, " + self._server_line()]
+        lines += [_spread_line(kind, values, width) + ": " + "; ".join(
+            f"{o} x{self.outcomes[kind].count(o)}" for o in sorted(set(self.outcomes[kind])))
+            for kind, values in self.seconds.items()]
+        lines += [f"  error: {e}" for e in self.errors]
+        return "\n".join(lines)
+
+
+async def _health_probe(url: str, stop: asyncio.Event, figures: StarvingFigures) -> None:
+    import urllib.request
+    def probe() -> float:
+        t = time.perf_counter()
+        with urllib.request.urlopen(url + "_stcore/health", timeout=300) as resp:
+            resp.read()
+        return time.perf_counter() - t
+    while not stop.is_set():
+        figures.health_max_s = max(figures.health_max_s, await asyncio.to_thread(probe))
+        await asyncio.sleep(0.25)
+
+
+async def _nccl_session(browser, url: str, data: bytes, timeout_ms: float) -> tuple[float, str]:
+    """Upload the rank-line file and press 'Check and add': refused with a message."""
+    async with _browser_page(browser, timeout_ms) as page:
+        await page.goto(url)
+        await page.get_by_test_id("stSidebarNav").get_by_text("Benchmarks", exact=True).click()
+        await page.get_by_role("tab", name="Upload results").click()
+        await page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(
+            files=[{"name": "all_reduce.txt", "mimeType": "text/plain", "buffer": data}])
+        await page.get_by_role("button", name="Remove all_reduce.txt").wait_for()
+        t = time.perf_counter()
+        await page.get_by_role("button", name="Check and add to the store").click()
+        await page.get_by_text("Refused all_reduce.txt").wait_for()
+        seconds = time.perf_counter() - t
+        await _assert_no_exception(page)
+        return seconds, "refused"
+
+
+ANSWERED = re.compile("train it|jobs running or waiting|The planner is busy|cannot be answered|No accelerator")
+
+
+async def _open_link(browser, url: str, token: str, timeout_ms: float, identity: str | None = None,
+                     answer: bool = False, opened: asyncio.Event | None = None) -> tuple[float, str]:
+    """Open a link until the page is idle (and, with answer=True, its question answered or refused); what it said.
+    `opened` is set once the page has loaded."""
+    headers = {IDENTITY_HEADER: identity} if identity else None
+    context = await browser.new_context(viewport={"width": 1280, "height": 1600}, extra_http_headers=headers)
+    context.set_default_timeout(timeout_ms)
+    try:
+        page = await context.new_page()
+        t = time.perf_counter()
+        await page.goto(f"{url}?sc={token}")
+        await page.get_by_text("Layout:").first.wait_for()
+        if opened is not None:
+            opened.set()
+        await _idle(page)
+        if answer:
+            await page.get_by_text(ANSWERED).first.wait_for()
+        seconds = time.perf_counter() - t
+        await _assert_no_exception(page)
+        for text, outcome in (("over the search's limit", "refused with the reason"),
+                              ("jobs running or waiting", "over its share, said so"),
+                              ("The planner is busy", "busy, said so"), ("Layout chosen:", "layout chosen"),
+                              (" train it ", "answered")):
+            if await page.get_by_text(text).count():
+                return seconds, outcome
+        return seconds, "opened"
+    finally:
+        await context.close()
+
+
+async def _starving_sessions(url: str, figures: StarvingFigures, links: int, questions: int, users: int,
+                             timeout_ms: float) -> None:
+    """The hostile sessions at once, the users once every hostile page has loaded (so that they meet the queued
+    work, and the browser's own start-up is over), a health probe throughout."""
+    from playwright.async_api import async_playwright
+    nccl, over, normal, asked = nccl_rank_lines(), over_limit_link(), normal_link(), question_links(questions + users)
+    stop = asyncio.Event()
+    loaded = [asyncio.Event() for _ in range(links + questions)]
+
+    async def later(coroutines):
+        for event in loaded:
+            await asyncio.wait_for(event.wait(), timeout_ms / 1000)
+        return await asyncio.gather(*coroutines, return_exceptions=True)
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
+        probe = asyncio.create_task(_health_probe(url, stop, figures))
+        try:
+            kinds = ["nccl upload"] + ["over-limit link"] * links + ["question link"] * questions
+            hostile = [_nccl_session(browser, url, nccl, timeout_ms)]
+            hostile += [_open_link(browser, url, over, timeout_ms, HOSTILE_IDENTITY, opened=loaded[i])
+                        for i in range(links)]
+            hostile += [_open_link(browser, url, asked[i], timeout_ms, HOSTILE_IDENTITY, answer=True,
+                                   opened=loaded[links + i]) for i in range(questions)]
+            user_kinds = ["user: normal link"] * users + ["user: own question"] * users
+            user_jobs = [_open_link(browser, url, normal, timeout_ms, f"user{i}@example.com") for i in range(users)]
+            user_jobs += [_open_link(browser, url, asked[questions + i], timeout_ms, f"user{i}@example.com",
+                                     answer=True) for i in range(users)]
+            *results, user_results = await asyncio.gather(*hostile, later(user_jobs), return_exceptions=True)
+        finally:
+            stop.set()
+            await probe
+            await browser.close()
+    if isinstance(user_results, BaseException):
+        user_results = [user_results] * len(user_kinds)
+    for kind, result in zip(kinds + user_kinds, [*results, *user_results]):
+        figures.add(kind, result)
+
+
+def run_starving(url: str, pid: int | None, links: int = 20, questions: int = 60, users: int = 5,
+                 step_timeout_s: float = 300) -> StarvingFigures:
+    """Issue 18's load against a planner whose reverse proxy names people in IDENTITY_HEADER (APP_IDENTITY_HEADER):
+    one person uploads a 120 KB rank-line nccl-tests file and opens `links` links over the search's limit and
+    `questions` links each asking a plan question, while `users` others each open a normal layout-less link and ask
+    a question of their own; a health check runs throughout."""
+    figures = StarvingFigures()
+    figures.measure(pid, _starving_sessions(url, figures, links, questions, users, step_timeout_s * 1000))
+    return figures
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time the process has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -341,14 +517,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-timeout", type=float, default=240, help="seconds one step of a session may take")
     ap.add_argument("--hostile", action="store_true",
                     help="issue 13's load instead: 8 layout-less links, 4 zip bombs and 4 other sessions at once")
+    ap.add_argument("--starving", action="store_true",
+                    help="issue 18's load instead: one person's rank-line upload, 20 links over the search's limit and "
+                         "60 plan questions, while 5 others open a normal link and ask their own question (the "
+                         f"server started here names people in {IDENTITY_HEADER})")
     args = ap.parse_args(argv)
     load = (lambda url, pid: run_hostile(url, pid, step_timeout_s=args.step_timeout)) if args.hostile else \
+        (lambda url, pid: run_starving(url, pid, step_timeout_s=args.step_timeout)) if args.starving else \
         (lambda url, pid: run(url, pid, args.sessions, args.step_timeout))
     if args.url:
         figures = load(args.url.rstrip("/") + "/", args.pid)
         print(figures.report())
         return 1 if figures.errors else 0
-    with tempfile.TemporaryDirectory() as tmp, local_server(Path(tmp)) as (url, pid, log_path):
+    env = {"APP_IDENTITY_HEADER": IDENTITY_HEADER} if args.starving else None
+    with tempfile.TemporaryDirectory() as tmp, local_server(Path(tmp), env=env) as (url, pid, log_path):
         figures = load(url, pid)
         locks = lock_errors(log_path.read_text())
     figures.errors += [f"server log: {line}" for line in locks]

@@ -8,6 +8,8 @@
                               parser does not stop the others), exit status 1 if any input was refused
     uploads                   the uploads and whether they are trusted
     trust SOURCE_ID...        let uploads into calibration [--by NAME]; distrust SOURCE_ID... takes them out again
+    delete-upload SOURCE_ID...
+                              remove uploads and everything each added (published and seed data cannot be removed)
 
 Every command takes the store's serving lock, so none runs beside a planner serving the same store (stop it
 first, as for a backup; uploads go through its Benchmarks page meanwhile)."""
@@ -21,7 +23,7 @@ from pathlib import Path
 import duckdb
 
 from benchmarks_db import trust
-from benchmarks_db.ingest import MAX_FILE_BYTES, IngestReport, Uploader, ingest_each
+from benchmarks_db.ingest import MAX_FILE_BYTES, IngestReport, Uploader, delete_upload, ingest_each
 from benchmarks_db.seed import seed
 from benchmarks_db.store import SchemaVersionError, Store, StoreBusy, db_path, open_store, serving
 
@@ -32,6 +34,7 @@ COMMANDS = {
     "uploads": "the uploads and whether they are trusted",
     "trust": "let uploads into calibration",
     "distrust": "take uploads out of calibration again",
+    "delete-upload": "remove uploads and everything each added (published and seed data cannot be removed)",
 }
 
 
@@ -114,13 +117,18 @@ def _run(args: argparse.Namespace, path: Path) -> int:
         else:
             for source_id in args.source_ids:
                 try:
-                    print(trust.set_trusted(store, source_id, args.by if args.command == "trust" else None))
+                    print(_removed(source_id, delete_upload(store, source_id)) if args.command == "delete-upload" else
+                          trust.set_trusted(store, source_id, args.by if args.command == "trust" else None))
                 except (KeyError, PermissionError) as err:
                     print(f"{source_id}: {err.args[0]}", file=sys.stderr)
                     return 1
     finally:
         store.close()
     return 0
+
+
+def _removed(source_id: str, n_runs: int) -> str:
+    return f"{source_id}: removed with its {n_runs} run(s), their measurements and the systems only they used"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--trusted", action="store_true",
                         help="you run this deployment and vouch for these results: they calibrate the engine at once "
                              "(otherwise: python -m benchmarks_db trust SOURCE_ID later)")
-    for name in ("trust", "distrust"):
+    for name in ("trust", "distrust", "delete-upload"):
         parsers[name].add_argument("source_ids", nargs="*", metavar="SOURCE_ID",
                                    help="the uploads (python -m benchmarks_db uploads lists them)")
     parsers["trust"].add_argument("--by", default="the operator (command line)", help="who vouches for the uploads")
@@ -152,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     args = ap.parse_args(argv)
-    if args.command in ("trust", "distrust") and not args.source_ids:
+    if args.command in ("trust", "distrust", "delete-upload") and not args.source_ids:
         ap.error(f"{args.command} needs the source ids of the uploads (python -m benchmarks_db uploads lists them)")
     path = db_path(args.db)
     try:

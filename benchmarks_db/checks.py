@@ -116,9 +116,11 @@ def plausibility(run: Run) -> list[str]:
     """Fill peak_value/efficiency; return errors for impossible values and add flags for suspicious ones."""
     errors = []
     accel_id = run.system.accelerator_id
-    if accel_id is None and run.suite == "microbench" and run.system.device_type not in ("cpu",):
-        run.flags.append(f"accelerator {run.system.accelerator_raw!r} is not in the catalog: no datasheet check, "
-                         f"not used for calibration (name the catalog id to fix)")
+    if accel_id is None and (run.suite == "mlperf_training" or
+                             (run.suite == "microbench" and run.system.device_type not in ("cpu",))):
+        run.flags.append(f"unverifiable: accelerator {run.system.accelerator_raw!r} is not in the catalog: checked "
+                         f"against the work alone, not a datasheet; not used for calibration (name the catalog id to "
+                         f"fix)")
     rpn = run.system.accelerators_per_node
     best_eff = {}
     floor = None
@@ -126,7 +128,8 @@ def plausibility(run: Run) -> list[str]:
         floor = minimum_minutes(run.benchmark, accel_id, run.system.n_accelerators)
     for m in run.measurements:
         if m.metric == "time_to_train" and floor and m.value < floor[0]:
-            errors.append(f"{m.where or run.benchmark}: {m.value:g} min on {run.system.n_accelerators} {accel_id} is "
+            errors.append(f"{m.where or run.benchmark}: {m.value:g} min on {run.system.n_accelerators} "
+                          f"{accel_id or run.system.accelerator_raw} is "
                           f"impossible: {floor[1]}; check the unit (minutes) and the accelerator count")
         if m.metric in ("busbw", "algbw") and accel_id:
             limit = link_limit_gbs(accel_id, m.op, m.n_nodes, rpn)

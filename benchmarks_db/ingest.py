@@ -24,7 +24,7 @@ from benchmarks_db import checks
 from benchmarks_db.accelerators import accelerator as catalog_accelerator
 from benchmarks_db.dispatch import FORMATS, Parsed, Refused, decode, parse_file, parse_tree
 from benchmarks_db.records import Run, Source
-from benchmarks_db.store import Store, utc_now
+from benchmarks_db.store import Store, StoreUnavailable, utc_now
 from benchmarks_db.writer import write
 from benchmarks_db.zip_archive import zip_members
 
@@ -190,6 +190,10 @@ def ingest_bytes(store: Store, filename: str, data: bytes, submitter: str | None
     report = IngestReport(input=str(filename)[:MAX_NAME_CHARS])
     try:
         return _ingest_bytes(store, filename, data, accelerator, max_bytes, dry_run, uploader, report)
+    except StoreUnavailable as err:             # the store, not the file: say so (e.g. a full disk)
+        report.errors.append(f"{report.input}: not stored: {err}")
+        report.ingested, report.rows_added, report.source_id = False, {}, None
+        return report
     except Exception:                           # a parser bug: the file is refused, the page and the command line
         LOG.exception("ingesting %r failed", report.input)          # keep going (the tests fuzz for these)
         report.errors.append(f"{report.input}: {INTERNAL_ERROR}")

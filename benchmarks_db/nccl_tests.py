@@ -17,11 +17,18 @@ from benchmarks_db.checks import COLLECTIVE_OPS, bus_factor, close, lines, text_
 from benchmarks_db.records import Measurement, Run, Software, System, sha256_text
 
 # ASCII digits only: int() also reads other scripts' digits, and str.isdigit() accepts '²', which int() refuses
-RANK_LINE = re.compile(r"^#\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+"
-                       r"\[[^\]]*\]\s+(.+?)\s*$", re.ASCII)
-VERSION = re.compile(r"nccl-tests version (\S+).*?nccl-library=(\d{1,9})", re.ASCII)
+# Every pattern below runs in time linear in its line: each repeat is followed by something it cannot match (no two
+# ways to split a run of spaces or digits), and each is tried at one place or searched for a literal that starts it.
+# A lazy '(.+?)\s*$' tried every split of a run of spaces (a 120 KB rank line took 119 s, holding the interpreter and
+# with it the whole server); '[0-9]+\.?[0-9]*' tried every split of a run of digits. Lines are capped as well.
+# The line is stripped first, so the device name runs to its end.
+RANK_LINE = re.compile(r"#\s*Rank\s+(\d{1,9})\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+"
+                       r"\[[^\]]*\]\s+(.+)", re.ASCII)
+VERSION = re.compile(r"nccl-tests version (\S+)", re.ASCII)
+LIBRARY = re.compile(r"nccl-library=(\d{1,9})", re.ASCII)
 TEST_NAME = re.compile(r"Collective test starting:\s*(\w+)", re.ASCII)
-NUMBER = r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?"
+NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3})?", re.ASCII)
+MAX_LINE_CHARS = 2000                      # nccl-tests prints lines of about 60-200 characters
 WHOLE = re.compile(r"[0-9]{1,18}")         # below 2^63: the store's BIGINT
 MAX_ROWS = 10_000
 MAX_NODES = 100_000                        # as the runner result schema (result_schema.py SystemInfo.n_nodes)
@@ -74,14 +81,17 @@ def _parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | Non
         s = line.strip()
         if not s:
             continue
+        if len(s) > MAX_LINE_CHARS:
+            return None, [f"{filename}: line {lineno} is {len(s):,} characters long; nccl-tests prints lines of at "
+                          f"most a few hundred (upload the output as the test printed it)"]
         if s.startswith("#"):
             words = s.lstrip("#").split()
             if words[:2] == ["size", "count"]:
                 header = words
-            elif m := RANK_LINE.match(s):
+            elif m := RANK_LINE.fullmatch(s):
                 ranks[int(m.group(1))] = (m.group(2), m.group(3))
-            elif m := VERSION.search(s):
-                version, nccl = m.group(1), _nccl_version(m.group(2))
+            elif (m := VERSION.search(s)) and (lib := LIBRARY.search(s, m.end())):
+                version, nccl = m.group(1), _nccl_version(lib.group(1))
             elif m := TEST_NAME.search(s):
                 test = m.group(1)
             elif "iters:" in words and iters is None:
@@ -127,7 +137,7 @@ def _parse(text: str, filename: str, accelerator: str | None) -> tuple[Run | Non
     for lineno, f in rows:
         lead = 5 if has_root else 4
         rest = f[lead:]
-        if len(f) < lead + 3 or len(rest) not in (per_half, 2 * per_half) or not all(re.fullmatch(NUMBER, x) for x in rest):
+        if len(f) < lead + 3 or len(rest) not in (per_half, 2 * per_half) or not all(NUMBER.fullmatch(x) for x in rest):
             errors.append(f"line {lineno}: expected the columns {' '.join(header)}; got {' '.join(f)[:120]!r}")
             continue
         if not (WHOLE.fullmatch(f[0]) and WHOLE.fullmatch(f[1]) and re.fullmatch(r"[a-z0-9_]{1,16}", f[2])

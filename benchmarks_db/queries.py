@@ -1,6 +1,8 @@
 """What the app's pages ask the store, as pandas DataFrames. Every filter is optional (None = all) and bound as a
 parameter. Derived figures (accelerator-hours) are labelled as derived, beside the primary metric, as MLCommons'
-results guidelines ask."""
+results guidelines ask. The per-result tables take `limit` and `offset` (a page; None: every row) and carry the
+number of rows of every page in `total_rows`, so that a page never loads every row (ten 100,000-row uploads made
+each Benchmarks view cost 9 s of CPU and GBs of memory)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -13,6 +15,12 @@ FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOI
 # SQL for "this run's source may calibrate": published tables, and uploads an operator trusted (benchmarks_db.trust).
 TRUSTED_SOURCE = "(src.kind = 'published' OR (src.kind = 'user_submitted' AND src.trusted_at IS NOT NULL))"
 ACCEL = "coalesce(s.accelerator_id, s.accelerator_raw)"
+TOTAL = "count(*) OVER () AS total_rows"
+PAGE = "LIMIT $limit OFFSET $offset"
+
+
+def _page(limit: int | None, offset: int) -> dict:
+    return {"limit": limit, "offset": max(0, int(offset))}
 
 
 def filter_options(store: Store) -> dict[str, list[str]]:
@@ -29,14 +37,14 @@ def filter_options(store: Store) -> dict[str, list[str]]:
 
 def mlperf_results(store: Store, benchmark: str | None = None, accelerator: str | None = None,
                    mlperf_round: str | None = None, source_kind: str | None = None,
-                   availability: str | None = None) -> pd.DataFrame:
+                   availability: str | None = None, limit: int | None = None, offset: int = 0) -> pd.DataFrame:
     """One row per MLPerf Training result (score in minutes) with its system and source."""
     return store.df(f"""
 SELECT r.run_id, r.mlperf_round AS round, r.submitter_org AS submitter, s.system_name, r.benchmark,
        s.accelerator_raw, s.accelerator_id, s.n_accelerators, s.accelerators_per_node, s.n_nodes,
        m.value AS score_minutes, m.value / 60 * s.n_accelerators AS accelerator_hours_derived,
        r.availability, r.division, src.kind AS source_kind, {TRUSTED_SOURCE} AS trusted, src.title AS source,
-       coalesce(json_extract_string(r.params, '$.url'), src.url) AS url, r.validation, r.validation_msgs
+       coalesce(json_extract_string(r.params, '$.url'), src.url) AS url, r.validation, r.validation_msgs, {TOTAL}
 {BASE}
 WHERE r.suite = 'mlperf_training' AND m.stat = 'score'
   AND ($benchmark IS NULL OR r.benchmark = $benchmark)
@@ -44,9 +52,9 @@ WHERE r.suite = 'mlperf_training' AND m.stat = 'score'
   AND ($round IS NULL OR r.mlperf_round = $round)
   AND ($kind IS NULL OR src.kind = $kind)
   AND ($availability IS NULL OR r.availability = $availability)
-ORDER BY r.benchmark, m.value, r.mlperf_round, r.submitter_org, s.system_name""",
+ORDER BY r.benchmark, m.value, r.mlperf_round, r.submitter_org, s.system_name, r.run_id {PAGE}""",
                     {"benchmark": benchmark, "accelerator": accelerator, "round": mlperf_round, "kind": source_kind,
-                     "availability": availability})
+                     "availability": availability, **_page(limit, offset)})
 
 
 def compare_systems(store: Store, benchmark: str, source_kind: str | None = "published") -> pd.DataFrame:
@@ -64,34 +72,36 @@ GROUP BY 1, 2 ORDER BY 1, 2""", {"benchmark": benchmark, "kind": source_kind})
 
 
 def microbench_results(store: Store, metric: str | None = None, accelerator: str | None = None,
-                       source_kind: str | None = None) -> pd.DataFrame:
+                       source_kind: str | None = None, limit: int | None = None, offset: int = 0) -> pd.DataFrame:
     """Every microbenchmark measurement (matmul, memory, copy, collectives, storage) with its system and source."""
     return store.df(f"""
 SELECT r.run_id, r.benchmark, m.metric, m.value, m.unit, m.stat, m.value_min, m.value_max, m.cv_pct, m.n_samples,
        m.dtype, m.m, m.n, m.k, m.op, m.message_bytes, m.n_ranks, m.n_nodes, m.backend, m.peak_value, m.efficiency,
        {ACCEL} AS accelerator, s.device_type, s.accelerator_raw, r.tool, r.started_at, src.kind AS source_kind,
        {TRUSTED_SOURCE} AS trusted, src.title AS source, src.submitter, src.uploaded_by, r.validation,
-       r.validation_msgs
+       r.validation_msgs, {TOTAL}
 {BASE}
 WHERE r.suite = 'microbench'
   AND ($metric IS NULL OR m.metric = $metric)
   AND ($accelerator IS NULL OR s.accelerator_id = $accelerator OR s.accelerator_raw = $accelerator)
   AND ($kind IS NULL OR src.kind = $kind)
-ORDER BY r.benchmark, accelerator, m.metric, m.op, m.dtype, m.message_bytes, m.m""",
-                    {"metric": metric, "accelerator": accelerator, "kind": source_kind})
+ORDER BY r.benchmark, accelerator, m.metric, m.op, m.dtype, m.message_bytes, m.m, r.run_id, m.value {PAGE}""",
+                    {"metric": metric, "accelerator": accelerator, "kind": source_kind, **_page(limit, offset)})
 
 
-def datasheet_efficiency(store: Store, metric: str = "matmul_tflops") -> pd.DataFrame:
+def datasheet_efficiency(store: Store, metric: str = "matmul_tflops", limit: int | None = None,
+                         offset: int = 0) -> pd.DataFrame:
     """Measured vs datasheet: per run its best value (best matmul shape, fastest memory kernel) against the catalog
     peak of the same dtype, with where the number comes from and whether it is trusted."""
     return store.df(f"""
-SELECT {ACCEL} AS accelerator, s.accelerator_id, m.dtype, m.op, m.value, m.unit, m.stat, m.peak_value, m.efficiency,
-       src.kind AS source_kind, {TRUSTED_SOURCE} AS trusted, src.title AS source, r.tool, r.validation,
-       r.validation_msgs, r.run_id
-{BASE}
-WHERE m.metric = $metric
-QUALIFY row_number() OVER (PARTITION BY r.run_id, m.dtype, m.op ORDER BY m.value DESC) = 1
-ORDER BY accelerator, m.dtype, m.value DESC""", {"metric": metric})
+SELECT *, {TOTAL} FROM (
+  SELECT {ACCEL} AS accelerator, s.accelerator_id, m.dtype, m.op, m.value, m.unit, m.stat, m.peak_value,
+         m.efficiency, src.kind AS source_kind, {TRUSTED_SOURCE} AS trusted, src.title AS source, r.tool,
+         r.validation, r.validation_msgs, r.run_id
+  {BASE}
+  WHERE m.metric = $metric
+  QUALIFY row_number() OVER (PARTITION BY r.run_id, m.dtype, m.op ORDER BY m.value DESC) = 1)
+ORDER BY accelerator, dtype, value DESC, run_id {PAGE}""", {"metric": metric, **_page(limit, offset)})
 
 
 def sources(store: Store) -> pd.DataFrame:

@@ -20,24 +20,35 @@ REFERENCE = {
 # A time to train below the reference run's model FLOPs over every accelerator at FLOOR_PEAK_FACTOR x its fastest
 # datasheet peak is impossible. 2 allows for FP4 (twice the FP8 rate on Blackwell; not in the catalog) and for runs
 # that converge on fewer tokens: the fastest of the 59 seeded results the engine models is at 1.24x this floor at 1x
-# the peak (v4.0 Google TPU-v5p, GPT-3 on 1,024 chips, 56.9 min).
+# the peak (v4.0 Google TPU-v5p, GPT-3 on 1,024 chips, 56.9 min). For an accelerator the catalog does not know, the
+# floor comes from the work alone: the fastest peak in the catalog, and at most MAX_ACCELERATORS of them.
 FLOOR_PEAK_FACTOR = 2.0
 FLOOR_DTYPES = ("fp8", "bf16", "fp16")
+MAX_ACCELERATORS = 1_000_000     # ten times the largest GPU clusters announced so far (about 100,000 GPUs)
+
+
+def _fastest_peak(acc) -> float | None:
+    return max((p for d in FLOOR_DTYPES if (p := acc.peak(d))), default=None)
 
 
 @lru_cache(maxsize=256)
 def minimum_minutes(benchmark: str, accelerator_id: str | None, n_accelerators: int | None) -> tuple[float, str] | None:
-    """(floor, why) for an MLPerf time to train on this system, or None where the benchmark or system is unknown."""
+    """(floor, why) for an MLPerf time to train on this system, or None where the benchmark is unknown. An unknown
+    accelerator is taken as fast as the catalog's fastest, an unknown or larger count as MAX_ACCELERATORS."""
     from engine.catalog import load_catalog
     from engine.physics.flops import model_flops_per_token
     from engine.physics.model import shape_of
     ref, acc = REFERENCE.get(benchmark), accelerator(accelerator_id)
-    peaks = [p for d in FLOOR_DTYPES if acc is not None and (p := acc.peak(d))]
-    if ref is None or not peaks or not n_accelerators or n_accelerators < 1:
+    if ref is None:
         return None
+    if acc is None or _fastest_peak(acc) is None:
+        acc = max((a for a in load_catalog().accelerators.values() if _fastest_peak(a)), key=_fastest_peak)
+        which = f"the fastest catalog accelerator's datasheet peak ({acc.id}: {_fastest_peak(acc):g} TFLOP/s)"
+    else:
+        which = f"the fastest {accelerator_id} datasheet peak ({_fastest_peak(acc):g} TFLOP/s)"
+    n = min(n_accelerators, MAX_ACCELERATORS) if n_accelerators and n_accelerators >= 1 else MAX_ACCELERATORS
     shape = shape_of(load_catalog().models[ref["preset"]].arch)
     flops = model_flops_per_token(shape, ref["seq_len"], "full_square") * ref["tokens"]
-    floor = flops / (n_accelerators * FLOOR_PEAK_FACTOR * max(peaks) * 1e12) / 60
+    floor = flops / (n * FLOOR_PEAK_FACTOR * _fastest_peak(acc) * 1e12) / 60
     return floor, (f"{ref['tokens']:,} tokens of {ref['preset']} need {flops:.3g} FLOP, at least {floor:.3g} min "
-                   f"even at {FLOOR_PEAK_FACTOR:g}x the fastest {accelerator_id} datasheet peak "
-                   f"({max(peaks):g} TFLOP/s)")
+                   f"on {n:,} accelerators even at {FLOOR_PEAK_FACTOR:g}x {which}")

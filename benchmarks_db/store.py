@@ -6,6 +6,11 @@ connection between threads), writes serialised by a lock and each one a single t
 
 Only this process may open the file while the app runs (DuckDB: one read-write process per file). Parameters are
 always bound, never formatted into SQL; the connection has no access to the file system beyond its own file.
+
+A fatal DuckDB error (a write that fails half-way, e.g. on a full disk) invalidates the database for the rest of the
+process: every later query raises FatalException. The Store then answers StoreUnavailable, with a message, and
+reopens the file on its next use, so it recovers once the cause is gone (space freed); `health()` says whether it
+answers now.
 """
 from __future__ import annotations
 
@@ -38,6 +43,11 @@ def utc_now() -> datetime:
 
 class SchemaVersionError(RuntimeError):
     """The store's schema is not the one this code writes (newer code wrote it, or a read-only store is behind)."""
+
+
+class StoreUnavailable(RuntimeError):
+    """The store hit a fatal error (e.g. its disk is full) and could not be reopened yet; str(err) is the message
+    for the user."""
 
 
 class StoreBusy(RuntimeError):
@@ -79,7 +89,10 @@ def serving(path: Path):
 class Store:
     def __init__(self, path: Path, read_only: bool = False):
         self.path = path
-        self._con = duckdb.connect(str(path), read_only=read_only, config=CONFIG)
+        self.read_only = read_only
+        self._con = self._connect()
+        self._con_lock = threading.Lock()     # the connection is swapped under it after a fatal error
+        self._broken: str | None = None       # the fatal error, until the file is reopened
         self._write_lock = threading.Lock()
         if not read_only:
             self._migrate()
@@ -87,37 +100,85 @@ class Store:
             raise SchemaVersionError(f"{path}: schema version {current}, this code needs {len(MIGRATIONS)}; the store is "
                                "opened read-only, so run `python -m benchmarks_db seed` on it first")
 
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        return duckdb.connect(str(self.path), read_only=self.read_only, config=CONFIG)
+
     def cursor(self) -> duckdb.DuckDBPyConnection:
-        return self._con.cursor()
+        with self._con_lock:
+            if self._broken is not None:
+                self._reopen()
+            return self._con.cursor()
+
+    def _reopen(self) -> None:
+        """A new connection in place of the invalidated one (under _con_lock); StoreUnavailable while it fails."""
+        try:
+            self._con.close()
+        except duckdb.Error:
+            pass
+        try:
+            self._con = self._connect()
+        except duckdb.Error as err:
+            raise StoreUnavailable(self._unavailable(str(err))) from None
+        log.warning("%s reopened after a fatal error (%s)", self.path, self._broken)
+        self._broken = None
+
+    def _unavailable(self, why: str) -> str:
+        return (f"The benchmark store cannot be used right now ({why.splitlines()[0][:300]}); the planner retries on "
+                "the next request. If the disk is full, its administrator must free space.")
+
+    @contextmanager
+    def _fatal(self):
+        """Mark the connection for reopening when DuckDB invalidates the database, and say so as StoreUnavailable."""
+        try:
+            yield
+        except duckdb.FatalException as err:
+            self._broken = str(err).splitlines()[0][:300]
+            log.error("%s: fatal store error, reopening on the next use: %s", self.path, self._broken)
+            raise StoreUnavailable(self._unavailable(self._broken)) from None
 
     def df(self, sql: str, params: list | dict | None = None) -> pd.DataFrame:
-        cur = self.cursor()
-        try:
-            return cur.execute(sql, params or []).df()
-        finally:
-            cur.close()
+        with self._fatal():
+            cur = self.cursor()
+            try:
+                return cur.execute(sql, params or []).df()
+            finally:
+                cur.close()
 
     def rows(self, sql: str, params: list | dict | None = None) -> list[tuple]:
-        cur = self.cursor()
-        try:
-            return cur.execute(sql, params or []).fetchall()
-        finally:
-            cur.close()
+        with self._fatal():
+            cur = self.cursor()
+            try:
+                return cur.execute(sql, params or []).fetchall()
+            finally:
+                cur.close()
 
     @contextmanager
     def transaction(self):
         """One writer at a time; everything inside commits together or not at all."""
-        with self._write_lock:
+        with self._write_lock, self._fatal():
             cur = self.cursor()
             cur.execute("BEGIN TRANSACTION")
             try:
                 yield cur
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                try:
+                    cur.execute("ROLLBACK")
+                except duckdb.Error:       # a failed COMMIT ended it already, or the database is gone: the first
+                    pass                   # error is the one to report
                 raise
             finally:
                 cur.close()
+
+    def health(self) -> str | None:
+        """None when the store answers a trivial query now (reopening it after a fatal error), else why not."""
+        try:
+            self.rows("SELECT count(*) FROM schema_version")
+        except StoreUnavailable as err:
+            return str(err)
+        except duckdb.Error as err:
+            return self._unavailable(str(err))
+        return None
 
     def schema_version(self) -> int:
         return self.rows("SELECT coalesce(max(version), 0) FROM schema_version")[0][0]

@@ -14,6 +14,7 @@ from ui.work_limits import Busy
 STORE_TTL_S = 60             # other sessions' uploads show up within a minute; this session's at once
 UPLOAD, SUBMITTER, UPLOAD_ACCEL, LAST_INGEST = "bench_upload", "bench_submitter", "bench_accelerator", "bench_ingest"
 ALL = "all"
+PAGE_ROWS = 200              # rows of a table shown (and read from the store) at once
 RUNNERS = """# on the machine to measure (numpy alone works on a CPU; torch adds CUDA, ROCm or Apple MPS):
 python -m benchmarks_db.run all --out results.json            # matmul, memory, host-device copy, collectives, storage
 python -m benchmarks_db.run matmul --out matmul.json --quick  # one runner; --quick checks the pipeline in seconds
@@ -29,24 +30,42 @@ def options_in_store() -> dict:
     return queries.filter_options(cached.store())
 
 
-@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
-def mlperf_table(benchmark, accelerator, mlperf_round, source_kind) -> pd.DataFrame:
-    return queries.mlperf_results(cached.store(), benchmark, accelerator, mlperf_round, source_kind)
+@st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
+def mlperf_table(benchmark, accelerator, mlperf_round, source_kind, page: int = 0) -> pd.DataFrame:
+    return queries.mlperf_results(cached.store(), benchmark, accelerator, mlperf_round, source_kind,
+                                  limit=PAGE_ROWS, offset=page * PAGE_ROWS)
 
 
-@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
-def microbench_table(metric, accelerator, source_kind) -> pd.DataFrame:
-    return queries.microbench_results(cached.store(), metric, accelerator, source_kind)
+@st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
+def microbench_table(metric, accelerator, source_kind, page: int = 0) -> pd.DataFrame:
+    return queries.microbench_results(cached.store(), metric, accelerator, source_kind, limit=PAGE_ROWS,
+                                      offset=page * PAGE_ROWS)
 
 
-@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
+@st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
 def systems_table(benchmark) -> pd.DataFrame:
     return queries.compare_systems(cached.store(), benchmark)
 
 
-@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
-def datasheet_table(metric) -> pd.DataFrame:
-    return queries.datasheet_efficiency(cached.store(), metric)
+@st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
+def datasheet_table(metric, page: int = 0) -> pd.DataFrame:
+    return queries.datasheet_efficiency(cached.store(), metric, limit=PAGE_ROWS, offset=page * PAGE_ROWS)
+
+
+def paged(table, *args, key: str) -> pd.DataFrame:
+    """One page of PAGE_ROWS rows of a store table (the store counts and cuts them: no view loads every row), with
+    a page chooser when there are more; the rows without their count."""
+    page = st.session_state.get(key, 1)
+    df = table(*args, page - 1)
+    if not len(df) and page > 1:                 # the filters changed under a later page
+        st.session_state[key] = page = 1
+        df = table(*args, 0)
+    total = int(df["total_rows"].iloc[0]) if len(df) else 0
+    if total > PAGE_ROWS:
+        pages = -(-total // PAGE_ROWS)
+        st.number_input(f"Page (of {pages:,}; {total:,} rows, {PAGE_ROWS} a page)", min_value=1, max_value=pages,
+                        step=1, key=key)
+    return df.drop(columns="total_rows")
 
 
 def _none_if_all(value):
@@ -170,14 +189,16 @@ with browse:
                                                                      "storage")]], key="f_bench")
     rnd = cols[3].selectbox("MLPerf round", [ALL, *found["mlperf_rounds"]], key="f_round")
     st.markdown("**MLPerf Training results** (time to train in minutes; accelerator-hours are derived)")
-    st.dataframe(escape.csv_safe(mlperf_table(_none_if_all(bench), _none_if_all(accel), _none_if_all(rnd),
-                                              _none_if_all(kind))),
-                 hide_index=True, key="mlperf_table", column_config={"url": st.column_config.LinkColumn()})
+    mlperf = paged(mlperf_table, _none_if_all(bench), _none_if_all(accel), _none_if_all(rnd), _none_if_all(kind),
+                   key="mlperf_page")
+    st.dataframe(escape.csv_safe(mlperf), hide_index=True, key="mlperf_table",
+                 column_config={"url": st.column_config.LinkColumn()})
     metric = st.selectbox("Microbenchmark metric", [ALL, *[m for m in found["metrics"] if m != "time_to_train"]],
                           key="f_metric")
     st.markdown("**Microbenchmark results**")
-    st.dataframe(escape.csv_safe(microbench_table(_none_if_all(metric), _none_if_all(accel), _none_if_all(kind))),
-                 hide_index=True, key="microbench_table")
+    micro = paged(microbench_table, _none_if_all(metric), _none_if_all(accel), _none_if_all(kind),
+                  key="microbench_page")
+    st.dataframe(escape.csv_safe(micro), hide_index=True, key="microbench_table")
 
 with compare_tab:
     mlperf_benchmarks = [b for b in found["benchmarks"] if b not in ("matmul", "membw", "h2d", "collectives",
@@ -193,7 +214,7 @@ with compare_tab:
 with datasheet_tab:
     which = st.radio("Measurement", ["matmul_tflops", "mem_bw"], horizontal=True, key="ds_metric",
                      format_func={"matmul_tflops": "Matrix multiply (TFLOP/s)", "mem_bw": "Memory bandwidth (GB/s)"}.get)
-    eff = datasheet_table(which)
+    eff = paged(datasheet_table, which, key="datasheet_page")
     if len(eff):
         st.plotly_chart(efficiency_figure(eff), key="efficiency_chart")
         st.caption("Blue: trusted (accepted); grey: flagged or illustrative. The engine's default matmul efficiency "

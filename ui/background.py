@@ -1,6 +1,8 @@
 """Work done once per server process, off the script thread, and shared by every session: a job runs once per key
-(in a work slot, ui/work_limits.py) and pages show its result once it is done, with a progress bar that polls
-until then, so that a page rerun never waits for it. The manager's answer (engine.planning.plan) runs here, and the
+(in a work slot, ui/work_limits.py, taken in turn for the session that asked first, so a session or requester
+holding its share of jobs is refused with Busy at once and one requester's many questions do not queue ahead of
+everyone else's) and pages show its result once it is done, with a progress bar that polls until then, so that a
+page rerun never waits for it. The manager's answer (engine.planning.plan) runs here, and the
 MLPerf validation is warmed here when the server starts (serve.py). Nothing here imports Streamlit.
 
     job = background.job(("plan", key), "answer", plan, sc, deadline_days=30)
@@ -19,7 +21,6 @@ from ui import work_limits
 
 VALIDATED = ("gpt3", "llama31_405b")      # the MLPerf benchmarks the engine predicts (Benchmarks page)
 
-WORKERS = 2               # jobs run at once at most this many (and each in a work slot as well)
 MAX_JOBS = 256            # finished jobs kept for other sessions; the oldest go first
 
 
@@ -57,7 +58,6 @@ class Job:
         return self.done and self.future.exception() is not None and not isinstance(self.future.exception(), ScenarioError)
 
 
-_POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="planner-background")
 _BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner-warm-up")    # slot=False jobs, one at a time
 _JOBS: OrderedDict[tuple, Job] = OrderedDict()
 _LOCK = threading.Lock()
@@ -77,13 +77,18 @@ def job(key: tuple, what: str, work: Callable, *args, progress: bool = False, sl
             _JOBS.popitem(last=False)
     if progress:
         kwargs["progress"] = new.progress
-    (_POOL if slot else _BESIDE).submit(_run, new, work, args, kwargs, slot)
+    if slot:                   # a thread of its own waits for a slot in turn (work_limits hands them out fairly)
+        threading.Thread(target=_run, args=(new, work, args, kwargs, work_limits.requester()), daemon=True,
+                         name="planner-background").start()
+    else:
+        _BESIDE.submit(_run, new, work, args, kwargs, None)
     return new
 
 
-def _run(job_: Job, work: Callable, args: tuple, kwargs: dict, slot: bool) -> None:
+def _run(job_: Job, work: Callable, args: tuple, kwargs: dict, req: work_limits.Requester | None) -> None:
+    """The work, in a slot for `req` (None: beside the slots)."""
     try:
-        with work_limits.slot(job_.what) if slot else nullcontext():
+        with work_limits.slot(job_.what, req) if req is not None else nullcontext():
             job_.progress(0.0, f"started the {job_.what}")
             value = work(*args, **kwargs)
     except BaseException as err:          # handed to whoever reads the job (Busy, ScenarioError, a bug)

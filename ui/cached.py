@@ -13,7 +13,7 @@ from engine.catalog import load_catalog
 from engine.presentation.edit import CALIBRATION_FIELDS, Edit, layout_choices, with_layout
 from engine.planning.estimate import estimate
 from engine.planning.evaluation import Row
-from engine.planning.search import best_at
+from engine.planning.search import best_at, candidate_problems
 from engine.planning.sizing import nearest_sizes
 from engine.inputs import parse_scenario
 from engine.scenario import PRECISION_DTYPE, Scenario, ScenarioError
@@ -54,9 +54,12 @@ def _layout_outcome(scenario_json: str) -> tuple[str | None, list[str], list[tup
     that opens the same link shares one search) and in a work slot: (scenario JSON with its layout or None, notes,
     problems). A search the engine refuses (ScenarioError, e.g. too many candidates) is cached as problems too;
     Busy is not cached."""
+    sc = parse_scenario(scenario_json)
+    if problems := candidate_problems(sc):       # refused by counting, before it queues for a slot
+        return None, [], problems
     try:
         with work_limits.slot("layout search"):
-            chosen = with_layout(parse_scenario(scenario_json))
+            chosen = with_layout(sc)
     except ScenarioError as err:
         return None, [], err.problems
     return (chosen.scenario.model_dump_json() if chosen.scenario else None), chosen.notes, chosen.problems

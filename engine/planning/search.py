@@ -256,12 +256,8 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
     ctx = context(scn)
     acc = load_catalog().accelerator(scn.cluster.accelerator)
     blocks, rejected = _blocks(scn, n_gpus, ctx.hw.gpus_per_node, allow_span_nodes, acc.software_stack, quick)
-    total = sum(b.count for b in blocks) + sum(count for _, count, _ in rejected)
-    if total > MAX_CANDIDATES:
-        raise ScenarioError([("cluster.n_gpus", f"{n_gpus:,} GPUs with a global batch of {scn.training.global_batch_size:,} "
-                                                f"give {total:,} layouts to try, over the search's limit of "
-                                                f"{MAX_CANDIDATES:,}; choose a cluster size and batch with fewer "
-                                                "divisors (powers of two)")])
+    if problems := _over_limit(scn, n_gpus, blocks, rejected):
+        raise ScenarioError(problems)
     lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA")
     reasons = [MEMORY_REASON, DOMINATED_REASON]
     reason = np.full(len(lay), -1)
@@ -281,6 +277,24 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
         reason[~fits] = 0
         reason[fits & ~timed] = 1
     return ClusterSearch(ctx=ctx, layouts=lay, reason=reason, reasons=reasons, ev=ev, rejected_groups=rejected)
+
+
+def _over_limit(sc: Scenario, n_gpus: int, blocks, rejected) -> list[tuple[str, str]]:
+    total = sum(b.count for b in blocks) + sum(count for _, count, _ in rejected)
+    if total <= MAX_CANDIDATES:
+        return []
+    return [("cluster.n_gpus", f"{n_gpus:,} GPUs with a global batch of {sc.training.global_batch_size:,} give "
+                               f"{total:,} layouts to try, over the search's limit of {MAX_CANDIDATES:,}; choose a "
+                               "cluster size and batch with fewer divisors (powers of two)")]
+
+
+def candidate_problems(sc: Scenario, allow_span_nodes: bool = False) -> list[tuple[str, str]]:
+    """Why search_cluster would refuse the scenario's own cluster size (more layouts than MAX_CANDIDATES), found by
+    counting the layouts, without the model: milliseconds, so a caller can refuse before it queues for the search."""
+    n_gpus = sc.cluster.n_gpus
+    scn = _scenario_for(sc, n_gpus)
+    stack = load_catalog().accelerator(scn.cluster.accelerator).software_stack
+    return _over_limit(scn, n_gpus, *_blocks(scn, n_gpus, scn.gpus_per_node, allow_span_nodes, stack))
 
 
 def _best(cs: ClusterSearch, objective: str, k: int, mask: np.ndarray | None = None) -> np.ndarray:

@@ -330,3 +330,68 @@ def test_csv_reading_stops_after_fifty_errors():
     text = "accelerator,metric,value,unit\n" + "H100,mem_bw,x,GB/s\n" * 100_000
     runs, errors, _ = csv_table.parse(text, "bad.csv", None)
     assert runs == [] and len(errors) == 50 and errors[0] == "line 2, column 'value': 'x' is not a number"
+
+
+def test_the_operator_deletes_an_upload_from_the_command_line_and_never_published_data(seeded_file, tmp_path):
+    """Issue 18: operators had no command to delete an upload. It removes everything the upload added in one
+    transaction; a published source is refused, the store unchanged."""
+    import shutil
+
+    from benchmarks_db.store import open_store
+    db = tmp_path / "planner.duckdb"
+    shutil.copy(seeded_file, db)
+    store = open_store(db)
+    before = snapshot(store)
+    report = ingest_bytes(store, "mine.json", _matmul_upload(700, "cli-delete"))
+    assert report.ingested
+    published = store.rows("SELECT source_id FROM source WHERE kind = 'published' ORDER BY 1 LIMIT 1")[0][0]
+    store.close()
+    cli = lambda *ids: subprocess.run([sys.executable, "-m", "benchmarks_db", "delete-upload", *ids, "--db", str(db)],
+                                      cwd=ROOT, capture_output=True, text=True, timeout=120)
+    refused_cli = cli(published)
+    assert refused_cli.returncode == 1 and refused_cli.stderr == \
+        f"{published}: {published} is a published source; only user uploads can be removed\n"
+    done = cli(report.source_id)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{report.source_id}: removed with its 1 run(s), their measurements and the systems only " \
+                          "they used\n"
+    assert cli(report.source_id).stderr == f"{report.source_id}: no source {report.source_id!r}\n"
+    store = open_store(db)
+    try:
+        assert snapshot(store) == before
+    finally:
+        store.close()
+
+
+# GPT-3's floor on 8 H100 at 2 x 1979 TFLOP/s is 684 min (above); an accelerator outside the catalog is taken as fast
+# as the catalog's fastest, MI355X's 5,033.2 TFLOP/s dense FP8 (AMD's product page, data/accelerators.json):
+# 684 x 1979 / 5033.2 = 269 min on 8.
+FASTEST_FP8 = 5033.2
+
+
+def test_gpt3_in_0_0001_min_on_an_accelerator_outside_the_catalog_is_refused_by_the_work_alone(store):
+    """Issue 18: results for an accelerator not in the catalog skipped the floor (GPT-3 in 0.0001 min was row 1 of
+    the MLPerf table, 'accepted')."""
+    text = "accelerator,metric,value,unit,benchmark,n_accelerators\nHyperchip-9000,time_to_train,0.0001,min,gpt3,8\n"
+    report = refused(store, "forged.csv", text.encode())
+    assert "0.0001 min on 8 Hyperchip-9000 is impossible" in report.errors[0]
+    assert f"at least {684 * 1979 / FASTEST_FP8:.3g} min on 8 accelerators" in report.errors[0], report.errors[0]
+    assert "the fastest catalog accelerator's datasheet peak (MI355X: 5033.2 TFLOP/s)" in report.errors[0]
+
+
+@pytest.mark.parametrize("count", [None, 0, 10**9])
+def test_without_a_believable_count_the_floor_takes_a_million_accelerators(count):
+    from benchmarks_db.reference_runs import minimum_minutes
+    floor, why = minimum_minutes("gpt3", None, count)
+    assert floor == pytest.approx(684 * 1979 / FASTEST_FP8 * 8 / 1_000_000, rel=2e-3) and "1,000,000 accelerators" in why
+
+
+def test_a_plausible_result_on_an_accelerator_outside_the_catalog_is_kept_as_unverifiable(store):
+    text = "accelerator,metric,value,unit,benchmark,n_accelerators\nHyperchip-9000,time_to_train,900,min,gpt3,8\n"
+    report = ingest_bytes(store, "hyper.csv", text.encode())
+    assert report.ingested and report.flags == ["gpt3: unverifiable: accelerator 'Hyperchip-9000' is not in the "
+                                                "catalog: checked against the work alone, not a datasheet; not used "
+                                                "for calibration (name the catalog id to fix)"]
+    from benchmarks_db.queries import mlperf_results
+    row = mlperf_results(store, "gpt3", "Hyperchip-9000").iloc[0]
+    assert row.validation == "flagged" and "unverifiable" in row.validation_msgs

@@ -1,5 +1,9 @@
+import sys
+import time
+
 import pytest
 
+from benchmarks_db import nccl_tests
 from benchmarks_db.ingest import ingest_bytes
 from benchmarks_db.nccl_tests import parse
 
@@ -88,3 +92,64 @@ def test_missing_rank_lines_or_collective_name_are_explained():
     text = "\n".join(l for l in seed003_nccl_sample().splitlines() if "Collective test starting" not in l)
     assert "cannot tell which collective" in parse(text, "results.txt", None)[1][0]
     assert parse(text, "all_reduce_perf.txt", None)[1] == []          # the file name names it
+
+
+# ------------------------------------------------------------------------------------- linear in the input (issue 18)
+HEAD = ("# nccl-tests version 2.20.0 nccl-headers=22304 nccl-library=22304\n# Collective test starting: all_reduce_perf\n"
+        "# Rank 0 Group 0 Pid 1 on h device 0 [0] NVIDIA H100\n# Rank 1 Group 0 Pid 2 on h device 1 [1] NVIDIA H100\n"
+        "#  size  count  type  redop  time  algbw  busbw\n")
+LINE = 1000                          # characters per hostile line (under nccl_tests.MAX_LINE_CHARS)
+# Shapes that made the old patterns try every split of a run: spaces inside a rank line's device name, a result
+# field of digits with a letter at its end, and a header repeating 'nccl-tests version' without 'nccl-library='.
+HOSTILE_LINES = {
+    "rank lines with a run of spaces": lambda i: f"# Rank {i} Group 0 Pid 1 on h device 0 [0] NVIDIA"
+                                                 + " " * (LINE - 60) + "x",
+    "result rows with a run of digits": lambda i: f"{8 + i} 2 float sum " + "1" * (LINE - 40) + "x 0.00 0.00",
+    "repeated version headers": lambda i: "# " + "nccl-tests version 1 " * (LINE // 21),
+}
+
+
+def _operations(text: str) -> int:
+    """Python and C function calls made while parsing text: a count that does not depend on the machine's speed."""
+    calls = 0
+
+    def count(_frame, event, _arg):
+        nonlocal calls
+        calls += event in ("call", "c_call")
+    sys.setprofile(count)
+    try:
+        parse(text, "all_reduce.txt", None)
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("shape", HOSTILE_LINES)
+def test_parsing_work_grows_linearly_from_40_to_400_kb(shape):
+    make = HOSTILE_LINES[shape]
+    small, large = (HEAD + "".join(make(i) + "\n" for i in range(n)) for n in (40, 400))
+    assert 38_000 < len(small) < 45_000 and 380_000 < len(large) < 450_000
+    ratio = _operations(large) / _operations(small)
+    assert ratio < 11, f"{shape}: 10x the input took {ratio:.1f}x the operations"
+
+
+@pytest.mark.parametrize("pattern, subject", [
+    (nccl_tests.RANK_LINE, "# Rank 0 Group 0 Pid 1 on h device 0 [0] NVIDIA" + " " * 200_000 + "x"),
+    (nccl_tests.NUMBER, "1" * 200_000 + "x"),
+    (nccl_tests.VERSION, "nccl-tests version 1 " * 10_000),
+    (nccl_tests.TEST_NAME, "Collective test starting: " * 8_000 + "!"),
+])
+def test_each_pattern_is_linear_on_a_200_kb_line(pattern, subject):
+    """Beside the line cap: on a 200 KB line a pattern that tries every split takes minutes (the old rank pattern
+    took 6 s on 40 KB, the old number pattern 2.4 s on 10 KB), a linear one a millisecond; 1 s of CPU is a bound
+    a thousand times too generous to flake."""
+    start = time.process_time()
+    pattern.fullmatch(subject) if pattern is not nccl_tests.VERSION else list(pattern.finditer(subject))
+    pattern.search(subject)
+    assert time.process_time() - start < 1.0
+
+
+def test_a_line_longer_than_any_nccl_tests_output_is_refused_by_its_number():
+    run, errors = parse(HEAD + "# Rank 0" + " " * 120_000 + "x\n", "all_reduce.txt", None)
+    assert run is None and errors == [f"all_reduce.txt: line 6 is 120,009 characters long; nccl-tests prints lines of "
+                                      f"at most a few hundred (upload the output as the test printed it)"]

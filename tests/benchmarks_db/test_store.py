@@ -60,3 +60,50 @@ def test_failed_transaction_leaves_nothing(store):
 def test_no_file_access_from_sql(store):
     with pytest.raises(duckdb.Error, match="disabled by configuration"):
         store.rows("SELECT * FROM read_csv('/etc/passwd')")
+
+
+FULL_DISK = """
+import os, resource, signal, sys
+from pathlib import Path
+from benchmarks_db.store import StoreUnavailable, open_store
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)           # a write past the limit fails with EFBIG, as on a full disk
+path = Path(sys.argv[1])
+store = open_store(path)
+store.rows("CHECKPOINT")
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (path.stat().st_size + 200_000, hard))
+with store.transaction() as cur:                        # 320 KB of incompressible text: the log takes it, the file not
+    cur.execute("INSERT INTO source (source_id, kind, title, ingested_at) SELECT 'full' || i, 'user_submitted', "
+                "string_agg(md5(random()::VARCHAR), '') OVER (ROWS 24 PRECEDING), now() FROM range(400) t(i)")
+try:
+    store.rows("CHECKPOINT")
+except StoreUnavailable as err:
+    print("checkpoint:", err)
+path.parent.rename(path.parent.with_name("gone"))      # while the file cannot be reopened, health says why
+print("health while gone:", store.health())
+path.parent.with_name("gone").rename(path.parent)
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))   # space freed
+print("health after:", store.health())
+print("sources after:", store.rows("SELECT count(*) FROM source WHERE source_id LIKE 'full%'")[0][0])
+"""
+
+
+def test_a_store_invalidated_by_a_full_disk_reopens_once_space_is_freed(tmp_path):
+    """DuckDB invalidates a database whose checkpoint cannot be written (issue 18: every page then showed
+    _duckdb.FatalException until the server restarted). The file size limit makes the checkpoint fail as a full disk
+    would: the store says it is unavailable, health says why while the file cannot be opened, and once it can the
+    store answers again with the committed rows."""
+    (tmp_path / "db").mkdir()
+    out = subprocess.run([sys.executable, "-c", FULL_DISK, str(tmp_path / "db" / "full.duckdb")], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    said = dict(line.split(": ", 1) for line in out.stdout.splitlines())
+    assert said["checkpoint"].startswith("The benchmark store cannot be used right now (FATAL Error: Failed to create "
+                                         "checkpoint"), out.stdout
+    assert said["checkpoint"].endswith("If the disk is full, its administrator must free space.")
+    assert said["health while gone"].startswith("The benchmark store cannot be used right now (IO Error"), out.stdout
+    assert said["health after"] == "None" and said["sources after"] == "400", out.stdout
+
+
+def test_health_is_none_for_a_working_store(store):
+    assert store.health() is None

@@ -191,3 +191,8 @@ def test_an_absurdly_divisible_cluster_is_refused_with_a_reason():
     with pytest.raises(ScenarioError) as info:
         search(sc, pareto_sizes=[])
     assert "over the search's limit" in str(info.value)
+    # counted without the model, the refusal pages give before queueing for a work slot is the search's own
+    from engine.planning.search import candidate_problems
+    assert candidate_problems(sc) == info.value.problems
+    ok = parse_scenario(scenario(**{"cluster.n_gpus": 64, "layout": None}))
+    assert candidate_problems(ok) == []
