@@ -25,7 +25,7 @@ def test_formatting():
 
 def test_tables_add_up_to_the_estimate():
     est = estimate(default_scenario())
-    assert abs(sum(r["GiB"] for r in memory_rows(est)) - est["memory_gib"]["total"]) < 0.01
+    assert abs(sum(r["GiB"] for r in memory_rows(est, default_scenario().training)) - est["memory_gib"]["total"]) < 0.01
     assert abs(sum(r["seconds per step"] for r in breakdown_rows(est)) - est["step_time_s"]) < 1e-9
     assert {f.label for f in key_figures(est)} >= {"Time to train", "GPU-hours (billed)", "MFU", "Cost", "Energy"}
 
