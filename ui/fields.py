@@ -71,6 +71,19 @@ F = {
     "training.attention": Field("Attention kernel", "flash: fused attention that never stores the full attention "
                                                     "matrix (standard today); standard: the older, memory-hungry "
                                                     "way."),
+    "training.accumulate_grads_in_fp32": Field("Gradient precision", "fp32: gradients are added up over "
+                                                                      "micro-batches and averaged across "
+                                                                      "accelerators in 32-bit numbers (4 bytes per "
+                                                                      "parameter; Megatron-LM and NeMo do this for "
+                                                                      "bf16). 16-bit: 2 bytes, less memory and "
+                                                                      "traffic, less exact.", blank="recipe"),
+    "training.memory_headroom_fraction": Field("Memory kept free (%)", "Share of each accelerator's memory that "
+                                                                       "recommended layouts leave unused, beyond the "
+                                                                       "estimate, for the memory allocator's reserve "
+                                                                       "and short peaks. Empty: the published "
+                                                                       "default. Your own layout is still estimated "
+                                                                       "when it uses this room, with a warning.",
+                                               scale=0.01),
     # cluster
     "cluster.accelerator": Field("Accelerator", "The GPU or AI accelerator model, with its published peak speed, "
                                                 "memory and interconnect."),
