@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.presentation.edit import describe_layout
 from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, fmt_usd, model_name, model_size_text
-from engine.physics.memory import bytes_per_element, gradient_text, optimizer_state_bytes
+from engine.physics.memory import bytes_per_element, gradient_text, headroom_fraction, optimizer_state_bytes
 from engine.precision import precision
 from engine.scenario import Scenario, Training
 
@@ -143,6 +143,9 @@ def scenario_rows(sc: Scenario) -> list[tuple[str, str]]:
     rows = [("Model", f"{model_name(sc)}, {model_size_text(sc)}"),
             ("Training", f"{fmt_num(tr.total_tokens)} tokens, sequences of {tr.seq_len:,} tokens, global batch "
                          f"{tr.global_batch_size:,}, {tr.precision}, {tr.optimizer}, {tr.attention} attention"),
+            ("Memory policy", f"{gradient_text(tr)}; {headroom_fraction(tr):.1%} of each accelerator's memory kept "
+                              "free by the recommendations" + (" (published default)" if tr.memory_headroom_fraction
+                                                               is None else "")),
             ("Cluster", f"{cl.n_gpus:,} x {accelerator_name(cl.accelerator)}, {sc.gpus_per_node} per node"),
             ("Layout", describe_layout(sc.layout.model_dump()) if sc.layout else "none")]
     measured = [f"{k.replace('_', ' ')} {getattr(cl, k):g}" for k in ("matmul_efficiency", "intra_node_busbw_gbs",
