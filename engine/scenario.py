@@ -41,9 +41,9 @@ class Training(BaseModel):
         default="flash", description="flash: fused attention without the s x s score matrix (FlashAttention); "
                                      "standard: materialised softmax (Megatron-LM before 2022)")
     accumulate_grads_in_fp32: bool | None = Field(default=None, description=(
-        "keep, accumulate and reduce the gradients in fp32 (Megatron-LM --accumulate-allreduce-grads-in-fp32) rather "
-        "than in the 16-bit training format; default: what the tuned recipes do, fp32 for bf16 and the 8- and 4-bit "
-        "formats built on it, 16-bit for fp16 (engine.physics.memory.grads_in_fp32)"))
+        "keep, accumulate and reduce the gradients in fp32 (Megatron-LM --accumulate-allreduce-grads-in-fp32, 4 bytes "
+        "per parameter) rather than in the 16-bit training format (2 bytes); default: 16-bit, as the tuned recipes "
+        "reduce them (engine.physics.memory.grads_in_fp32)"))
     memory_headroom_fraction: float | None = Field(default=None, ge=0, le=0.5, description=(
         "share of each accelerator's memory that recommended layouts keep free for the allocator's reserve and "
         "transient peaks, beyond the estimate; default: from published measurements (data/memory_headroom.json)"))

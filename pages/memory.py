@@ -93,7 +93,7 @@ with controls:
         binding.bind("layout.tp_comm_overlap", st.toggle, F["layout.tp_comm_overlap"])
     st.subheader("Memory policy")
     recipe = "fp32" if grads_in_fp32(sc.training.model_copy(update={"accumulate_grads_in_fp32": None})) else "16-bit"
-    grad_words = {F["training.accumulate_grads_in_fp32"].blank: f"as the recipe ({recipe})", True: "fp32", False: "16-bit"}
+    grad_words = {F["training.accumulate_grads_in_fp32"].blank: f"default ({recipe})", True: "fp32", False: "16-bit"}
     binding.bind("training.accumulate_grads_in_fp32", st.selectbox, F["training.accumulate_grads_in_fp32"],
                  options=list(grad_words), format_func=grad_words.get)
     binding.bind("training.memory_headroom_fraction", st.number_input, F["training.memory_headroom_fraction"],

@@ -26,8 +26,9 @@ MEGATRON_SCHEDULES = ("Megatron-LM schedules.py get_pp_rank_microbatches "
 KORTHIKANTI = "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models, Table 2 (arXiv 2205.05198)"
 ZERO = "Rajbhandari et al. 2020, ZeRO (arXiv 1910.02054) sec. 3 and 5"
 NARAYANAN = "Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU Clusters (arXiv 2104.04473) sec. 2.2"
-MEGATRON_GRADS = ("Megatron-LM megatron/training/arguments.py (bf16: gradients accumulated and all-reduced in fp32) and "
-                  "docs/source/api-guide/dist_optimizer.md (the distributed optimizer keeps every gradient)")
+MEGATRON_GRADS = ("Megatron-LM examples/llama (--grad-reduce-in-bf16) and megatron/training/arguments.py "
+                  "(--accumulate-allreduce-grads-in-fp32); docs/source/api-guide/dist_optimizer.md (the distributed "
+                  "optimizer keeps every gradient)")
 HEADROOM_SOURCE = ("Guo et al. 2024, GMLake (arXiv 2401.08156): the caching allocator reserves 9.2 GB of an 80 GB A100 "
                    "beyond need on average; less the 5% fragmentation already counted (data/memory_headroom.json)")
 NCCL = "NCCL tuning model src/graph/tuning.cc; nccl-tests doc/PERFORMANCE.md bus bandwidth (engine/physics/comm.py)"

@@ -117,8 +117,8 @@ def test_every_function_named_in_formulas_and_explain_exists():
 
 
 @pytest.mark.parametrize("overrides,grad_bytes,how", [
-    ({}, 4, "fp32 accumulation and reduction"),                      # bf16: Megatron-LM reduces in fp32
-    ({"training.accumulate_grads_in_fp32": False}, 2, "bf16 accumulation and reduction"),
+    ({}, 2, "bf16 accumulation and reduction"),                      # the tuned recipes reduce in 16 bits
+    ({"training.accumulate_grads_in_fp32": True}, 4, "fp32 accumulation and reduction"),
     ({"training.precision": "fp16"}, 2, "fp16 accumulation and reduction"),
 ])
 def test_the_gradient_and_headroom_terms_follow_the_inputs(overrides, grad_bytes, how):

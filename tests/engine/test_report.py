@@ -111,9 +111,9 @@ def test_the_published_whole_run_gpu_hours_stand_beside_the_estimate():
 
 def test_the_scenario_lines_say_the_gradient_precision_and_the_memory_kept_free():
     rows = dict(scenario_rows(default_scenario()))
-    assert rows["Memory policy"] == ("4-byte gradients (fp32 accumulation and reduction); 6.5% of each accelerator's "
+    assert rows["Memory policy"] == ("2-byte gradients (bf16 accumulation and reduction); 6.5% of each accelerator's "
                                      "memory kept free by the recommendations (published default)")
     sc = apply_edit(apply_edit(default_scenario(), "training.memory_headroom_fraction", 0.1).scenario,
-                    "training.accumulate_grads_in_fp32", False).scenario
-    assert dict(scenario_rows(sc))["Memory policy"] == ("2-byte gradients (bf16 accumulation and reduction); 10.0% of "
+                    "training.accumulate_grads_in_fp32", True).scenario
+    assert dict(scenario_rows(sc))["Memory policy"] == ("4-byte gradients (fp32 accumulation and reduction); 10.0% of "
                                                        "each accelerator's memory kept free by the recommendations")
