@@ -151,8 +151,11 @@ def size_for(sc: Scenario, target: Target, objective: str = "time", factor: floa
             r_lo = tried.get(ladder[lo] * unit) if lo >= 0 else None
             guess = index_of(ladder[lo] * days(r_lo) / target.deadline_days) if (r_lo and step % 2 == 0) else (lo + hi) // 2
             i = min(hi - 1, max(lo + 1, guess))
-            if meets_deadline(at(i), target, factor):
-                hi = i
+            # a size where no layout fits (every one would use the memory headroom) says nothing about the sizes
+            # around it: judge it by the nearest smaller size above the last miss that has a layout
+            k = next((k for k in range(i, lo, -1) if at(k) is not None), None)
+            if k is not None and meets_deadline(at(k), target, factor):
+                hi = k
             else:
                 lo = i
             step += 1
