@@ -2,9 +2,9 @@
 
 Model states follow the ZeRO paper (Rajbhandari et al. 2020): mixed-precision Adam keeps 16-bit weights and
 fp32 master weights, momentum and variance (K = 12 bytes); ZeRO-1/2/3 shard the optimizer, then gradients, then
-weights over the data-parallel group. Gradients are kept in the 16-bit format (2 bytes), as the tuned recipes reduce them, or
-in fp32 (4 bytes) where the scenario accumulates and reduces them in fp32 (grads_in_fp32); ZeRO-1 is
-Megatron-LM's distributed optimizer, which shards the optimizer states but keeps every gradient (its table: bf16
+weights over the data-parallel group. Gradients are kept in the 16-bit format (2 bytes), as the tuned recipes
+reduce them, or in fp32 (4 bytes) where the scenario accumulates and reduces them in fp32 (grads_in_fp32); ZeRO-1
+is Megatron-LM's distributed optimizer, which shards the optimizer states but keeps every gradient (its table: bf16
 parameters with fp32 gradients 6 + 12/d bytes per parameter). Activations follow Korthikanti et al. 2022
 (sbh(34 + 5as/h) for GPT layers), generalised term by term to GQA, SwiGLU, MoE, MLA and context parallelism.
 """
@@ -34,9 +34,9 @@ def grads_in_fp32(training: Training) -> bool:
     """Whether gradients are kept, accumulated over micro-batches and reduced in fp32: the scenario's
     training.accumulate_grads_in_fp32, else what the tuned runs do, 16-bit gradients. Megatron-LM's own recipes
     reduce in 16 bits (examples/llama/train_llama3_8b_h100_fp8.sh passes --grad-reduce-in-bf16,
-    examples/gpt3/train_gpt3_175b_distributed.sh trains in fp16), and NeMo's performance guide sets grad_sync_dtype
-    bf16 because 'reduction in bf16 ensures improved performance at large scale training compared to the default
-    precision of fp32'. fp32 is the convergence-safe framework default (megatron/training/arguments.py
+    examples/gpt3/train_gpt3_175b_distributed.sh trains in fp16), and NeMo's user guide (Communication Overlap) sets
+    grad_sync_dtype bf16 because 'reduction in bf16 ensures improved performance at large scale training compared to
+    the default precision of fp32'. fp32 is the convergence-safe framework default (megatron/training/arguments.py
     validate_args turns it on for bf16 unless --grad-reduce-in-bf16; NeMo's bf16_mixed recipe sets
     grad_reduce_in_fp32=True), chosen with accumulate_grads_in_fp32=true. fp32 training has fp32 gradients."""
     if training.precision == "fp32":
@@ -69,7 +69,7 @@ def gradient_text(training: Training) -> str:
 
 def model_state_text(training: Training) -> str:
     """What each parameter costs, in words generated from the byte counts used (e.g. for bf16 Adam: 2-byte weights,
-    4-byte gradients, 12 bytes of optimizer states: fp32 momentum 4 + fp32 variance 4 + fp32 master weights 4)."""
+    2-byte gradients, 12 bytes of optimizer states: fp32 momentum 4 + fp32 variance 4 + fp32 master weights 4)."""
     b = bytes_per_element(training)
     parts = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(training).items())
     return (f"{b['weight']:g}-byte weights, {gradient_text(training)}, {b['optimizer']:g} bytes of "
