@@ -328,7 +328,7 @@ def nccl_rank_lines(n_bytes: int = 120_000) -> bytes:
 
 def over_limit_link() -> str:
     from engine.presentation.share import encode
-    from engine.scenario import parse_scenario
+    from engine.inputs import parse_scenario
     return encode(parse_scenario(OVER_LIMIT))
 
 
@@ -336,7 +336,7 @@ def normal_link() -> str:
     """The default scenario without its layout: opening it chooses one (a small search)."""
     from engine.presentation.edit import DEFAULT_SCENARIO
     from engine.presentation.share import encode
-    from engine.scenario import parse_scenario
+    from engine.inputs import parse_scenario
     return encode(parse_scenario({k: v for k, v in DEFAULT_SCENARIO.items() if k != "layout"}))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from engine.catalog import load_catalog
 from engine.physics.model import ModelArch
@@ -39,6 +39,20 @@ class Training(BaseModel):
     attention: Literal["flash", "standard"] = Field(
         default="flash", description="flash: fused attention without the s x s score matrix (FlashAttention); "
                                      "standard: materialised softmax (Megatron-LM before 2022)")
+    accumulate_grads_in_fp32: bool | None = Field(default=None, description=(
+        "keep, accumulate and reduce the gradients in fp32 (Megatron-LM --accumulate-allreduce-grads-in-fp32, 4 bytes "
+        "per parameter) rather than in the 16-bit training format (2 bytes); default: 16-bit, as the tuned recipes "
+        "reduce them (engine.physics.memory.grads_in_fp32)"))
+    memory_headroom_fraction: float | None = Field(default=None, ge=0, le=0.5, description=(
+        "share of each accelerator's memory that recommended layouts keep free for the allocator's reserve and "
+        "transient peaks, beyond the estimate; default: from published measurements (data/memory_headroom.json)"))
+
+    @field_validator("accumulate_grads_in_fp32")
+    @classmethod
+    def _fp32_training_has_fp32_grads(cls, value, info):
+        if value is False and info.data.get("precision") == "fp32":
+            raise ValueError("fp32 training keeps fp32 gradients; 16-bit gradients need a 16-bit or lower precision")
+        return value
 
 
 class Cluster(BaseModel):

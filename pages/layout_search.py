@@ -4,6 +4,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from engine.physics.memory import headroom_fraction
 from engine.presentation.edit import apply_edit, describe_layout
 from engine.inputs import parse_scenario
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
@@ -64,7 +65,8 @@ def pareto_figure(result: dict, x_axis: str) -> go.Figure:
 
 st.title("Layout search")
 st.caption("Tries every way to split the run over the cluster (tensor, pipeline, data, context and expert "
-           "parallelism, micro-batch, ZeRO stage, recompute), keeps those that fit in memory and ranks them.")
+           "parallelism, micro-batch, ZeRO stage, recompute), keeps those that fit in memory with "
+           f"{headroom_fraction(sc.training):.1%} of it left free (set on the Memory page) and ranks them.")
 
 cols = st.columns(4)
 with cols[0]:
@@ -111,12 +113,13 @@ else:
     cols[0].metric("Layouts considered", f"{result['candidates_evaluated']:,}")
     cols[1].metric("Passed the rules", f"{result['model_evaluated']:,}",
                    help="Divisibility and node-placement rules; these went through the memory and time model.")
-    cols[2].metric("Fit in memory", f"{result['feasible']:,}")
+    cols[2].metric("Fit in memory", f"{result['feasible']:,}",
+                   help="With the memory headroom left free; the fastest recompute choice of each layout.")
     if not result["best"] and result.get("problem"):
         st.error(f"Layouts fit, but on this cluster none finishes: {result['problem']}.")
     elif not result["best"]:
-        st.error("No layout fits in memory on this cluster. See why below, or try more accelerators, an "
-                 "accelerator with more memory, or a shorter sequence.")
+        st.error("No layout fits in memory with the headroom left free on this cluster. See why below, or try more "
+                 "accelerators, an accelerator with more memory, or a shorter sequence.")
     else:
         st.subheader(f"Best layouts ({OBJECTIVES[result['objective']].lower()})")
         table = pd.DataFrame(ranked_rows(result))

@@ -2,6 +2,8 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+from engine.physics.memory import default_headroom_fraction, grads_in_fp32, headroom_fraction
+from engine.planning.sanity import memory_headroom_warning
 from engine.presentation.edit import apply_edit
 from engine.presentation.formatting import GLOSSARY, accelerator_name
 from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE, memory_rows
@@ -15,13 +17,16 @@ est = cached.current_estimate()
 choices = cached.layout_choices_of(state.scenario_json())
 
 
-def memory_figure(bars: list[tuple[str, dict]], capacity_gib: float) -> go.Figure:
+def memory_figure(bars: list[tuple[str, dict]], capacity_gib: float, headroom: float) -> go.Figure:
     fig = go.Figure()
-    for key, (label, _) in MEMORY_PARTS.items():
+    for key, label in MEMORY_PARTS.items():
         fig.add_bar(name=label, x=[name for name, _ in bars], y=[e["memory_gib"][key] for _, e in bars],
                     marker_color=COLORS[key], hovertemplate="%{x}<br>" + label + ": %{y:.1f} GiB<extra></extra>")
     fig.add_hline(y=capacity_gib, line_dash="dash", line_color="#222",
                   annotation_text=f"capacity {capacity_gib:.0f} GiB", annotation_position="top left")
+    if headroom > 0:
+        fig.add_hline(y=(1 - headroom) * capacity_gib, line_dash="dot", line_color="#888",
+                      annotation_text=f"{headroom:.1%} kept free above", annotation_position="bottom left")
     fig.update_layout(barmode="stack", yaxis_title="GiB per accelerator", height=450, margin=dict(t=60, b=10),
                       **charts.LEGEND_ABOVE)
     # bar names on two lines, never slanted over each other in a narrow column
@@ -86,11 +91,22 @@ with controls:
     binding.bind("layout.sequence_parallel", st.toggle, F["layout.sequence_parallel"])
     if sc.layout.tp > 1 and sc.layout.sequence_parallel:
         binding.bind("layout.tp_comm_overlap", st.toggle, F["layout.tp_comm_overlap"])
+    st.subheader("Memory policy")
+    recipe = "fp32" if grads_in_fp32(sc.training.model_copy(update={"accumulate_grads_in_fp32": None})) else "16-bit"
+    grad_words = {F["training.accumulate_grads_in_fp32"].blank: f"default ({recipe})", True: "fp32", False: "16-bit"}
+    binding.bind("training.accumulate_grads_in_fp32", st.selectbox, F["training.accumulate_grads_in_fp32"],
+                 options=list(grad_words), format_func=grad_words.get)
+    binding.bind("training.memory_headroom_fraction", st.number_input, F["training.memory_headroom_fraction"],
+                 min_value=0.0, max_value=50.0, step=0.5, placeholder=f"{default_headroom_fraction():.1%} (published)")
 
 with chart:
     mem = est["memory_gib"]
-    if est["fits"]:
-        st.success(f"Fits: {mem['total']:.1f} of {est['memory_capacity_gib']:.0f} GiB on the fullest accelerator.")
+    headroom_warning = memory_headroom_warning(sc, est)
+    if headroom_warning:
+        st.warning(headroom_warning)
+    elif est["fits"]:
+        st.success(f"Fits: {mem['total']:.1f} of {est['memory_capacity_gib']:.0f} GiB on the fullest accelerator, "
+                   f"with the {headroom_fraction(sc.training):.1%} kept free for the allocator left over.")
     else:
         st.error(f"Does not fit: {mem['total']:.1f} GiB needed, {est['memory_capacity_gib']:.0f} GiB available, so no "
                  "time is given. Try a higher ZeRO stage, recompute, more tensor or pipeline parallelism, or a smaller "
@@ -105,7 +121,7 @@ with chart:
             variant = apply_edit(sc, field, value).scenario
             if value != current and variant is not None:
                 bars.append((label.format(value), cached.estimate_of(state.scenario_json(variant))))
-    st.plotly_chart(memory_figure(bars, est["memory_capacity_gib"]), key="memory_chart")
+    st.plotly_chart(memory_figure(bars, est["memory_capacity_gib"], headroom_fraction(sc.training)), key="memory_chart")
     st.caption("The first bar is the chosen layout; the others change only the ZeRO stage or the recompute policy.")
     if est["fits"]:
         cols = st.columns(3)
@@ -114,7 +130,7 @@ with chart:
         cols[2].metric("Micro-batches per step", est["micro_batches_per_step"],
                        help="Per pipeline: global batch / (DP x micro-batch).")
     st.table([{**r, "GiB": f"{r['GiB']:.2f}", "share of capacity": f"{r['share of capacity']:.1%}"}
-              for r in memory_rows(est)])
+              for r in memory_rows(est, sc.training)])
     detail = est["memory_detail_gib"]
     st.caption(f"'Other' is {detail['logits']:.2f} GiB of output logits, {detail['comm_buffers']:.2f} GiB of "
                f"communication buffers and {detail['framework_overhead']:.2f} GiB framework and fragmentation "

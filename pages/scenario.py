@@ -9,7 +9,6 @@ from engine.regions import region_choices
 from engine.presentation.figures import published_training_note
 from engine.presentation.formatting import model_size_text
 from engine.economics import ranges
-from engine.planning.sanity import warnings_for
 from engine.scenario import PresetRef
 from ui import answer, binding, cached, components, escape, state
 from ui.fields import F
@@ -251,5 +250,5 @@ with results:
         published = published_training_note(sc, est, state.options().efficiency)
         if published:
             st.info(escape.md_escape(published))
-    for warning in warnings_for(sc, est if est["fits"] else None):
+    for warning in est["warnings"]:
         st.warning(escape.md_escape(warning))

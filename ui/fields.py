@@ -71,6 +71,20 @@ F = {
     "training.attention": Field("Attention kernel", "flash: fused attention that never stores the full attention "
                                                     "matrix (standard today); standard: the older, memory-hungry "
                                                     "way."),
+    "training.accumulate_grads_in_fp32": Field("Gradient precision", "16-bit: gradients are added up over "
+                                                                      "micro-batches and averaged across "
+                                                                      "accelerators in 16-bit numbers (2 bytes per "
+                                                                      "parameter), as tuned runs do. fp32: 4 bytes, "
+                                                                      "more exact, more memory and traffic (the "
+                                                                      "frameworks' default for bf16).",
+                                               blank="recipe"),
+    "training.memory_headroom_fraction": Field("Memory kept free (%)", "Share of each accelerator's memory that "
+                                                                       "recommended layouts leave unused, beyond the "
+                                                                       "estimate, for the memory allocator's reserve "
+                                                                       "and short peaks. Empty: the published "
+                                                                       "default. Your own layout is still estimated "
+                                                                       "when it uses this room, with a warning.",
+                                               scale=0.01),
     # cluster
     "cluster.accelerator": Field("Accelerator", "The GPU or AI accelerator model, with its published peak speed, "
                                                 "memory and interconnect."),

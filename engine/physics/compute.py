@@ -72,12 +72,13 @@ def _mlp_shapes(shape: Shape, lay: Layouts, tokens, moe: bool):
 
 
 def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, moe: bool) -> LayerTimes:
-    e = bytes_per_element(training)["activation"]
+    b = bytes_per_element(training)
+    e = b["activation"]
     h, t, a, s = shape.hidden, lay.tp, shape.n_heads, training.seq_len
     tokens = lay.mbs * (s / lay.cp)
     flash = training.attention == "flash"
     mm = lambda count, m, k, n: tuple(count * x for x in linear_s(m, k, n, hw.matmul_flops, hw.hbm_bytes_per_s,
-                                                                   hw.matmul_input_bytes))
+                                                                   hw.matmul_input_bytes, b["grad"]))
     out_proj = a * shape.v_head_dim
     gemms = [(1, tokens, h, (shape.attn_params - out_proj * h) / h / t), (1, tokens, out_proj / t, h)]
     gemms += _mlp_shapes(shape, lay, tokens, moe)
@@ -125,9 +126,10 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
 
 def head_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts) -> tuple[np.ndarray, np.ndarray]:
     """Output projection and cross-entropy loss (last stage), forward and backward, one micro-batch."""
-    e = bytes_per_element(training)["activation"]
+    b = bytes_per_element(training)
+    e = b["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
-    fwd, bwd = linear_s(tokens, shape.hidden, shape.vocab / lay.tp, hw.matmul_flops, hw.hbm_bytes_per_s, 2.0)
+    fwd, bwd = linear_s(tokens, shape.hidden, shape.vocab / lay.tp, hw.matmul_flops, hw.hbm_bytes_per_s, 2.0, b["grad"])
     # loss: read the logits, softmax in fp32 (write, read), write their gradient (logits and gradient in activation bytes)
     loss = stream_s(tokens * shape.vocab / lay.tp * (2 * e + 8), hw.hbm_bytes_per_s)
     return fwd + loss / 2, bwd + loss / 2

@@ -31,12 +31,14 @@ def gemm_s(m, n, k, flops_per_s: float, bytes_per_s: float, in_bytes: float, out
     return (compute ** GEMM_COMBINE + traffic ** GEMM_COMBINE) ** (1.0 / GEMM_COMBINE)
 
 
-def linear_s(tokens, k, n, flops_per_s: float, bytes_per_s: float, in_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+def linear_s(tokens, k, n, flops_per_s: float, bytes_per_s: float, in_bytes: float,
+             grad_bytes: float) -> tuple[np.ndarray, np.ndarray]:
     """(forward, backward) seconds of a linear layer y[tokens, n] = x[tokens, k] W[k, n]: the backward computes the
-    input gradient (tokens x n times n x k) and the weight gradient (k x tokens times tokens x n)."""
+    input gradient (tokens x n times n x k) and the weight gradient (k x tokens times tokens x n), written in the
+    gradients' format (grad_bytes: 4 with fp32 accumulation, engine.physics.memory.bytes_per_element)."""
     fwd = gemm_s(tokens, n, k, flops_per_s, bytes_per_s, in_bytes)
     dgrad = gemm_s(tokens, k, n, flops_per_s, bytes_per_s, in_bytes)
-    wgrad = gemm_s(k, n, tokens, flops_per_s, bytes_per_s, in_bytes, out_bytes=4.0)   # fp32 gradient accumulation
+    wgrad = gemm_s(k, n, tokens, flops_per_s, bytes_per_s, in_bytes, out_bytes=grad_bytes)
     return fwd, dgrad + wgrad
 
 

@@ -1,16 +1,22 @@
 """Memory per GPU by component, for every pipeline stage of many layouts at once.
 
 Model states follow the ZeRO paper (Rajbhandari et al. 2020): mixed-precision Adam keeps 16-bit weights and
-gradients (2 + 2 bytes) and fp32 master weights, momentum and variance (K = 12 bytes); ZeRO-1/2/3 shard the
-optimizer, then gradients, then weights over the data-parallel group. Activations follow Korthikanti et al. 2022
+fp32 master weights, momentum and variance (K = 12 bytes); ZeRO-1/2/3 shard the optimizer, then gradients, then
+weights over the data-parallel group. Gradients are kept in the 16-bit format (2 bytes), as the tuned recipes
+reduce them, or in fp32 (4 bytes) where the scenario accumulates and reduces them in fp32 (grads_in_fp32); ZeRO-1
+is Megatron-LM's distributed optimizer, which shards the optimizer states but keeps every gradient (its table: bf16
+parameters with fp32 gradients 6 + 12/d bytes per parameter). Activations follow Korthikanti et al. 2022
 (sbh(34 + 5as/h) for GPT layers), generalised term by term to GQA, SwiGLU, MoE, MLA and context parallelism.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
+from engine.catalog import DATA_DIR
 from engine.physics.hardware import GIB
 from engine.physics.layouts import Layouts
 from engine.physics.model import Shape
@@ -24,6 +30,20 @@ FRAMEWORK_OVERHEAD_BYTES = 1.5 * GIB
 FRAGMENTATION = 0.05
 
 
+def grads_in_fp32(training: Training) -> bool:
+    """Whether gradients are kept, accumulated over micro-batches and reduced in fp32: the scenario's
+    training.accumulate_grads_in_fp32, else what the tuned runs do, 16-bit gradients. Megatron-LM's own recipes
+    reduce in 16 bits (examples/llama/train_llama3_8b_h100_fp8.sh passes --grad-reduce-in-bf16,
+    examples/gpt3/train_gpt3_175b_distributed.sh trains in fp16), and NeMo's user guide (Communication Overlap) sets
+    grad_sync_dtype bf16 because 'reduction in bf16 ensures improved performance at large scale training compared to
+    the default precision of fp32'. fp32 is the convergence-safe framework default (megatron/training/arguments.py
+    validate_args turns it on for bf16 unless --grad-reduce-in-bf16; NeMo's bf16_mixed recipe sets
+    grad_reduce_in_fp32=True), chosen with accumulate_grads_in_fp32=true. fp32 training has fp32 gradients."""
+    if training.precision == "fp32":
+        return True
+    return bool(training.accumulate_grads_in_fp32)
+
+
 def optimizer_state_bytes(training: Training) -> dict[str, float]:
     """Bytes per parameter of each optimizer state: Adam's fp32 momentum and variance, SGD's fp32 momentum, and the
     fp32 master weights mixed precision keeps beside them (fp32 training updates the weights in place)."""
@@ -35,17 +55,47 @@ def bytes_per_element(training: Training) -> dict[str, float]:
     """Bytes per parameter for weights, gradients and optimizer states, and per activation element."""
     mixed = training.precision != "fp32"
     weight = 2.0 if mixed else 4.0
-    return {"weight": weight, "grad": weight, "optimizer": sum(optimizer_state_bytes(training).values()),
-            "activation": 2.0 if mixed else 4.0}
+    return {"weight": weight, "grad": 4.0 if grads_in_fp32(training) else weight,
+            "optimizer": sum(optimizer_state_bytes(training).values()), "activation": 2.0 if mixed else 4.0}
+
+
+def gradient_text(training: Training) -> str:
+    """The gradients' bytes and why, e.g. '4-byte gradients (fp32 accumulation and reduction)'."""
+    b = bytes_per_element(training)
+    how = ("fp32 training" if training.precision == "fp32" else
+           "fp32 accumulation and reduction" if grads_in_fp32(training) else f"{training.precision} accumulation and reduction")
+    return f"{b['grad']:g}-byte gradients ({how})"
 
 
 def model_state_text(training: Training) -> str:
-    """What each parameter costs, in words generated from the byte counts used (e.g. for bf16 Adam: 2-byte weights
-    and gradients, 12 bytes of optimizer states: fp32 momentum 4 + fp32 variance 4 + fp32 master weights 4)."""
+    """What each parameter costs, in words generated from the byte counts used (e.g. for bf16 Adam: 2-byte weights,
+    2-byte gradients, 12 bytes of optimizer states: fp32 momentum 4 + fp32 variance 4 + fp32 master weights 4)."""
     b = bytes_per_element(training)
     parts = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(training).items())
-    return (f"{b['weight']:g}-byte weights and gradients, {b['optimizer']:g} bytes of {training.optimizer} optimizer "
-            f"states per parameter ({parts}); ZeRO paper convention")
+    return (f"{b['weight']:g}-byte weights, {gradient_text(training)}, {b['optimizer']:g} bytes of "
+            f"{training.optimizer} optimizer states per parameter ({parts}); ZeRO paper convention")
+
+
+@lru_cache(maxsize=1)
+def allocator_reserve() -> dict:
+    """data/memory_headroom.json's measurement of the memory the caching allocator reserves beyond live tensors."""
+    doc = json.loads((DATA_DIR / "memory_headroom.json").read_text())
+    if doc.get("schema_version") != 1:
+        raise ValueError(f"data/memory_headroom.json: unsupported schema_version {doc.get('schema_version')!r}")
+    return doc["allocator_reserve"]
+
+
+def default_headroom_fraction() -> float:
+    """The share of an accelerator's memory recommendations keep free by default: the measured reserve of the
+    caching allocator as a share of the device, less the FRAGMENTATION allowance the estimate already counts."""
+    r = allocator_reserve()
+    return r["reserved_gap_gb"] / r["device_gb"] - FRAGMENTATION
+
+
+def headroom_fraction(training: Training) -> float:
+    """The scenario's training.memory_headroom_fraction, else the published default."""
+    h = training.memory_headroom_fraction
+    return default_headroom_fraction() if h is None else h
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from engine.physics.memory import model_state_text
 from engine.planning.evaluation import evaluate, row
 from engine.planning.search import context
 from engine.planning.sizing import nearest_fit
+from engine.planning.sanity import warnings_for
 from engine.scenario import Scenario, ScenarioError
 
 
@@ -22,4 +23,5 @@ def estimate(sc: Scenario) -> dict:
     out["nearest_fit"] = None if out["fits"] else nearest_fit(sc)
     out["assumptions"] = {**ctx.hw.provenance, "attention": sc.training.attention,
                           "gradients": model_state_text(sc.training)}
+    out["warnings"] = warnings_for(sc, out if out["fits"] else None)     # plausibility, memory headroom
     return out

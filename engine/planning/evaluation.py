@@ -13,7 +13,7 @@ from engine.economics import cost, energy, goodput, whole_run
 from engine.physics.flops import CONVENTIONS, flops_per_token
 from engine.physics.hardware import GIB, Hardware, resolve_hardware
 from engine.physics.layouts import Layouts
-from engine.physics.memory import memory_breakdown, staged_params
+from engine.physics.memory import headroom_fraction, memory_breakdown, staged_params
 from engine.physics.model import Shape, shape_of
 from engine.scenario import Scenario
 from engine.physics.steptime import step_time
@@ -59,6 +59,8 @@ def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     out = {f"mem_{k}": pick(k) for k in mem["first"]}
     out["worst_stage"] = worst
     out["fits"] = out["mem_total"] <= ctx.hw.memory_bytes
+    # what the search recommends: fits with the headroom kept free (a user's own layout is estimated either way)
+    out["fits_with_headroom"] = out["mem_total"] <= (1 - headroom_fraction(ctx.scenario.training)) * ctx.hw.memory_bytes
     out["staged"] = staged
     return out
 

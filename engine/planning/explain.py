@@ -14,8 +14,9 @@ from engine.physics.comm import members_per_node
 from engine.physics.compute import LAYER_FIXED_S
 from engine.physics.hardware import GIB
 from engine.physics.layouts import RECOMPUTE, Layouts
-from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, bytes_per_element, layer_activation_bytes,
-                                   memory_breakdown, optimizer_state_bytes, shard_groups, staged_params)
+from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, bytes_per_element, gradient_text,
+                                   headroom_fraction, layer_activation_bytes, memory_breakdown, optimizer_state_bytes,
+                                   shard_groups, staged_params)
 from engine.physics.schedule import chunk_layers, peak_layers_in_flight, pipeline_slots, warmup_forwards
 from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate
 from engine.planning.search import context
@@ -26,6 +27,11 @@ MEGATRON_SCHEDULES = ("Megatron-LM schedules.py get_pp_rank_microbatches "
 KORTHIKANTI = "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models, Table 2 (arXiv 2205.05198)"
 ZERO = "Rajbhandari et al. 2020, ZeRO (arXiv 1910.02054) sec. 3 and 5"
 NARAYANAN = "Narayanan et al. 2021, Efficient Large-Scale Language Model Training on GPU Clusters (arXiv 2104.04473) sec. 2.2"
+MEGATRON_GRADS = ("Megatron-LM examples/llama (--grad-reduce-in-bf16) and megatron/training/arguments.py "
+                  "(--accumulate-allreduce-grads-in-fp32); docs/source/api-guide/dist_optimizer.md (the distributed "
+                  "optimizer keeps every gradient)")
+HEADROOM_SOURCE = ("Guo et al. 2024, GMLake (arXiv 2401.08156): the caching allocator reserves 9.2 GB of an 80 GB A100 "
+                   "beyond need on average; less the 5% fragmentation already counted (data/memory_headroom.json)")
 NCCL = "NCCL tuning model src/graph/tuning.cc; nccl-tests doc/PERFORMANCE.md bus bandwidth (engine/physics/comm.py)"
 
 
@@ -86,8 +92,9 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              f"{b['weight']:g} B/param ({tr.precision} training) x {params}" + (f", sharded by ZeRO-3 ({sharded})" if gathered else "")
              + (f" + {copy:g} B/param low-precision copy" if copy else ""), fn, ZERO),
         Term(sec, "gradients", _g(c["gradients"]) / GIB, "GiB",
-             f"{b['grad']:g} B/param x the same parameters" + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 2 else ""),
-             fn, ZERO),
+             f"{b['grad']:g} B/param ({gradient_text(tr)}) x the same parameters"
+             + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 2 else ", every gradient kept (ZeRO-1 and below)"),
+             fn, f"{ZERO}; {MEGATRON_GRADS}"),
         Term(sec, "optimizer_states", _g(c["optimizer_states"]) / GIB, "GiB",
              f"{b['optimizer']:g} B/param ({tr.optimizer}: {states}) x the same parameters"
              + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 1 else ""), fn, ZERO),
@@ -139,6 +146,11 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
         Term(sec, "total", _g(c["total"]) / GIB, "GiB",
              f"sum of the above; capacity {ctx.hw.memory_bytes / GIB:.2f} GiB -> "
              f"{'fits' if bool(ev['fits'][0]) else 'does not fit'}", "engine.planning.evaluation.memory", "-"),
+        Term(sec, "headroom", headroom_fraction(tr) * ctx.hw.memory_bytes / GIB, "GiB",
+             f"{headroom_fraction(tr):.1%} of capacity kept free by the search, sizing and plan (allocator reserve and "
+             f"transient peaks beyond the estimate) -> recommendable up to {(1 - headroom_fraction(tr)) * ctx.hw.memory_bytes / GIB:.2f} GiB: "
+             f"{'yes' if bool(ev['fits_with_headroom'][0]) else 'no (estimated, but the search would not recommend it)'}",
+             "engine.physics.memory.headroom_fraction; engine.planning.evaluation.memory", HEADROOM_SOURCE),
     ]
     return out
 

@@ -2,6 +2,7 @@
 token, fewer tokens than parameters, a run of ten years). Each warning says what looks wrong and what is usual."""
 from __future__ import annotations
 
+from engine.physics.memory import headroom_fraction
 from engine.physics.model import shape_of
 from engine.scenario import Scenario
 
@@ -27,6 +28,9 @@ def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
         out.append(f"A global batch of {tr.global_batch_size * tr.seq_len / 1e6:,.0f}M tokens is larger than any "
                    "published pre-training run (Llama 3 405B: 16M); convergence at this batch is unproven.")
     if estimate is not None:
+        memory = memory_headroom_warning(sc, estimate)
+        if memory:
+            out.append(memory)
         days = estimate.get("wall_days")              # None: it never finishes, which its reliability block says
         if days is not None and days > MAX_SANE_DAYS:
             out.append(f"The run would take {days / 365:,.0f} years: add accelerators, or check the token count.")
@@ -34,3 +38,18 @@ def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
             out.append(f"The run would take {days:,.0f} days, longer than a year: hardware generations change "
                        "faster than that; a larger cluster or a shorter run is usual.")
     return out
+
+
+def memory_headroom_warning(sc: Scenario, estimate: dict) -> str | None:
+    """A layout that fits but uses the memory the recommendations keep free (engine.physics.memory.headroom_fraction):
+    estimated all the same, with what it uses and what is usual."""
+    if not estimate.get("fits") or "memory_gib" not in estimate:       # not fitting is said elsewhere
+        return None
+    total, capacity = estimate["memory_gib"]["total"], estimate["memory_capacity_gib"]
+    h = headroom_fraction(sc.training)
+    if total <= (1 - h) * capacity:
+        return None
+    return (f"This layout uses {total:.1f} of {capacity:.1f} GiB per accelerator: within the {h:.1%} headroom kept for "
+            f"the allocator's reserve and transient peaks (recommended layouts stay under {(1 - h) * capacity:.1f} GiB). "
+            "It may run out of memory in practice; more recompute, a higher ZeRO stage or more model parallelism "
+            "leaves room.")

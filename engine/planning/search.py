@@ -18,11 +18,14 @@ from engine.physics import layout_rules
 from engine.planning import evaluation
 from engine.planning.evaluation import Context, Row, evaluate, memory, row
 from engine.physics.layouts import RECOMPUTE, Layouts
+from engine.physics.memory import headroom_fraction
 from engine.scenario import Scenario, ScenarioError, divisors
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
 SPAN_REASON = "tensor-parallel group would span nodes (allow_span_nodes to permit)"
 MEMORY_REASON = "does not fit in accelerator memory"
+HEADROOM_REASON = ("fits, but only by using the {:.1%} of memory kept free for the allocator's reserve and transient "
+                   "peaks (training.memory_headroom_fraction)")
 MIN_TOKENS_PER_CP_RANK = 512     # context parallelism finer than this is not enumerated
 # Micro-batches larger than this many tokens per GPU are not enumerated: matmul efficiency has saturated long before
 # (engine.physics.kernels: a 16k-token GEMM is within 1% of the rate), so a larger one only costs memory and pipeline bubble.
@@ -210,7 +213,8 @@ class ClusterSearch:
 
     ctx: Context
     layouts: Layouts          # every candidate that passed the rules (all went through the memory/time model)
-    reason: np.ndarray        # index into `reasons` (MEMORY_REASON) where a candidate does not fit, -1 where it does
+    reason: np.ndarray        # index into `reasons` where a candidate is not ranked (does not fit, dominated, in the
+                              # headroom), -1 where it is
     reasons: list[str]
     ev: dict                  # evaluation of `layouts`
     rejected_groups: list     # ({"tp", "cp", "pp", "dp"}, layouts, reason) rejected before evaluation
@@ -259,12 +263,12 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
     if problems := _over_limit(scn, n_gpus, blocks, rejected):
         raise ScenarioError(problems)
     lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA")
-    reasons = [MEMORY_REASON, DOMINATED_REASON]
+    reasons = [MEMORY_REASON, DOMINATED_REASON, HEADROOM_REASON.format(headroom_fraction(scn.training))]
     reason = np.full(len(lay), -1)
     ev: dict = {}
     if evaluate_model and len(lay):
         mem = memory(ctx, lay)
-        fits = mem["fits"]
+        fits = mem["fits_with_headroom"]          # only layouts that leave the headroom free are recommended
         # recompute is the innermost enumerated choice: of the variants of one layout that fit, keep the one that
         # recomputes least (it is the fastest; the others are counted as dominated, not evaluated)
         n_rc = len(blocks[0].rc)
@@ -274,7 +278,8 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
         keep[np.arange(len(grouped)), first] = grouped.any(axis=1)
         timed = keep.reshape(-1)
         ev = evaluate(ctx, lay, timed=timed, mem=mem)
-        reason[~fits] = 0
+        reason[~mem["fits"]] = 0
+        reason[mem["fits"] & ~fits] = 2
         reason[fits & ~timed] = 1
     return ClusterSearch(ctx=ctx, layouts=lay, reason=reason, reasons=reasons, ev=ev, rejected_groups=rejected)
 
@@ -326,7 +331,7 @@ def explain(cs: ClusterSearch, objective: str = "time", **fixed) -> dict:
         mask &= getattr(cs.layouts, DIMENSIONS[name]) == _value(name, value)
     groups = {k: _value(k, v) for k, v in fixed.items()}
     rejected = cs.rejected(mask, fixed=groups if set(groups) <= set(GROUP_DIMENSIONS) else {"none": -1})
-    out = {"candidates": int(mask.sum()) + sum(rejected.get(r, 0) for r in rejected if r != MEMORY_REASON),
+    out = {"candidates": int(mask.sum()) + sum(rejected.get(r, 0) for r in rejected if r not in cs.reasons),
            "feasible": int((cs.reason[mask] < 0).sum()), "rejected": rejected}
     if out["candidates"] == 0:
         out["note"] = "no candidate has these values: they do not divide the cluster or are outside the enumerated space"

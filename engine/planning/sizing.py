@@ -227,8 +227,11 @@ def _narrow(ladder: Ladder, target: Target, factor: float, lo: int, hi: int) -> 
         guess = (ladder.index_of(ladder.counts[lo] * _days(r_lo, factor) / target.deadline_days)
                  if (r_lo and step % 2 == 0) else (lo + hi) // 2)
         i = min(hi - 1, max(lo + 1, guess))
-        if meets_deadline(ladder.at(i), target, factor):
-            hi = i
+        # a size where no layout fits (every one would use the memory headroom) says nothing about the sizes
+        # around it: judge it by the nearest smaller size above the last miss that has a layout
+        k = next((k for k in range(i, lo, -1) if ladder.at(k) is not None), None)
+        if k is not None and meets_deadline(ladder.at(k), target, factor):
+            hi = k
         else:
             lo = i
         step += 1

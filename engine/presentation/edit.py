@@ -165,7 +165,8 @@ def closest_layout(sc: Scenario) -> tuple[dict | None, str]:
     if not len(cs.layouts):
         return None, "no layout satisfies the divisibility rules for this model, batch and cluster"
     least = int(np.argmin(cs.ev["mem_total"]))
-    return cs.layouts.layout(least).model_dump(), "nothing fits in memory; this layout needs the least memory per GPU"
+    why = ("nothing leaves the memory headroom free" if cs.ev["fits"][least] else "nothing fits in memory")
+    return cs.layouts.layout(least).model_dump(), f"{why}; this layout needs the least memory per GPU"
 
 
 def with_layout(sc: Scenario) -> Edit:

@@ -157,7 +157,7 @@ def summary_html(sc: Scenario, est: dict, generated_at: datetime, link: str = ""
                                                                       if published else "")
     answer_part = _answer_section(sc, answer) if answer is not None else ""
     vendor_part = _vendor_section(sc, est, vendor) if vendor is not None and vendor.get("recommendation") else ""
-    memory_svg = svg_stacked_bar([(label, est["memory_gib"][key]) for key, (label, _) in MEMORY_PARTS.items()],
+    memory_svg = svg_stacked_bar([(label, est["memory_gib"][key]) for key, label in MEMORY_PARTS.items()],
                                  est["memory_capacity_gib"], "GiB", "Memory per accelerator by component")
     steps = [(r["component"], r["seconds per step"]) for r in breakdown_rows(est) if r["seconds per step"] > 0]
     time_svg = svg_hbars(steps, lambda v: f"{v:.2f} s", "Time per optimizer step by component") if est["fits"] else ""

@@ -4,17 +4,32 @@ from __future__ import annotations
 
 from engine.presentation.edit import describe_layout
 from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, fmt_usd, model_name, model_size_text
-from engine.scenario import Scenario
+from engine.physics.memory import bytes_per_element, gradient_text, headroom_fraction, optimizer_state_bytes
+from engine.precision import precision
+from engine.scenario import Scenario, Training
 
-MEMORY_PARTS = {  # estimate()["memory_gib"] key: label, what it is
-    "weights": ("Weights", "the model's parameters held by this GPU (16-bit), after TP/PP/EP and ZeRO-3 splitting"),
-    "gradients": ("Gradients", "one gradient per parameter held (16-bit), sharded by ZeRO-2 and -3"),
-    "optimizer_states": ("Optimizer states", "fp32 master weights and Adam's two moments (12 bytes per parameter), "
-                                              "sharded by ZeRO-1 and up"),
-    "activations": ("Activations", "values kept from the forward pass for the backward pass, for every micro-batch "
-                                   "in flight; cut by recompute, TP with sequence parallelism, and CP"),
-    "other": ("Other", "output logits, communication buffers and a framework/fragmentation allowance"),
+MEMORY_PARTS = {  # estimate()["memory_gib"] key: label
+    "weights": "Weights", "gradients": "Gradients", "optimizer_states": "Optimizer states",
+    "activations": "Activations", "other": "Other",
 }
+
+
+def memory_part_text(training: Training) -> dict[str, str]:
+    """What each memory component is, the model states in words generated from the byte counts in use."""
+    b = bytes_per_element(training)
+    states = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(training).items())
+    return {
+        "weights": f"the model's parameters held by this GPU ({b['weight']:g} bytes each"
+                   + (f", plus their {training.precision} copy" if precision(training.precision).low_precision else "")
+                   + "), after TP/PP/EP and ZeRO-3 splitting",
+        "gradients": f"one gradient per parameter held: {gradient_text(training)}; all kept up to ZeRO-1 (Megatron-LM's "
+                     "distributed optimizer), sharded by ZeRO-2 and -3",
+        "optimizer_states": f"{states} = {b['optimizer']:g} bytes per parameter ({training.optimizer}), sharded by "
+                            "ZeRO-1 and up",
+        "activations": "values kept from the forward pass for the backward pass, for every micro-batch in flight; cut "
+                       "by recompute, TP with sequence parallelism, and CP",
+        "other": "output logits, communication buffers and a framework/fragmentation allowance",
+    }
 BREAKDOWN = {  # estimate()["time_breakdown_s"] key: label, kind
     "compute": ("Compute", "compute"),
     "recompute": ("Recompute (activation checkpointing)", "compute"),
@@ -39,11 +54,12 @@ LAYOUT_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_sta
 
 
 
-def memory_rows(est: dict) -> list[dict]:
+def memory_rows(est: dict, training: Training) -> list[dict]:
     """Per-GPU memory by component (worst pipeline stage) with its share of the accelerator's capacity."""
     cap = est["memory_capacity_gib"]
+    what = memory_part_text(training)
     return [{"component": label, "GiB": est["memory_gib"][key], "share of capacity": est["memory_gib"][key] / cap,
-             "what it is": what} for key, (label, what) in MEMORY_PARTS.items()]
+             "what it is": what[key]} for key, label in MEMORY_PARTS.items()]
 
 
 def breakdown_rows(est: dict) -> list[dict]:
@@ -127,6 +143,9 @@ def scenario_rows(sc: Scenario) -> list[tuple[str, str]]:
     rows = [("Model", f"{model_name(sc)}, {model_size_text(sc)}"),
             ("Training", f"{fmt_num(tr.total_tokens)} tokens, sequences of {tr.seq_len:,} tokens, global batch "
                          f"{tr.global_batch_size:,}, {tr.precision}, {tr.optimizer}, {tr.attention} attention"),
+            ("Memory policy", f"{gradient_text(tr)}; {headroom_fraction(tr):.1%} of each accelerator's memory kept "
+                              "free by the recommendations" + (" (published default)" if tr.memory_headroom_fraction
+                                                               is None else "")),
             ("Cluster", f"{cl.n_gpus:,} x {accelerator_name(cl.accelerator)}, {sc.gpus_per_node} per node"),
             ("Layout", describe_layout(sc.layout.model_dump()) if sc.layout else "none")]
     measured = [f"{k.replace('_', ' ')} {getattr(cl, k):g}" for k in ("matmul_efficiency", "intra_node_busbw_gbs",

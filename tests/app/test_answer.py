@@ -56,7 +56,7 @@ def test_a_deadline_is_answered_in_one_action_with_ranges_from_the_measured_erro
                        alternatives)
     assert missed and float(missed.group(2)) > 30 and abs(float(missed.group(2)) - 30 - float(missed.group(3))) < 0.06
     assert int(missed.group(1).replace(",", "")) < int(metric(at, "Accelerators").replace(",", ""))
-    assert any(t.startswith("**Layout:** Each layer is split over") for t in texts(at.markdown))
+    assert any(t.startswith("**Layout:** Each ") and "(data parallel)" in t for t in texts(at.markdown))
     assert decode(at.query_params["sc"]).options.deadline_days == 30       # the link reproduces the answer
 
 

@@ -22,8 +22,8 @@ def test_the_chart_stacks_the_engines_components_against_the_capacity_line():
     est = estimate(default_scenario())
     fig = chart(at)
     bars = {t["name"]: t for t in fig["data"] if t["type"] == "bar"}
-    assert list(bars) == [label for label, _ in MEMORY_PARTS.values()]
-    for key, (label, _) in MEMORY_PARTS.items():
+    assert list(bars) == list(MEMORY_PARTS.values())
+    for key, label in MEMORY_PARTS.items():
         assert bars[label]["x"][0] == "this layout"
         assert abs(bars[label]["y"][0] - est["memory_gib"][key]) < 1e-9
     capacity = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
@@ -102,3 +102,26 @@ def test_the_optional_layout_settings_appear_where_they_apply_and_change_the_sce
     at.select_slider(key="w:layout.zero_stage").set_value(1).run()          # keeping weights applies to ZeRO-3 only
     assert at.session_state["scenario"].layout.reshard_after_forward is True
     assert any("Gathered weights are freed" in n for n in texts(at.info))
+
+
+def test_the_memory_kept_free_is_an_input_and_a_layout_inside_it_is_warned_about():
+    at = memory_page()
+    est = estimate(default_scenario())
+    fig = chart(at)
+    dotted = [s for s in fig["layout"]["shapes"] if s["type"] == "line" and s["line"].get("dash") == "dot"]
+    assert dotted and abs(dotted[0]["y0"] - 0.935 * est["memory_capacity_gib"]) < 1e-9      # 6.5% by default
+    assert not at.warning
+    at.selectbox(key="w:training.accumulate_grads_in_fp32").set_value(True).run()
+    sc = at.session_state["scenario"]
+    assert sc.training.accumulate_grads_in_fp32 is True
+    bars = {t["name"]: t for t in chart(at)["data"] if t["type"] == "bar"}
+    assert abs(bars["Gradients"]["y"][0] - 2 * est["memory_gib"]["gradients"]) < 2e-3          # 4 bytes, not 2
+    rows = [r for r in at.table[0].value.to_dict("records") if r["component"] == "Gradients"]
+    assert "4-byte gradients (fp32 accumulation and reduction)" in rows[0]["what it is"]
+    fp32 = estimate(sc)                                         # 41.2 of 79.65 GiB: inside a 50% headroom
+    at.number_input(key="w:training.memory_headroom_fraction").set_value(50.0).run()
+    sc = at.session_state["scenario"]
+    assert sc.training.memory_headroom_fraction == 0.5
+    assert any(f"uses {fp32['memory_gib']['total']:.1f} of {fp32['memory_capacity_gib']:.1f} GiB" in w
+               and "50.0% headroom" in w for w in texts(at.warning)), texts(at.warning)
+    assert decode(at.query_params["sc"]).scenario.training.memory_headroom_fraction == 0.5

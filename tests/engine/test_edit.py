@@ -47,6 +47,15 @@ def test_when_nothing_fits_the_layout_with_the_least_memory_is_chosen():
     assert not layout_problems(edit.scenario, edit.scenario.layout)
 
 
+def test_when_only_the_headroom_is_left_the_layout_with_the_least_memory_is_chosen_and_said_so():
+    # 70B on 24 GPUs keeping half of each 79.65 GiB free: the least memory (tp 8 x pp 3, full recompute) is 55.6 GiB
+    sc = apply_edit(default_scenario(), "training.memory_headroom_fraction", 0.5).scenario
+    edit = apply_edit(sc, "cluster.n_gpus", 24)
+    est = estimate(edit.scenario)
+    assert est["fits"] and est["memory_gib"]["total"] > 0.5 * est["memory_capacity_gib"]
+    assert any("nothing leaves the memory headroom free; this layout needs the least memory" in n for n in edit.notes)
+
+
 def test_an_edit_of_the_layout_itself_is_never_repaired_but_flagged_at_its_field():
     edit = apply_edit(default_scenario(), "layout.tp", 3)
     assert edit.scenario is None

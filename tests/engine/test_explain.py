@@ -114,3 +114,19 @@ def test_every_function_named_in_formulas_and_explain_exists():
         named |= set(re.findall(r"engine(?:\.\w+)+", t.function))
     assert len(named) > 40
     assert [n for n in named if not _resolves(n)] == []
+
+
+@pytest.mark.parametrize("overrides,grad_bytes,how", [
+    ({}, 2, "bf16 accumulation and reduction"),                      # the tuned recipes reduce in 16 bits
+    ({"training.accumulate_grads_in_fp32": True}, 4, "fp32 accumulation and reduction"),
+    ({"training.precision": "fp16"}, 2, "fp16 accumulation and reduction"),
+])
+def test_the_gradient_and_headroom_terms_follow_the_inputs(overrides, grad_bytes, how):
+    sc = parse(**{**overrides, "layout": {"tp": 1, "pp": 1, "dp": 8, "zero_stage": 1}})
+    terms = _terms(sc)
+    assert terms["gradients"].formula.startswith(f"{grad_bytes} B/param ({grad_bytes}-byte gradients ({how}))")
+    assert f"{grad_bytes} B/param over 8 data-parallel ranks" in terms["dp_comm"].formula
+    assert f"{grad_bytes}-byte gradients ({how})" in estimate(sc)["assumptions"]["gradients"]
+    # 6.5% of the H100's 79.65 GiB kept free by the recommendations
+    assert terms["headroom"].value == pytest.approx(0.065 * 79.65, abs=1e-3)
+    assert "6.5% of capacity" in terms["headroom"].formula

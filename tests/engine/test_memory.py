@@ -4,16 +4,16 @@ import pytest
 from engine.planning.estimate import estimate
 from engine.physics.hardware import GIB
 from engine.physics.layouts import Layouts
-from engine.physics.memory import layer_activation_bytes
+from engine.physics.memory import bytes_per_element, layer_activation_bytes
 from engine.physics.model import shape_of
 from engine.scenario import Layout, Training
 from tests.engine.helpers import gpt, parse
 
 
-def _states_gb(zero_stage):
+def _states_gb(zero_stage, grads_in_fp32=False):
     # Megatron-LM's 7.5B configuration of Narayanan et al. Table 1 (h 4096, 36 layers), on 64 GPUs of pure data parallelism
     sc = parse(**{"model": gpt(36, 4096, 32), "training.global_batch_size": 512, "cluster.n_gpus": 64,
-                  "cluster.accelerator": "A100-SXM4-80GB",
+                  "cluster.accelerator": "A100-SXM4-80GB", "training.accumulate_grads_in_fp32": grads_in_fp32,
                   "layout": {"tp": 1, "pp": 1, "dp": 64, "micro_batch_size": 8, "zero_stage": zero_stage}})
     est = estimate(sc)
     m = est["memory_gib"]
@@ -26,10 +26,44 @@ def _states_gb(zero_stage):
     (0, 16.0, 120.0), (1, 4 + 12 / 64, 31.4), (2, 2 + 14 / 64, 16.6), (3, 16 / 64, 1.9),
 ])
 def test_zero_paper_model_states(stage, bytes_per_param, paper_gb):
+    # the paper's convention: 16-bit gradients
     states_gb, params = _states_gb(stage)
     assert states_gb == pytest.approx(bytes_per_param * params / 1e9, abs=0.002)   # three outputs rounded to 1 MiB
     # the paper's figure for exactly 7.5B parameters; this GPT has 7.5B within 2%
     assert states_gb * 7.5e9 / params == pytest.approx(paper_gb, rel=0.02)
+
+
+@pytest.mark.parametrize("stage,bytes_per_param", [
+    # Megatron-LM docs/source/api-guide/dist_optimizer.md: bf16 parameters with fp32 gradients take 18 bytes per
+    # parameter with the plain optimizer and 6 + 12/d with the distributed optimizer (ZeRO-1: gradients kept whole)
+    (0, 18.0), (1, 6 + 12 / 64),
+])
+def test_megatron_distributed_optimizer_bytes_with_fp32_gradients(stage, bytes_per_param):
+    states_gb, params = _states_gb(stage, grads_in_fp32=True)
+    assert states_gb == pytest.approx(bytes_per_param * params / 1e9, abs=0.002)
+
+
+def test_gradients_are_16_bit_unless_fp32_accumulation_is_asked_for():
+    # the tuned recipes reduce in 16 bits (Megatron-LM's Llama 3 example passes --grad-reduce-in-bf16); fp32 training
+    # has fp32 gradients; --accumulate-allreduce-grads-in-fp32 makes them 4 bytes
+    for precision, default in (("bf16", 2.0), ("fp8", 2.0), ("fp16", 2.0), ("fp32", 4.0)):
+        assert bytes_per_element(parse(**{"training.precision": precision}).training)["grad"] == default
+    for precision in ("bf16", "fp16", "nvfp4"):
+        assert bytes_per_element(parse(**{"training.precision": precision, "cluster.accelerator": "B200-SXM-180GB",
+                                          "training.accumulate_grads_in_fp32": True}).training)["grad"] == 4.0
+
+
+@pytest.mark.parametrize("zero_stage,shards", [(0, 1), (1, 1), (2, 8), (3, 8)])
+def test_fp32_gradients_add_two_bytes_per_parameter_held(zero_stage, shards):
+    # Llama 3.1 8B on one node of 8: 8,030,261,248 parameters (Llama 3 paper: 8B); fp32 instead of bf16 gradients
+    # add 2 bytes per parameter, kept whole up to ZeRO-1 and split over the 8 data-parallel ranks from ZeRO-2
+    params = 8_030_261_248
+    mem = {acc: estimate(parse(**{"training.accumulate_grads_in_fp32": acc, "layout.zero_stage": zero_stage}))["memory_gib"]
+           for acc in (True, False)}
+    assert shape_of(parse().arch).total_params() == params
+    assert (mem[True]["gradients"] - mem[False]["gradients"]) * GIB == pytest.approx(2 * params / shards, abs=2**20)
+    for part in ("weights", "optimizer_states", "activations"):
+        assert mem[True][part] == mem[False][part]
 
 
 S, B, H, A, L = 2048, 1, 12288, 96, 96     # GPT-3 175B shapes, as in Korthikanti et al. Table 2

@@ -5,12 +5,12 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from html.parser import HTMLParser
 
-from engine.presentation.edit import default_scenario
+from engine.presentation.edit import apply_edit, default_scenario
 from engine.planning.estimate import estimate
 from engine.presentation.figures import key_figures
 from engine.presentation.formatting import fmt_days, fmt_num, fmt_seconds, fmt_usd
 from engine.presentation.summary import summary_html, svg_stacked_bar
-from engine.presentation.tables import breakdown_rows, memory_rows, ranked_rows, rejected_rows
+from engine.presentation.tables import breakdown_rows, memory_rows, ranked_rows, rejected_rows, scenario_rows
 from engine.planning.search import search
 from engine.planning.vendor import compare
 
@@ -25,7 +25,7 @@ def test_formatting():
 
 def test_tables_add_up_to_the_estimate():
     est = estimate(default_scenario())
-    assert abs(sum(r["GiB"] for r in memory_rows(est)) - est["memory_gib"]["total"]) < 0.01
+    assert abs(sum(r["GiB"] for r in memory_rows(est, default_scenario().training)) - est["memory_gib"]["total"]) < 0.01
     assert abs(sum(r["seconds per step"] for r in breakdown_rows(est)) - est["step_time_s"]) < 1e-9
     assert {f.label for f in key_figures(est)} >= {"Time to train", "GPU-hours (billed)", "MFU", "Cost", "Energy"}
 
@@ -107,3 +107,13 @@ def test_the_published_whole_run_gpu_hours_stand_beside_the_estimate():
     data["model"] = cat.models["llama3.1-70b"].arch.model_dump(exclude_none=True)
     custom = parse_scenario(data)
     assert published_training_note(custom, estimate(custom)) is None
+
+
+def test_the_scenario_lines_say_the_gradient_precision_and_the_memory_kept_free():
+    rows = dict(scenario_rows(default_scenario()))
+    assert rows["Memory policy"] == ("2-byte gradients (bf16 accumulation and reduction); 6.5% of each accelerator's "
+                                     "memory kept free by the recommendations (published default)")
+    sc = apply_edit(apply_edit(default_scenario(), "training.memory_headroom_fraction", 0.1).scenario,
+                    "training.accumulate_grads_in_fp32", True).scenario
+    assert dict(scenario_rows(sc))["Memory policy"] == ("4-byte gradients (fp32 accumulation and reduction); 10.0% of "
+                                                       "each accelerator's memory kept free by the recommendations")
