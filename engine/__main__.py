@@ -41,7 +41,7 @@ def cmd_estimate(args) -> dict | str:
         from engine.planning.explain import explain_text
         return explain_text(sc)
     from engine.planning.estimate import estimate
-    return estimate(sc)
+    return estimate(sc).as_json()
 
 
 def cmd_search(args) -> dict:
@@ -58,7 +58,7 @@ def cmd_search(args) -> dict:
     sc = parse_scenario(data)
     out = search(sc, top=args.top, objective=args.objective, allow_span_nodes=args.allow_span_nodes)
     sized = cluster_search(sc, args.deadline_days, args.gpu_hour_budget, args.objective)
-    return out if sized is None else {**out, "cluster_search": sized}
+    return (out if sized is None else out.model_copy(update={"cluster_search": sized})).as_json()
 
 
 def _weights(text: str | None) -> dict | None:

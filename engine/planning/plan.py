@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.evaluation import Row
+from engine.planning.results import Estimate
 from engine.planning.sizing import Sizing, Target, billed_gpu_hours, size_for
 from engine.planning.vendor import scenario_on
 from engine.precision import trained_precision
@@ -59,7 +59,7 @@ class Option:
         return self.sizing is not None and self.sizing.met
 
     @property
-    def best(self) -> Row | None:
+    def best(self) -> Estimate | None:
         return None if self.sizing is None else self.sizing.best
 
     @property
@@ -89,14 +89,14 @@ def _option(sc, acc, target, factor, batches, objective) -> Option:
     return found
 
 
-def _key(best: Row, target: Target) -> float:
+def _key(best: Estimate, target: Target) -> float:
     """Smaller is better: the cost (or GPU-hours) for a deadline, the days for a budget."""
     if target.deadline_days is not None:
         return best.cost_usd if best.cost_usd is not None else 1e30 + billed_gpu_hours(best)
     return best.days
 
 
-def _figures(row: Row, factor: float, efficiency: str) -> dict:
+def _figures(row: Estimate, factor: float, efficiency: str) -> dict:
     """The headline figures of a row for the chosen stack, each with its range (None: not known, or the run never
     finishes)."""
     finishes = row.wall_days is not None
@@ -163,9 +163,9 @@ def _answer(o: Option, factor: float, efficiency: str) -> dict:
     best, s = o.best, o.sizing
     return {"accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision,
             "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
-            "global_batch_size": o.global_batch_size, "layout": best.layout, "mfu": best.mfu,
-            "memory_gib": best.memory_gib, "memory_capacity_gib": best.memory_capacity_gib,
-            **_figures(best, factor, efficiency), "estimate": best.detail}
+            "global_batch_size": o.global_batch_size, "layout": best.layout.model_dump(), "mfu": best.mfu,
+            "memory_gib": best.memory_gib.total, "memory_capacity_gib": best.memory_capacity_gib,
+            **_figures(best, factor, efficiency), "estimate": best.as_json()}
 
 
 def _summary(o: Option, factor: float, efficiency: str) -> dict:

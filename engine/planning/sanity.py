@@ -3,6 +3,7 @@ token, fewer tokens than parameters, a run of ten years). Each warning says what
 from __future__ import annotations
 
 from engine.physics.model import shape_of
+from engine.planning.results import Estimate
 from engine.scenario import Scenario
 
 MIN_SEQ_LEN = 128                 # pre-training sequences are 2k-8k tokens (GPT-3 2,048; Llama 3 8,192)
@@ -11,7 +12,7 @@ LONG_RUN_DAYS = 365.0
 MAX_SANE_DAYS = 3650.0
 
 
-def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
+def warnings_for(sc: Scenario, estimate: Estimate | None = None) -> list[str]:
     """What looks implausible in this scenario (and, given its estimate, in its result)."""
     out = []
     tr = sc.training
@@ -27,7 +28,7 @@ def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
         out.append(f"A global batch of {tr.global_batch_size * tr.seq_len / 1e6:,.0f}M tokens is larger than any "
                    "published pre-training run (Llama 3 405B: 16M); convergence at this batch is unproven.")
     if estimate is not None:
-        days = estimate.get("wall_days")              # None: it never finishes, which its reliability block says
+        days = estimate.wall_days                     # None: it never finishes, which its reliability block says
         if days is not None and days > MAX_SANE_DAYS:
             out.append(f"The run would take {days / 365:,.0f} years: add accelerators, or check the token count.")
         elif days is not None and days > LONG_RUN_DAYS:

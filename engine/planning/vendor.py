@@ -10,7 +10,7 @@ from functools import lru_cache
 from engine.catalog import DATA_DIR, load_catalog
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.evaluation import Row
+from engine.planning.results import Estimate
 from engine.planning.search import best_at, search
 from engine.planning.sizing import Target, meets_deadline, size_for
 
@@ -76,7 +76,7 @@ class Candidate:
     calibrated: bool
     fits: bool = False
     n_gpus: int | None = None
-    best: Row | None = None
+    best: Estimate | None = None
     meets_deadline: bool | None = None
     reason: str | None = None
 
@@ -84,10 +84,10 @@ class Candidate:
         """The comparison's JSON row (before scores and rank): figures None where there are none."""
         b = self.best
         figures = {} if b is None else {
-            "layout": b.layout, "train_days": b.train_days, "wall_days": b.wall_days, "gpu_hours": b.gpu_hours,
+            "layout": b.layout.model_dump(), "train_days": b.train_days, "wall_days": b.wall_days, "gpu_hours": b.gpu_hours,
             "mfu": b.mfu, "cost_usd": b.cost_usd, "energy_mwh": b.energy_mwh, "co2_t": b.co2_t,
-            "memory_gib": b.memory_gib, "memory_capacity_gib": b.memory_capacity_gib,
-            "memory_headroom": 1 - b.memory_gib / b.memory_capacity_gib}
+            "memory_gib": b.memory_gib.total, "memory_capacity_gib": b.memory_capacity_gib,
+            "memory_headroom": b.memory_headroom}
         return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
                 "software_stack": self.software_stack, "precision": self.precision,
                 "precision_note": self.precision_note, "calibrated": self.calibrated, "fits": self.fits,
@@ -119,18 +119,18 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective) -> Candi
     n = sc.cluster.n_gpus
     out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                  summaries=False)
-    if not out["best"] and out.get("problem"):      # layouts fit, but no run on this cluster finishes
-        return replace(base, fits=True, n_gpus=n, reason=out["problem"])
-    if not out["best"]:
-        main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
+    if out.never_finishes:                          # layouts fit, but no run on this cluster finishes
+        return replace(base, fits=True, n_gpus=n, reason=out.problem)
+    if not out.best:
+        main = max(out.rejected.items(), key=lambda kv: kv[1])[0] if out.rejected else "no valid layout"
         return replace(base, n_gpus=n, reason=f"no layout fits on {n} GPUs ({main})")
-    return _with_best(replace(base, n_gpus=n), Row.of(out["best"][0]))
+    return _with_best(replace(base, n_gpus=n), out.best[0])
 
 
-def _with_best(c: Candidate, best: Row) -> Candidate:
+def _with_best(c: Candidate, best: Estimate) -> Candidate:
     """A candidate with its best layout; one whose run never finishes (failures outpace recovery) has nothing to be
     ranked on and says why."""
-    return replace(c, fits=True, best=best, reason=best.problem if best.wall_days is None else None)
+    return replace(c, fits=True, best=best, reason=best.problem if best.never_finishes else None)
 
 
 def _score(rows: list[dict], weights: dict[str, float]) -> None:

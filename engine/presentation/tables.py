@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from engine.presentation.edit import describe_layout
 from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, fmt_usd, model_name, model_size_text
+from engine.planning.results import Estimate, SearchResult
 from engine.scenario import Scenario
 
-MEMORY_PARTS = {  # estimate()["memory_gib"] key: label, what it is
+MEMORY_PARTS = {  # Estimate.memory_gib field: label, what it is
     "weights": ("Weights", "the model's parameters held by this GPU (16-bit), after TP/PP/EP and ZeRO-3 splitting"),
     "gradients": ("Gradients", "one gradient per parameter held (16-bit), sharded by ZeRO-2 and -3"),
     "optimizer_states": ("Optimizer states", "fp32 master weights and Adam's two moments (12 bytes per parameter), "
@@ -15,7 +16,7 @@ MEMORY_PARTS = {  # estimate()["memory_gib"] key: label, what it is
                                    "in flight; cut by recompute, TP with sequence parallelism, and CP"),
     "other": ("Other", "output logits, communication buffers and a framework/fragmentation allowance"),
 }
-BREAKDOWN = {  # estimate()["time_breakdown_s"] key: label, kind
+BREAKDOWN = {  # Estimate.time_breakdown_s key: label, kind
     "compute": ("Compute", "compute"),
     "recompute": ("Recompute (activation checkpointing)", "compute"),
     "optimizer": ("Optimizer update", "compute"),
@@ -28,7 +29,7 @@ BREAKDOWN = {  # estimate()["time_breakdown_s"] key: label, kind
     "pipeline_bubble": ("Pipeline bubble", "pipeline idle"),
     "pipeline_imbalance": ("Pipeline stage imbalance", "pipeline idle"),
 }
-WORST_STAGE = {  # estimate()["worst_stage"]: what it means
+WORST_STAGE = {  # Estimate.worst_stage: what it means
     "first": "the first pipeline stage: it holds the token embedding and keeps the most micro-batches in flight",
     "middle": "a middle pipeline stage",
     "last": "the last pipeline stage: it holds the output layer and its logits",
@@ -39,18 +40,19 @@ LAYOUT_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_sta
 
 
 
-def memory_rows(est: dict) -> list[dict]:
+def memory_rows(est: Estimate) -> list[dict]:
     """Per-GPU memory by component (worst pipeline stage) with its share of the accelerator's capacity."""
-    cap = est["memory_capacity_gib"]
-    return [{"component": label, "GiB": est["memory_gib"][key], "share of capacity": est["memory_gib"][key] / cap,
+    cap = est.memory_capacity_gib
+    gib = lambda key: getattr(est.memory_gib, key)
+    return [{"component": label, "GiB": gib(key), "share of capacity": gib(key) / cap,
              "what it is": what} for key, (label, what) in MEMORY_PARTS.items()]
 
 
-def breakdown_rows(est: dict) -> list[dict]:
+def breakdown_rows(est: Estimate) -> list[dict]:
     """Seconds per optimizer step by component and kind, with the share of the step."""
-    step = est["step_time_s"]
-    return [{"component": label, "kind": kind, "seconds per step": est["time_breakdown_s"][key],
-             "share of step": est["time_breakdown_s"][key] / step if step else 0.0}
+    step = est.step_time_s
+    return [{"component": label, "kind": kind, "seconds per step": est.time_breakdown_s[key],
+             "share of step": est.time_breakdown_s[key] / step if step else 0.0}
             for key, (label, kind) in BREAKDOWN.items()]
 
 
@@ -66,23 +68,23 @@ def vendor_rows(result: dict) -> list[dict]:
              "why": r["why"]} for r in result["rows"]]
 
 
-def ranked_rows(result: dict) -> list[dict]:
+def ranked_rows(result: SearchResult) -> list[dict]:
     """The search's best layouts as table rows (rank, layout fields, time, MFU, memory, GPU-hours, cost)."""
     rows = []
-    for rank, r in enumerate(result["best"], start=1):
-        rows.append({"rank": rank, **{k: r["layout"][k] for k in LAYOUT_COLUMNS},
-                     "days (wall)": r["wall_days"], "days (compute)": r["train_days"],
-                     "MFU": r["mfu"], "memory GiB": r["memory_gib"]["total"], "GPU-hours": r["gpu_hours"],
-                     "cost USD": r.get("cost_usd"), "energy MWh": r.get("energy_mwh"),
-                     "step s": r["step_time_s"]})
+    for rank, r in enumerate(result.best, start=1):
+        rows.append({"rank": rank, **{k: getattr(r.layout, k) for k in LAYOUT_COLUMNS},
+                     "days (wall)": r.wall_days, "days (compute)": r.train_days,
+                     "MFU": r.mfu, "memory GiB": r.memory_gib.total, "GPU-hours": r.gpu_hours,
+                     "cost USD": r.cost_usd, "energy MWh": r.energy_mwh,
+                     "step s": r.step_time_s})
     return rows
 
 
-def rejected_rows(result: dict) -> list[dict]:
+def rejected_rows(result: SearchResult) -> list[dict]:
     """Why candidate layouts were rejected, most common first."""
-    total = result["candidates_evaluated"]
+    total = result.candidates_evaluated
     return [{"reason": reason, "layouts": n, "share": n / total if total else 0.0}
-            for reason, n in sorted(result["rejected"].items(), key=lambda kv: -kv[1])]
+            for reason, n in sorted(result.rejected.items(), key=lambda kv: -kv[1])]
 
 
 def objective_text(objective: str, value: float | None) -> str:
@@ -94,14 +96,14 @@ def objective_text(objective: str, value: float | None) -> str:
     return fmt_usd(value) if objective == "cost" else f"{fmt_num(value)} MWh"
 
 
-def dimension_rows(result: dict, dimension: str) -> list[dict]:
+def dimension_rows(result: SearchResult, dimension: str) -> list[dict]:
     """'Why not ...?' for one layout dimension: per value, how many layouts, how many feasible, the best objective
     reached and the main reasons the others were rejected."""
     rows = []
-    for value, info in result["by_dimension"][dimension].items():
+    for value, info in result.by_dimension[dimension].items():
         reasons = sorted(info["rejected"].items(), key=lambda kv: -kv[1])
         rows.append({dimension: value, "layouts": info["candidates"], "feasible": info["feasible"],
-                     "best": objective_text(result["objective"], info["best"]),
+                     "best": objective_text(result.objective, info["best"]),
                      "main reasons rejected": "; ".join(f"{r} ({n:,})" for r, n in reasons[:3]) or "-"})
     return rows
 
@@ -115,9 +117,9 @@ def dimension_value(dimension: str, key: str):
     return int(key)
 
 
-def pareto_rows(result: dict) -> list[dict]:
-    return [{"GPUs": p["n_gpus"], "days (wall)": p["wall_days"], "GPU-hours": p["gpu_hours"],
-             "cost USD": p.get("cost_usd"), "layout": describe_layout(p["layout"])} for p in result["pareto"]]
+def pareto_rows(result: SearchResult) -> list[dict]:
+    return [{"GPUs": p.n_gpus, "days (wall)": p.wall_days, "GPU-hours": p.gpu_hours,
+             "cost USD": p.cost_usd, "layout": describe_layout(p.layout.model_dump())} for p in result.pareto]
 
 
 

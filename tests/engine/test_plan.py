@@ -31,8 +31,8 @@ def test_deadline_sizing_is_the_smallest_size_in_whole_nodes():
     assert best.wall_days <= 30
     # the single estimate of the chosen layout gives the same days: one truth
     data = sc.model_dump(mode="json", exclude_none=True)
-    data.update(cluster={**data["cluster"], "n_gpus": sized.n_gpus}, layout=best.layout)
-    assert estimate(parse_scenario(data))["wall_days"] == pytest.approx(best.wall_days)
+    data.update(cluster={**data["cluster"], "n_gpus": sized.n_gpus}, layout=best.layout.model_dump())
+    assert estimate(parse_scenario(data)).wall_days == pytest.approx(best.wall_days)
     assert sized.neighbour.wall_days > 30                  # one size smaller misses, and by how much is shown
 
 
@@ -110,7 +110,8 @@ def test_nearest_sizes_suggest_counts_the_layouts_allow():
 def test_plausibility_warnings():
     sc = parse_scenario({**README, "training": {**README["training"], "seq_len": 1, "total_tokens": 1e9},
                          "layout": None})
-    text = " ".join(warnings_for(sc, {"wall_days": 5000}))
+    ten_years = estimate(parse_scenario(README)).model_copy(update={"wall_days": 5000})
+    text = " ".join(warnings_for(sc, ten_years))
     assert "unusually short" in text and "fewer than the model's" in text and "years" in text
     assert warnings_for(parse_scenario(README), estimate(parse_scenario(README))) == []
 

@@ -34,8 +34,8 @@ def test_every_accelerator_has_a_row(result):
 def test_rows_are_the_search_best_layouts(result):
     row = next(r for r in result["rows"] if r["accelerator"] == "MI300X")
     data = {**SC, "cluster": {"accelerator": "MI300X", "n_gpus": 64}}
-    best = search(parse_scenario(data), top=1, pareto_sizes=[])["best"][0]
-    assert row["layout"] == best["layout"] and row["train_days"] == best["train_days"]
+    best = search(parse_scenario(data), top=1, pareto_sizes=[]).best[0]
+    assert row["layout"] == best.layout.model_dump() and row["train_days"] == best.train_days
 
 
 def test_best_value_of_each_criterion_scores_one(result):
