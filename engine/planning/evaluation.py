@@ -132,10 +132,10 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int, **more) -
     """The estimate of layout i (with `more` fields: an estimate's nearest_fit and assumptions). A layout that does not
     fit has no days, GPU-hours, cost, energy or CO2 (None) and says why in `problem`; so does a run that never finishes
     (failures outpace recovery: wall_days None)."""
-    return Estimate.model_validate({**row_figures(ctx, ev, lay, i), **more})
+    return Estimate.model_validate({**_row_data(ctx, ev, lay, i), **more})
 
 
-def row_figures(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
+def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
     """The estimate of layout i as the plain data Estimate is validated from, keys in their printed order."""
     g = lambda k: float(ev[k][i])
     fits = bool(ev["fits"][i])

@@ -74,7 +74,7 @@ def test_candidates_satisfy_every_rule_and_counts_add_up():
     arch = sc.arch
     for r in out.best:
         lo = r.layout
-        assert lo.n_gpus == 64
+        assert lo.tp * lo.pp * lo.dp * lo.cp == r.n_gpus == 64
         assert arch.n_heads % lo.tp == 0 and arch.kv_heads % lo.tp == 0
         stage_layers(arch.n_layers, lo.pp, lo.virtual_stages, lo.first_stage_layers, lo.last_stage_layers)
         assert sc.training.global_batch_size % (lo.dp * lo.micro_batch_size) == 0

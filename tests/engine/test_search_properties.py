@@ -156,7 +156,7 @@ def test_returned_layouts_obey_rules_fit_and_match_the_single_estimate(sc, allow
     assert out.feasible + sum(out.rejected.values()) == out.candidates_evaluated
     for r in out.best:
         lo = r.layout
-        assert lo.n_gpus == n
+        assert lo.tp * lo.pp * lo.dp * lo.cp == r.n_gpus == n
         assert arch.n_heads % lo.tp == 0 and arch.kv_heads % lo.tp == 0
         stage_layers(arch.n_layers, lo.pp, lo.virtual_stages, lo.first_stage_layers, lo.last_stage_layers)
         assert tr.global_batch_size % (lo.dp * lo.micro_batch_size) == 0
