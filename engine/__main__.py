@@ -113,11 +113,12 @@ def cmd_plan(args) -> dict:
     result = plan(parse_scenario(data), deadline_days=args.deadline_days, budget_usd=args.budget_usd,
                   gpu_hours=args.gpu_hours, vendor=args.vendor, efficiency=args.efficiency,
                   batch_range=_batch_range(args.batch_range))
-    answer = result.get("answer")
-    if answer is not None:                      # the layout search's full estimate is long; keep its key figures
-        answer["estimate"] = {k: answer["estimate"][k] for k in ("layout", "memory_gib", "step_time_s", "mfu",
-                                                                 "tokens_per_s", "time_breakdown_s", "whole_run")}
-    return result
+    out = result.as_json()
+    if result.answer is not None:               # the layout search's full estimate is long; keep its key figures
+        out["answer"]["estimate"] = {k: out["answer"]["estimate"][k] for k in ("layout", "memory_gib", "step_time_s",
+                                                                               "mfu", "tokens_per_s",
+                                                                               "time_breakdown_s", "whole_run")}
+    return out
 
 
 def _source(s) -> str:

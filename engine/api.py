@@ -20,7 +20,7 @@ from typing import Any
 from engine.scenario import Scenario, ScenarioError
 from engine.inputs import parse_scenario
 from engine.planning.results import (Alternative, ClusterSearch, Comparison, Estimate, Figure,  # noqa: F401
-                                     MemoryGiB, NearestFit, ParetoPoint, Plan, PlanAnswer, PlanFigures, PlanOption,
+                                     MemoryGiB, NearestFit, ParetoPoint, Plan, PlanAnswer, PlanOption,
                                      Result, SearchResult, VendorRow)
 
 ScenarioLike = Scenario | dict | str | Path
@@ -76,8 +76,8 @@ def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd:
          batch_range: tuple[int, int] | None = None) -> Plan:
     """The manager's answer for a deadline, a money budget or a GPU-hour budget (see engine.planning.plan)."""
     from engine.planning.plan import plan as run
-    return Plan.model_validate(run(load(scenario), deadline_days=deadline_days, budget_usd=budget_usd,
-                                   gpu_hours=gpu_hours, vendor=vendor, efficiency=efficiency, batch_range=batch_range))
+    return run(load(scenario), deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours, vendor=vendor,
+               efficiency=efficiency, batch_range=batch_range)
 
 
 def as_dict(result: Any) -> dict:

@@ -7,7 +7,7 @@ import streamlit as st
 from engine.economics import ranges
 from engine.economics.cost import plan_budget
 from engine.economics.cost import break_even_curves
-from engine.presentation.figures import range_text
+from engine.presentation.figures import band as figure_band, range_text
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd
 from ui import binding, cached, charts, components, escape, state
 from ui.fields import plain
@@ -27,7 +27,7 @@ if not est.fits:
     components.show_what_fits(sc)
     st.stop()
 cost, energy, rel = est.cost, est.energy, est.reliability
-band = lambda value, key: range_text(ranges.band(value, "tuned"), key)      # the engine's figure and its range
+band = lambda value, key: range_text(figure_band(value, "tuned"), key)      # the engine's figure and its range
 
 
 def break_even_figure(curves: dict) -> go.Figure:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from engine.economics import ranges
 from engine.economics.cost import server_prices, tco_defaults
-from engine.presentation.figures import range_text
+from engine.presentation.figures import band, range_text
 from engine.presentation.formatting import fmt_days, fmt_usd
 from engine.presentation.tables import vendor_rows
 from engine.scenario import ScenarioError
@@ -134,7 +134,7 @@ rows = [{**r, **{k: r[k] * factor for k in ("days (wall)", "cost USD", "energy M
         for r in vendor_rows(result)]                 # the chosen software stack's figures (engine.economics.ranges)
 if result["recommendation"]:
     top = next(r for r in result["rows"] if r["accelerator"] == result["recommendation"])
-    days = range_text(ranges.band(top["wall_days"], opts.efficiency), "wall_days")
+    days = range_text(band(top["wall_days"], opts.efficiency), "wall_days")
     st.success(f"**Recommendation: {escape.md_escape(top['name'])}** ({fmt_days(top['wall_days'] * factor)}, range "
                f"{days}, on {top['n_gpus']:,} accelerators)")
     st.markdown(escape.md_escape(plain(result["why"])))

@@ -186,23 +186,15 @@ class Comparison(Result):
 
 
 class Figure(Result):
+    """A time-proportional figure with its range for the chosen software stack (engine.economics.ranges.band)."""
     value: float
     low: float
     high: float
 
 
-class PlanFigures(Result):
-    """The headline figures of one option for the chosen stack (None: not known), each with its range."""
-    wall_days: float | None = None
-    gpu_hours: float | None = None
-    cost_usd: float | None = None
-    energy_mwh: float | None = None
-    co2_t: float | None = None
-    ranges: dict[str, Figure | None] | None = None
-
-
-class PlanOption(PlanFigures):
-    """One accelerator sized for the plan's target (met or not, and why not)."""
+class PlanOption(Result):
+    """One accelerator sized for the plan's target (met or not, and why not), with its figures where it has a best
+    layout (None: not known, or the run never finishes)."""
     accelerator: str
     name: str
     vendor: str
@@ -211,41 +203,62 @@ class PlanOption(PlanFigures):
     n_gpus: int | None
     nodes: int | None
     global_batch_size: int | None
+    wall_days: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    energy_mwh: float | None = None
+    co2_t: float | None = None
+    ranges: dict[str, Figure | None] | None = None
     price_known: bool | None = None
     reason: str | None = None
 
 
-class Alternative(PlanFigures):
+class Alternative(Result):
     """One size smaller or larger, the cheapest or fastest other accelerator, another vendor: with its text."""
     kind: str
     accelerator: str
     n_gpus: int
+    wall_days: float | None
+    gpu_hours: float | None
+    cost_usd: float | None
+    energy_mwh: float | None
+    co2_t: float | None
+    ranges: dict[str, Figure | None]
     text: str
 
 
 class PlanAnswer(Result):
+    """The chosen accelerator and cluster (whole nodes), its best layout and figures with their ranges, and the full
+    estimate of that layout."""
     accelerator: str
     name: str
     vendor: str
+    precision: str
     n_gpus: int
     nodes: int
     gpus_per_node: int
     global_batch_size: int
     layout: Layout
+    mfu: float
+    memory_gib: float = Field(description="per GPU, on the fullest pipeline stage")
+    memory_capacity_gib: float
     wall_days: float
     gpu_hours: float
     cost_usd: float | None
     energy_mwh: float | None
     co2_t: float | None
     ranges: dict[str, Figure | None]
+    estimate: Estimate
 
 
 class Plan(Result):
-    """engine.planning.plan.plan: the cluster for a deadline or budget, with ranges and the nearest alternatives."""
+    """engine.planning.plan.plan: the cluster for a deadline or budget, with ranges and the nearest alternatives
+    (answer None and the reason when no accelerator meets the target)."""
     target: str
-    efficiency: str
-    efficiency_explain: str
     answer: PlanAnswer | None
     alternatives: list[Alternative]
+    efficiency: str
+    efficiency_explain: str
+    vendor: str
     options: list[PlanOption]
     reason: str | None = None

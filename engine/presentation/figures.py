@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from engine.catalog import load_catalog
 from engine.economics import ranges
-from engine.planning.results import Estimate
+from engine.planning.results import Estimate, Figure as Band
 from engine.presentation.formatting import GLOSSARY, accelerator_name, fmt_days, fmt_num, fmt_pct, fmt_rate, fmt_usd
 from engine.scenario import PresetRef, Scenario
 
@@ -25,12 +25,18 @@ FIGURE_UNITS = {"wall_days": fmt_days, "gpu_hours": fmt_num, "cost_usd": fmt_usd
                 "energy_mwh": lambda v: f"{fmt_num(v)} MWh", "co2_t": lambda v: f"{fmt_num(v)} t"}
 
 
-def range_text(band: dict | None, key: str) -> str | None:
-    """'17.7-26.8 days' for a band from engine.economics.ranges (None when there is none)."""
+def band(value: float | None, efficiency: str = "tuned") -> Band | None:
+    """A figure with its range for the chosen stack (engine.economics.ranges.band), typed; None for no figure."""
+    b = ranges.band(value, efficiency)
+    return None if b is None else Band(**b)
+
+
+def range_text(band: Band | None, key: str) -> str | None:
+    """'17.7-26.8 days' for a band (None when there is none)."""
     if band is None:
         return None
     fmt = FIGURE_UNITS[key]
-    low, high = fmt(band["low"]), fmt(band["high"])
+    low, high = fmt(band.low), fmt(band.high)
     unit = " " + low.split(" ", 1)[1] if " " in low and low.split(" ", 1)[1] == high.split(" ", 1)[1] else ""
     return f"{low[:len(low) - len(unit)]}–{high}" if unit else f"{low}–{high}"
 
@@ -40,12 +46,12 @@ def billed_gpu_hours(est: Estimate) -> float | None:
     return est.cost.get("billed_gpu_hours") or est.gpu_hours
 
 
-def headline_bands(est: Estimate, efficiency: str = "tuned") -> dict[str, dict | None]:
+def headline_bands(est: Estimate, efficiency: str = "tuned") -> dict[str, Band | None]:
     """The time-proportional headline figures of an estimate as bands for the chosen stack: wall days, GPU-hours
     (billed: GPUs x wall-clock hours, as the cost), cost, energy and CO2."""
-    return {"wall_days": ranges.band(est.wall_days, efficiency),
-            "gpu_hours": ranges.band(billed_gpu_hours(est), efficiency),
-            **{k: ranges.band(getattr(est, k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
+    return {"wall_days": band(est.wall_days, efficiency),
+            "gpu_hours": band(billed_gpu_hours(est), efficiency),
+            **{k: band(getattr(est, k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
 
 
 def key_figures(est: Estimate, efficiency: str = "tuned") -> list[Figure]:
@@ -62,7 +68,7 @@ def key_figures(est: Estimate, efficiency: str = "tuned") -> list[Figure]:
     stack = "" if efficiency == "tuned" else " on a typical software stack"
     tuned = "" if efficiency == "tuned" else (f" (for a well-tuned stack; a typical one takes {ranges.factor(efficiency):.2f}x "
                                               "the time overall)")
-    value = lambda key: bands[key]["value"] if bands[key] else None
+    value = lambda key: bands[key].value if bands[key] else None
     figures += [
         Figure("Time to train", fmt_days(value("wall_days")),
                (f"wall-clock time{stack} including failures, restarts and checkpoints (goodput "
@@ -107,20 +113,20 @@ def published_training_note(sc: Scenario, est: Estimate, efficiency: str = "tune
                        "directly comparable.")
     shown = headline_bands(est, efficiency)["gpu_hours"]
     scaled = published.gpu_hours * sc.training.total_tokens / published.tokens     # GPU-hours scale with tokens
-    ratio = scaled / shown["value"]
+    ratio = scaled / shown.value
     scaled_text = ("" if abs(sc.training.total_tokens / published.tokens - 1) < 1e-9 else
                    f"Scaled to this scenario's {fmt_num(sc.training.total_tokens)} tokens: {fmt_num(scaled)}; ")
-    if shown["low"] <= scaled <= shown["high"]:
+    if shown.low <= scaled <= shown.high:
         verdict = "within the range shown"
-    elif scaled > shown["high"]:
-        typical = ranges.band(billed_gpu_hours(est), "typical")
+    elif scaled > shown.high:
+        typical = band(billed_gpu_hours(est), "typical")
         verdict = ("above the range shown" + (": about what a typical stack takes, so plan with 'typical' unless "
-                                              "your stack is tuned" if efficiency == "tuned" and typical["low"] <=
-                                              scaled <= typical["high"] else
+                                              "your stack is tuned" if efficiency == "tuned" and typical.low <=
+                                              scaled <= typical.high else
                                               ": the published run did work this estimate leaves out, or ran "
                                               "further below a tuned stack's efficiency"))
     else:
         verdict = "below the range shown: the published run was faster than this layout is estimated to be"
-    return said + f" {scaled_text}{ratio:.2f}x this estimate's {fmt_num(shown['value'])} billed GPU-hours, " \
+    return said + f" {scaled_text}{ratio:.2f}x this estimate's {fmt_num(shown.value)} billed GPU-hours, " \
                   f"{verdict}."
 

@@ -8,7 +8,7 @@ import html
 from datetime import datetime
 
 from engine.economics import ranges
-from engine.planning.results import Estimate
+from engine.planning.results import Estimate, Plan
 from engine.presentation.answer import alternative_rows, answer_scenario, headline
 from engine.presentation.edit import describe_layout, layout_words
 from engine.presentation.figures import headline_bands, key_figures, published_training_note, range_text
@@ -95,29 +95,29 @@ def plan_sentence(sc: Scenario, est: Estimate, efficiency: str = "tuned") -> str
                 f"{est.memory_capacity_gib:.0f} GiB available, so no time or cost is given. The Scenario page shows "
                 "a layout or a cluster size that fits.")
     b = headline_bands(est, efficiency)
-    parts = [f"{fmt_days(b['wall_days']['value'])} (range {range_text(b['wall_days'], 'wall_days')})"]
+    parts = [f"{fmt_days(b['wall_days'].value)} (range {range_text(b['wall_days'], 'wall_days')})"]
     if b["cost_usd"]:
-        parts.append(f"{fmt_usd(b['cost_usd']['value'])} ({range_text(b['cost_usd'], 'cost_usd')})")
+        parts.append(f"{fmt_usd(b['cost_usd'].value)} ({range_text(b['cost_usd'], 'cost_usd')})")
     if b["energy_mwh"]:
-        parts.append(f"{fmt_num(b['energy_mwh']['value'])} MWh")
+        parts.append(f"{fmt_num(b['energy_mwh'].value)} MWh")
     if b["co2_t"]:
-        parts.append(f"{fmt_num(b['co2_t']['value'])} t CO2e")
+        parts.append(f"{fmt_num(b['co2_t'].value)} t CO2e")
     return (f"{scenario_title(sc)}: " + ", ".join(parts) + f", with the layout {describe_layout(sc.layout.model_dump())}.")
 
 
-def _answer_section(sc: Scenario, result: dict) -> str:
-    if result.get("answer") is None:
-        return (f'<section><h2>Answer: {_e(result["target"])}</h2><p class="warn">{_e(result.get("reason", ""))}'
+def _answer_section(sc: Scenario, result: Plan) -> str:
+    if result.answer is None:
+        return (f'<section><h2>Answer: {_e(result.target)}</h2><p class="warn">{_e(result.reason or "")}'
                 "</p></section>")
-    a = result["answer"]
+    a = result.answer
     same = answer_scenario(sc, a) == sc
     note = ("The scenario of this report is this answer: the figures below are the answer's." if same else
             "The scenario of this report is not this answer (its figures follow below); \u201cUse this answer\u201d on "
             "the Scenario page makes them one.")
     alternatives = "".join(f"<li><b>{_e(r['alternative'])}:</b> {_e(r['what it takes'])}</li>"
                            for r in alternative_rows(result))
-    return (f'<section><h2>Answer: {_e(result["target"])}</h2><p class="rec">{_e(headline(result))}</p>'
-            f"<p><b>Layout:</b> {_e(layout_words(a['layout'], a['gpus_per_node']))}</p>"
+    return (f'<section><h2>Answer: {_e(result.target)}</h2><p class="rec">{_e(headline(result))}</p>'
+            f"<p><b>Layout:</b> {_e(layout_words(a.layout.model_dump(), a.gpus_per_node))}</p>"
             f"<p><b>Nearest alternatives</b></p><ul>{alternatives}</ul><p class=\"sub\">{_e(note)}</p></section>")
 
 
@@ -145,7 +145,7 @@ def _vendor_section(sc: Scenario, est: Estimate, vendor: dict) -> str:
 
 
 def summary_html(sc: Scenario, est: Estimate, generated_at: datetime, link: str = "", vendor: dict | None = None,
-                 answer: dict | None = None, efficiency: str = "tuned") -> str:
+                 answer: Plan | None = None, efficiency: str = "tuned") -> str:
     """See the module docstring. answer: an engine.planning.plan result for the target asked on the Scenario page."""
     title = scenario_title(sc)
     figures = "".join(f'<div class="fig"><span>{_e(f.label)}</span><b>{_e(f.value)}</b>'
