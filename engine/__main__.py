@@ -82,7 +82,7 @@ def cmd_compare(args) -> dict:
         raise ScenarioError([("--deadline-days", "must be a positive number")])
     accelerators = [a.strip() for a in args.accelerators.split(",")] if args.accelerators else None
     return compare(parse_scenario(data), weights=_weights(args.weights), deadline_days=args.deadline_days,
-                   accelerators=accelerators)
+                   accelerators=accelerators).as_json()
 
 
 def cmd_energy(args) -> dict:

@@ -67,8 +67,8 @@ def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, dea
             accelerators: list[str] | None = None) -> Comparison:
     """Every catalog accelerator (or the given ids) on the scenario, each with its own best layout, ranked."""
     from engine.planning.vendor import compare as run
-    return Comparison.model_validate(run(load(scenario).model_copy(update={"layout": None}), weights=weights,
-                                         deadline_days=deadline_days, accelerators=accelerators))
+    return run(load(scenario).model_copy(update={"layout": None}), weights=weights, deadline_days=deadline_days,
+               accelerators=accelerators)
 
 
 def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd: float | None = None,

@@ -153,36 +153,55 @@ class SearchResult(Result):
 
 
 class VendorRow(Result):
-    """One accelerator in a comparison: its best layout and figures (None where it has none), scores and rank."""
+    """One accelerator in a comparison: its best layout and figures (None where it has none: no layout fits, the run
+    never finishes, no price or power figure), the scores that ranked it, its rank (None: not ranked, see reason) and
+    why, in words."""
     accelerator: str
     name: str
     vendor: str
     software_stack: str
     precision: str | None
+    precision_note: str
+    calibrated: bool
     fits: bool
-    n_gpus: int | None = None
+    n_gpus: int | None
+    meets_deadline: bool | None
     layout: Layout | None = None
+    train_days: float | None = None
     wall_days: float | None = None
     gpu_hours: float | None = None
+    mfu: float | None = None
     cost_usd: float | None = None
     energy_mwh: float | None = None
     co2_t: float | None = None
-    mfu: float | None = None
+    memory_gib: float | None = Field(default=None, description="per GPU, on the fullest pipeline stage")
+    memory_capacity_gib: float | None = None
     memory_headroom: float | None = None
-    meets_deadline: bool | None = None
+    reason: str | None = None
     ecosystem_score: float
+    ecosystem_levels: dict[str, str]
+    scores: dict[str, float | None] | None = None
+    unknown: list[str] | None = None
     decision_score: float | None = None
     rank: int | None
     why: str
-    reason: str | None = None
 
 
 class Comparison(Result):
     """engine.planning.vendor.compare: every accelerator with its best layout, ranked by the weighted decision score."""
+    mode: str
+    n_gpus: int | None
+    deadline_days: float | None
+    ecosystem_sources: dict[str, Any]
+    weights: dict[str, float]
     recommendation: str | None
     why: str
-    weights: dict[str, float]
     rows: list[VendorRow]
+
+    @property
+    def top(self) -> VendorRow | None:
+        """The recommended accelerator's row."""
+        return next((r for r in self.rows if r.accelerator == self.recommendation), None)
 
 
 class Figure(Result):

@@ -295,7 +295,8 @@ def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
             continue
         best = best_at(sc, n, quick=True)
         if best is not None:
-            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best.wall_days, "layout": best.layout.model_dump()})
+            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best.wall_days,
+                        "layout": best.layout.model_dump()})
         if len(out) == how_many:
             break
     return out

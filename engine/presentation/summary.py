@@ -8,7 +8,7 @@ import html
 from datetime import datetime
 
 from engine.economics import ranges
-from engine.planning.results import Estimate, Plan
+from engine.planning.results import Comparison, Estimate, Plan
 from engine.presentation.answer import alternative_rows, answer_scenario, headline
 from engine.presentation.edit import describe_layout, layout_words
 from engine.presentation.figures import headline_bands, key_figures, published_training_note, range_text
@@ -121,30 +121,30 @@ def _answer_section(sc: Scenario, result: Plan) -> str:
             f"<p><b>Nearest alternatives</b></p><ul>{alternatives}</ul><p class=\"sub\">{_e(note)}</p></section>")
 
 
-def _vendor_section(sc: Scenario, est: Estimate, vendor: dict) -> str:
-    top = next(r for r in vendor["rows"] if r["accelerator"] == vendor["recommendation"])
-    ranked = [r for r in vendor["rows"] if r["rank"] is not None][:8]
-    basis = (f"the smallest cluster of each that trains within {vendor['deadline_days']:g} days"
-             if vendor.get("deadline_days") else f"{vendor['n_gpus']:,} accelerators of each kind")
+def _vendor_section(sc: Scenario, est: Estimate, vendor: Comparison) -> str:
+    top = vendor.top
+    ranked = [r for r in vendor.rows if r.rank is not None][:8]
+    basis = (f"the smallest cluster of each that trains within {vendor.deadline_days:g} days"
+             if vendor.deadline_days else f"{vendor.n_gpus:,} accelerators of each kind")
     own = ""
-    if top["accelerator"] == sc.cluster.accelerator and top.get("layout") and sc.layout is not None \
-            and top["layout"] != sc.layout.model_dump() and top.get("n_gpus") == sc.cluster.n_gpus:
+    if top.accelerator == sc.cluster.accelerator and top.layout and sc.layout is not None \
+            and top.layout.model_dump() != sc.layout.model_dump() and top.n_gpus == sc.cluster.n_gpus:
         mine = est.wall_days
-        better = top["wall_days"] < est.days
+        better = top.wall_days < est.days
         own = (f'<p class="sub">For this scenario\'s accelerator the comparison used another layout '
-               f"({_e(describe_layout(top['layout']))}: {_e(fmt_days(top['wall_days']))}); the headline and key "
+               f"({_e(describe_layout(top.layout.model_dump()))}: {_e(fmt_days(top.wall_days))}); the headline and key "
                f"figures are for the scenario's own layout ({_e(fmt_days(mine))})"
                + (". Layout search can apply the faster one.</p>" if better else ".</p>"))
     return (f"<section><h2>Accelerator comparison</h2><p class=\"sub\">Each accelerator with its own best layout, on "
             f"{_e(basis)}, scored with weights "
-            + ", ".join(f"{_e(k.replace('_', ' '))} {v:.0%}" for k, v in vendor["weights"].items() if v)
-            + f'.</p><p class="rec"><b>{_e(top["name"])}</b> ranks first. {_e(vendor["why"])}</p>'
-            + svg_hbars([(r["accelerator"], r["decision_score"]) for r in ranked], lambda v: f"{v:.2f}",
-                        "Decision score by accelerator", highlight=top["accelerator"])
+            + ", ".join(f"{_e(k.replace('_', ' '))} {v:.0%}" for k, v in vendor.weights.items() if v)
+            + f'.</p><p class="rec"><b>{_e(top.name)}</b> ranks first. {_e(vendor.why)}</p>'
+            + svg_hbars([(r.accelerator, r.decision_score) for r in ranked], lambda v: f"{v:.2f}",
+                        "Decision score by accelerator", highlight=top.accelerator)
             + own + "</section>")
 
 
-def summary_html(sc: Scenario, est: Estimate, generated_at: datetime, link: str = "", vendor: dict | None = None,
+def summary_html(sc: Scenario, est: Estimate, generated_at: datetime, link: str = "", vendor: Comparison | None = None,
                  answer: Plan | None = None, efficiency: str = "tuned") -> str:
     """See the module docstring. answer: an engine.planning.plan result for the target asked on the Scenario page."""
     title = scenario_title(sc)
@@ -156,7 +156,7 @@ def summary_html(sc: Scenario, est: Estimate, generated_at: datetime, link: str 
     stack = f'<p class="sub">{_e(ranges.explain(efficiency))}</p>' + (f'<p class="sub">{_e(published)}</p>'
                                                                       if published else "")
     answer_part = _answer_section(sc, answer) if answer is not None else ""
-    vendor_part = _vendor_section(sc, est, vendor) if vendor is not None and vendor.get("recommendation") else ""
+    vendor_part = _vendor_section(sc, est, vendor) if vendor is not None and vendor.recommendation else ""
     memory_svg = svg_stacked_bar([(label, getattr(est.memory_gib, key)) for key, (label, _) in MEMORY_PARTS.items()],
                                  est.memory_capacity_gib, "GiB", "Memory per accelerator by component")
     steps = [(r["component"], r["seconds per step"]) for r in breakdown_rows(est) if r["seconds per step"] > 0]

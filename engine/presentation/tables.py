@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.presentation.edit import describe_layout
 from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, fmt_usd, model_name, model_size_text
-from engine.planning.results import Estimate, SearchResult
+from engine.planning.results import Comparison, Estimate, SearchResult
 from engine.scenario import Scenario
 
 MEMORY_PARTS = {  # Estimate.memory_gib field: label, what it is
@@ -57,15 +57,15 @@ def breakdown_rows(est: Estimate) -> list[dict]:
 
 
 
-def vendor_rows(result: dict) -> list[dict]:
+def vendor_rows(result: Comparison) -> list[dict]:
     """engine.planning.vendor.compare rows as a table, ranked first, with the plain-language reason of each."""
-    return [{"rank": r["rank"], "accelerator": r["accelerator"], "vendor": r["vendor"],
-             "software": r["software_stack"], "decision score": r.get("decision_score"),
-             "GPUs": r.get("n_gpus"), "days (wall)": r.get("wall_days"), "cost USD": r.get("cost_usd"),
-             "energy MWh": r.get("energy_mwh"), "CO2 t": r.get("co2_t"), "MFU": r.get("mfu"),
-             "memory headroom": r.get("memory_headroom"), "ecosystem": r.get("ecosystem_score"),
-             "precision": r.get("precision"), "layout": describe_layout(r["layout"]) if r.get("layout") else "-",
-             "why": r["why"]} for r in result["rows"]]
+    return [{"rank": r.rank, "accelerator": r.accelerator, "vendor": r.vendor,
+             "software": r.software_stack, "decision score": r.decision_score,
+             "GPUs": r.n_gpus, "days (wall)": r.wall_days, "cost USD": r.cost_usd,
+             "energy MWh": r.energy_mwh, "CO2 t": r.co2_t, "MFU": r.mfu,
+             "memory headroom": r.memory_headroom, "ecosystem": r.ecosystem_score,
+             "precision": r.precision, "layout": describe_layout(r.layout.model_dump()) if r.layout else "-",
+             "why": r.why} for r in result.rows]
 
 
 def ranked_rows(result: SearchResult) -> list[dict]:

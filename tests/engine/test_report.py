@@ -63,8 +63,8 @@ def test_the_summary_is_self_contained_and_carries_the_figures():
     assert not re.search(r"https?://", text_only)
     for f in key_figures(est):
         assert f.value.replace("&", "&amp;") in page
-    top = next(r for r in vendor["rows"] if r["accelerator"] == vendor["recommendation"])
-    assert top["name"] in page
+    top = next(r for r in vendor.rows if r.accelerator == vendor.recommendation)
+    assert top.name in page
     assert "@page" in page and "Generated 2026-11-21 09:30 UTC" in page
 
 
