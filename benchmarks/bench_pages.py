@@ -141,7 +141,7 @@ def browser_times() -> None:
 
     args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run"]
-    days = {n: fmt_days(estimate(apply_edit(default_scenario(), "cluster.n_gpus", n).scenario)["wall_days"])
+    days = {n: fmt_days(estimate(apply_edit(default_scenario(), "cluster.n_gpus", n).scenario).wall_days)
             for n in (512, 1024)}
     print("Browser (Chromium at 1280x800 against serve.py; from the action until the result is on screen)")
     with tempfile.TemporaryDirectory(prefix="bench_browser_") as tmp, local_server(Path(tmp)) as (url, _pid, _log), \

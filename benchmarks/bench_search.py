@@ -30,17 +30,17 @@ def main(repeats: int = 5) -> None:
         out = search(sc, top=10, pareto_sizes=[])
         walls.append(time.perf_counter() - t0)
     wall = statistics.median(walls)
-    n = out["candidates_evaluated"]
+    n = out.candidates_evaluated
     print(f"search Llama 3.1 405B on 16,384 H100: {n:,} candidates evaluated "
-          f"({out['model_evaluated']:,} passed the divisibility and node rules and went through the memory/time "
-          f"model, {out['feasible']:,} fit), median wall {wall:.3f} s over {repeats} runs, "
+          f"({out.model_evaluated:,} passed the divisibility and node rules and went through the memory/time "
+          f"model, {out.feasible:,} fit), median wall {wall:.3f} s over {repeats} runs, "
           f"{n / wall:,.0f} candidates/s (targets: < 2 s, >= 1,000,000/s)")
     t0 = time.perf_counter()
     full = search(sc, top=10)
-    print(f"with the Pareto front over {len(full['pareto'])} cluster sizes: {time.perf_counter() - t0:.3f} s")
-    best = out["best"][0]
-    print(f"best: {best['layout']} -> {best['train_days']:.1f} days, MFU {best['mfu']:.1%}, "
-          f"{best['memory_gib']['total']:.1f} GiB per GPU")
+    print(f"with the Pareto front over {len(full.pareto)} cluster sizes: {time.perf_counter() - t0:.3f} s")
+    best = out.best[0]
+    print(f"best: {best.layout.model_dump()} -> {best.train_days:.1f} days, MFU {best.mfu:.1%}, "
+          f"{best.memory_gib.total:.1f} GiB per GPU")
     cs = search_cluster(sc, 16384)
     batch = cs.layouts.take(np.tile(cs.valid, 1000))
     t0 = time.perf_counter()

@@ -88,15 +88,15 @@ def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str,
                                           "precision": precision},
                              "cluster": {"accelerator": accel, "n_gpus": n_gpus},
                              "schedule": {"eval_steps": 0}})
-        best = search(sc, top=1, pareto_sizes=[])["best"]
+        best = search(sc, top=1, pareto_sizes=[]).best
     except ScenarioError as err:
         return {"status": f"not predicted: {err}"}
     if not best:
         return {"status": f"no feasible layout at global batch {gbs}"}
     b = best[0]
-    lay = b["layout"]
+    lay = b.layout.model_dump()
     split = f" split {lay['first_stage_layers']}/{lay['last_stage_layers']}" if lay["first_stage_layers"] else ""
-    return {"status": "predicted", "predicted_minutes": b["train_days"] * 1440 / (1 - eval_share), "mfu": b["mfu"],
+    return {"status": "predicted", "predicted_minutes": b.train_days * 1440 / (1 - eval_share), "mfu": b.mfu,
             "layout": f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']} cp{lay['cp']} mbs{lay['micro_batch_size']} "
                       f"v{lay['virtual_stages']} zero{lay['zero_stage']} {lay['recompute']}{split}"}
 

@@ -41,7 +41,7 @@ def cmd_estimate(args) -> dict | str:
         from engine.planning.explain import explain_text
         return explain_text(sc)
     from engine.planning.estimate import estimate
-    return estimate(sc)
+    return estimate(sc).as_json()
 
 
 def cmd_search(args) -> dict:
@@ -58,7 +58,7 @@ def cmd_search(args) -> dict:
     sc = parse_scenario(data)
     out = search(sc, top=args.top, objective=args.objective, allow_span_nodes=args.allow_span_nodes)
     sized = cluster_search(sc, args.deadline_days, args.gpu_hour_budget, args.objective)
-    return out if sized is None else {**out, "cluster_search": sized}
+    return (out if sized is None else out.model_copy(update={"cluster_search": sized})).as_json()
 
 
 def _weights(text: str | None) -> dict | None:
@@ -82,7 +82,7 @@ def cmd_compare(args) -> dict:
         raise ScenarioError([("--deadline-days", "must be a positive number")])
     accelerators = [a.strip() for a in args.accelerators.split(",")] if args.accelerators else None
     return compare(parse_scenario(data), weights=_weights(args.weights), deadline_days=args.deadline_days,
-                   accelerators=accelerators)
+                   accelerators=accelerators).as_json()
 
 
 def cmd_energy(args) -> dict:
@@ -113,11 +113,12 @@ def cmd_plan(args) -> dict:
     result = plan(parse_scenario(data), deadline_days=args.deadline_days, budget_usd=args.budget_usd,
                   gpu_hours=args.gpu_hours, vendor=args.vendor, efficiency=args.efficiency,
                   batch_range=_batch_range(args.batch_range))
-    answer = result.get("answer")
-    if answer is not None:                      # the layout search's full estimate is long; keep its key figures
-        answer["estimate"] = {k: answer["estimate"][k] for k in ("layout", "memory_gib", "step_time_s", "mfu",
-                                                                 "tokens_per_s", "time_breakdown_s", "whole_run")}
-    return result
+    out = result.as_json()
+    if result.answer is not None:               # the layout search's full estimate is long; keep its key figures
+        out["answer"]["estimate"] = {k: out["answer"]["estimate"][k] for k in ("layout", "memory_gib", "step_time_s",
+                                                                               "mfu", "tokens_per_s",
+                                                                               "time_breakdown_s", "whole_run")}
+    return out
 
 
 def _source(s) -> str:

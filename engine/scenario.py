@@ -101,6 +101,11 @@ class Layout(BaseModel):
         "overlap tensor-parallel collectives with the matmuls around them (Transformer Engine userbuffers); the "
         "overlap is not free: the matmuls slow down while the collectives run"))
 
+    @property
+    def n_gpus(self) -> int:
+        """The GPUs the layout runs on: the product of its parallel degrees (experts are spread within them)."""
+        return self.tp * self.pp * self.dp * self.cp
+
 
 class Site(BaseModel):
     """Where the run happens and what its machines draw (energy and CO2); defaults from data/energy_defaults.json."""

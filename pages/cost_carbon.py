@@ -7,7 +7,7 @@ import streamlit as st
 from engine.economics import ranges
 from engine.economics.cost import plan_budget
 from engine.economics.cost import break_even_curves
-from engine.presentation.figures import range_text
+from engine.presentation.figures import band as figure_band, range_text
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd
 from ui import binding, cached, charts, components, escape, state
 from ui.fields import plain
@@ -21,13 +21,13 @@ INPUT_NAMES = {"server_capex_usd": "server price", "host_capex_usd_per_gpu": "ho
 sc = state.scenario()
 opts = state.options()
 est = cached.current_estimate()
-if not est["fits"]:
+if not est.fits:
     st.title("Cost & carbon")
-    st.warning(f"This layout {est['problem']}, so it has no time, cost, energy or CO2.")
+    st.warning(f"This layout {est.problem}, so it has no time, cost, energy or CO2.")
     components.show_what_fits(sc)
     st.stop()
-cost, energy, rel = est["cost"], est["energy"], est["reliability"]
-band = lambda value, key: range_text(ranges.band(value, "tuned"), key)      # the engine's figure and its range
+cost, energy, rel = est.cost, est.energy, est.reliability
+band = lambda value, key: range_text(figure_band(value, "tuned"), key)      # the engine's figure and its range
 
 
 def break_even_figure(curves: dict) -> go.Figure:
@@ -67,11 +67,11 @@ st.caption("What the run takes on a real cluster: failures and checkpoints stret
 st.caption(ranges.explain("tuned") + " Each time-proportional figure has that range under it.")
 st.subheader("Time")
 cols = st.columns(4)
-cols[0].metric("Compute time", fmt_days(est["train_days"]), help="Training time if nothing ever failed.")
-cols[1].metric("Wall-clock time", fmt_days(est["wall_days"]), delta=band(est["wall_days"], "wall_days"),
+cols[0].metric("Compute time", fmt_days(est.train_days), help="Training time if nothing ever failed.")
+cols[1].metric("Wall-clock time", fmt_days(est.wall_days), delta=band(est.wall_days, "wall_days"),
                delta_color="off", delta_arrow="off",
                help="Including the expected failures, restarts and checkpoint writes, and evaluation.")
-cols[2].metric("Goodput", fmt_pct(est["goodput"]), help=GLOSSARY["goodput"][0].upper() + GLOSSARY["goodput"][1:] + ".")
+cols[2].metric("Goodput", fmt_pct(est.goodput), help=GLOSSARY["goodput"][0].upper() + GLOSSARY["goodput"][1:] + ".")
 cols[3].metric("Expected interruptions", f"{rel['expected_failures']:,.0f}",
                help=f"One every {rel['job_mtbf_hours']:.1f} hours for this cluster. {plain(rel['mtbf_source'])}")
 st.caption(f"Checkpoints of {rel['checkpoint_gib']:,.0f} GiB every {fmt_seconds(rel['checkpoint_interval_s'])} "
@@ -80,13 +80,13 @@ st.caption(f"Checkpoints of {rel['checkpoint_gib']:,.0f} GiB every {fmt_seconds(
 
 st.subheader("GPU-hours and cost")
 cols = st.columns(4)
-cols[0].metric("GPU-hours (compute)", fmt_num(est["gpu_hours"]), delta=band(est["gpu_hours"], "gpu_hours"),
+cols[0].metric("GPU-hours (compute)", fmt_num(est.gpu_hours), delta=band(est.gpu_hours, "gpu_hours"),
                delta_color="off", delta_arrow="off", help="Accelerators x compute hours.")
 cols[1].metric("GPU-hours (billed)", fmt_num(cost["billed_gpu_hours"]),
                delta=band(cost["billed_gpu_hours"], "gpu_hours"), delta_color="off", delta_arrow="off",
                help="Accelerators x wall-clock hours: what a cloud bills and what a budget pays.")
-cols[2].metric(f"Cost ({cost['basis'].replace('_', '-')})", fmt_usd(est["cost_usd"]),
-               delta=band(est["cost_usd"], "cost_usd"), delta_color="off", delta_arrow="off",
+cols[2].metric(f"Cost ({cost['basis'].replace('_', '-')})", fmt_usd(est.cost_usd),
+               delta=band(est.cost_usd, "cost_usd"), delta_color="off", delta_arrow="off",
                help=plain(cost["price_source"] or cost["missing"]))
 cols[3].metric("Price per GPU-hour", f"${cost['usd_per_gpu_hour']:.2f}" if cost["usd_per_gpu_hour"] else "unknown")
 if cost["missing"]:
@@ -102,7 +102,7 @@ if cost["cloud_prices"]:
 
 st.subheader("Cloud or own hardware")
 onprem = cost["on_prem"]
-curves = break_even_curves(est, sc.cluster.n_gpus)
+curves = break_even_curves(est.cost, est.energy, sc.cluster.n_gpus)
 if curves is None:
     st.info(escape.md_escape(plain(onprem.get("missing") or "A break-even needs a server price, a power figure and a "
                                                              "cloud price.")))
@@ -129,8 +129,8 @@ with st.expander("Ownership inputs: values, units, how each is derived and its s
 
 st.subheader("Energy and CO2")
 cols = st.columns(4)
-cols[0].metric("Energy", f"{fmt_num(est['energy_mwh'])} MWh" if est["energy_mwh"] is not None else "n/a",
-               delta=band(est["energy_mwh"], "energy_mwh"), delta_color="off", delta_arrow="off",
+cols[0].metric("Energy", f"{fmt_num(est.energy_mwh)} MWh" if est.energy_mwh is not None else "n/a",
+               delta=band(est.energy_mwh, "energy_mwh"), delta_color="off", delta_arrow="off",
                help=f"{energy['node_power_w_per_gpu']:.0f} W per accelerator with its host share, x PUE "
                     f"{energy['pue']:.2f}." if energy["node_power_w_per_gpu"] else energy["missing"])
 cols[1].metric("CO2, location-based", f"{fmt_num(energy['co2_location_t'])} t"

@@ -11,12 +11,13 @@ from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
 from engine.presentation.tables import (breakdown_rows, dimension_rows, dimension_value, pareto_rows, ranked_rows,
                                         rejected_rows)
 from engine.scenario import ScenarioError
+from engine.planning.results import Estimate, SearchResult
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
 from engine.planning.sizing import cluster_search
 from ui import binding, charts, escape, state, work_limits
 from ui.work_limits import Busy
 
-RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": search(...) output}
+RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": a SearchResult}
 TOP = 20
 KIND_COLORS = {"compute": "#4C78A8", "communication": "#F58518", "pipeline idle": "#BAB0AC"}
 OBJECTIVES = {"time": "Fastest (wall-clock time)", "cost": "Cheapest", "energy": "Least energy"}
@@ -36,7 +37,7 @@ def _use_layout(layout: dict) -> None:
     state.commit(apply_edit(state.scenario(), "layout", layout), "layout")
 
 
-def breakdown_figure(est: dict) -> go.Figure:
+def breakdown_figure(est: Estimate) -> go.Figure:
     rows = [r for r in breakdown_rows(est) if r["seconds per step"] > 0]
     fig = go.Figure(go.Bar(x=[r["seconds per step"] for r in rows], y=[r["component"] for r in rows],
                            orientation="h", marker_color=[KIND_COLORS[r["kind"]] for r in rows],
@@ -48,7 +49,7 @@ def breakdown_figure(est: dict) -> go.Figure:
     return fig
 
 
-def pareto_figure(result: dict, x_axis: str) -> go.Figure:
+def pareto_figure(result: SearchResult, x_axis: str) -> go.Figure:
     rows = pareto_rows(result)
     x = [r["GPUs"] if x_axis == "GPUs" else r["cost USD"] for r in rows]
     fig = go.Figure(go.Scatter(x=x, y=[r["days (wall)"] for r in rows], mode="lines+markers+text",
@@ -90,7 +91,8 @@ if st.button("Run layout search", type="primary"):
             result = search(sc, top=TOP, objective=opts.objective, allow_span_nodes=opts.allow_span_nodes,
                             progress=lambda fraction, message: bar.progress(min(fraction, 0.9), text=message))
             bar.progress(0.9, text="searching cluster sizes")
-            result["cluster_search"] = cluster_search(sc, opts.deadline_days, opts.gpu_hour_budget, opts.objective)
+            result = result.model_copy(update={"cluster_search": cluster_search(sc, opts.deadline_days,
+                                                                                opts.gpu_hour_budget, opts.objective)})
     except ScenarioError as err:
         bar.empty()
         st.error("The search cannot run: " + escape.problems_text(err.problems))
@@ -110,18 +112,18 @@ elif stored["key"] != run_key:
 else:
     result = stored["result"]
     cols = st.columns(3)
-    cols[0].metric("Layouts considered", f"{result['candidates_evaluated']:,}")
-    cols[1].metric("Passed the rules", f"{result['model_evaluated']:,}",
+    cols[0].metric("Layouts considered", f"{result.candidates_evaluated:,}")
+    cols[1].metric("Passed the rules", f"{result.model_evaluated:,}",
                    help="Divisibility and node-placement rules; these went through the memory and time model.")
-    cols[2].metric("Fit in memory", f"{result['feasible']:,}",
+    cols[2].metric("Fit in memory", f"{result.feasible:,}",
                    help="With the memory headroom left free; the fastest recompute choice of each layout.")
-    if not result["best"] and result.get("problem"):
-        st.error(f"Layouts fit, but on this cluster none finishes: {result['problem']}.")
-    elif not result["best"]:
+    if result.never_finishes:
+        st.error(f"Layouts fit, but on this cluster none finishes: {result.problem}.")
+    elif not result.best:
         st.error("No layout fits in memory with the headroom left free on this cluster. See why below, or try more "
                  "accelerators, an accelerator with more memory, or a shorter sequence.")
     else:
-        st.subheader(f"Best layouts ({OBJECTIVES[result['objective']].lower()})")
+        st.subheader(f"Best layouts ({OBJECTIVES[result.objective].lower()})")
         table = pd.DataFrame(ranked_rows(result))
         picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
                               key="ranked_table",
@@ -144,33 +146,34 @@ else:
                            "text/csv", on_click="ignore")
         rows = picked.selection.rows
         chosen = rows[0] if rows else 0
-        best = result["best"][chosen]
+        best = result.best[chosen]
+        layout = best.layout.model_dump()
         st.subheader(f"Layout #{chosen + 1}: where the time goes")
-        st.caption(f"{describe_layout(best['layout'])}: {best['step_time_s']:.2f} s per step, MFU "
-                   f"{best['mfu']:.1%}, {fmt_days(best['wall_days'])}. Select another "
+        st.caption(f"{describe_layout(layout)}: {best.step_time_s:.2f} s per step, MFU "
+                   f"{best.mfu:.1%}, {fmt_days(best.wall_days)}. Select another "
                    "row above to see its breakdown.")
         st.plotly_chart(breakdown_figure(best), key="breakdown_chart")
         st.caption("Blue: computation; orange: communication by kind; grey: pipeline idle time (bubble and "
                    "imbalance).")
-        if best["layout"] == sc.layout.model_dump():
+        if layout == sc.layout.model_dump():
             st.success("This is the scenario's current layout.")
         else:
-            st.button(f"Use layout #{chosen + 1} in the scenario", on_click=_use_layout, args=(best["layout"],))
+            st.button(f"Use layout #{chosen + 1} in the scenario", on_click=_use_layout, args=(layout,))
 
-    if result["pareto"]:
+    if result.pareto:
         st.subheader("Cluster size: time against accelerators or cost")
         x_axis = st.radio("Horizontal axis", ["GPUs", "cost"], horizontal=True, key="pareto_axis",
                           help="Each point is the best layout for that many accelerators; only sizes that are "
                                "faster than every smaller one are kept (the Pareto front).")
         st.plotly_chart(pareto_figure(result, x_axis), key="pareto_chart")
-    cluster = result.get("cluster_search")
+    cluster = result.cluster_search
     if cluster:
-        if cluster["met"]:
-            st.success(f"Smallest cluster that meets the target: **{cluster['n_gpus']:,} accelerators**, "
-                       f"{fmt_days(cluster['best']['wall_days'])} with "
-                       f"{describe_layout(cluster['best']['layout'])}.")
+        if cluster.met:
+            st.success(f"Smallest cluster that meets the target: **{cluster.n_gpus:,} accelerators**, "
+                       f"{fmt_days(cluster.best.wall_days)} with "
+                       f"{describe_layout(cluster.best.layout.model_dump())}.")
         else:
-            st.warning(f"Target not met: {cluster['reason']}.")
+            st.warning(f"Target not met: {cluster.reason}.")
 
     st.subheader("Why not ...?")
     st.dataframe(rejected_rows(result), hide_index=True, key="rejected_table",
@@ -179,10 +182,10 @@ else:
                              help="For every value of this setting: how many layouts had it, how many fit, the "
                                   "best result among them, and why the others were rejected.")
     st.dataframe(dimension_rows(result, dimension), hide_index=True, key="dimension_table")
-    values = list(result["by_dimension"][dimension])
+    values = list(result.by_dimension[dimension])
     value = st.selectbox(f"Why not {dimension} =", values, key="why_value")
     try:
-        answer = why_not(state.scenario_json(), opts.allow_span_nodes, result["objective"], dimension,
+        answer = why_not(state.scenario_json(), opts.allow_span_nodes, result.objective, dimension,
                          dimension_value(dimension, value))
     except Busy as err:
         answer = None
@@ -190,9 +193,9 @@ else:
     if answer is None:
         pass
     elif "best" in answer:
-        st.markdown(f"The best layout with {dimension}={value}: {describe_layout(answer['best']['layout'])}, "
-                    f"{fmt_days(answer['best']['wall_days'])}, "
-                    f"{answer['best']['memory_gib']['total']:.1f} GiB per accelerator.")
+        best = answer["best"]
+        st.markdown(f"The best layout with {dimension}={value}: {describe_layout(best.layout.model_dump())}, "
+                    f"{fmt_days(best.wall_days)}, {best.memory_gib.total:.1f} GiB per accelerator.")
     else:
         reasons = "; ".join(f"{r} ({n:,})" for r, n in answer["rejected"].items())
         st.markdown(f"No layout with {dimension}={value} is possible here: {reasons or answer.get('note', '')}.")

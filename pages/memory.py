@@ -6,6 +6,7 @@ from engine.physics.memory import default_headroom_fraction, grads_in_fp32, head
 from engine.planning.sanity import memory_headroom_warning
 from engine.presentation.edit import apply_edit
 from engine.presentation.formatting import GLOSSARY, accelerator_name
+from engine.planning.results import Estimate
 from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE, memory_rows
 from ui import binding, cached, charts, components, state
 from ui.fields import F
@@ -17,10 +18,10 @@ est = cached.current_estimate()
 choices = cached.layout_choices_of(state.scenario_json())
 
 
-def memory_figure(bars: list[tuple[str, dict]], capacity_gib: float, headroom: float) -> go.Figure:
+def memory_figure(bars: list[tuple[str, Estimate]], capacity_gib: float, headroom: float) -> go.Figure:
     fig = go.Figure()
     for key, label in MEMORY_PARTS.items():
-        fig.add_bar(name=label, x=[name for name, _ in bars], y=[e["memory_gib"][key] for _, e in bars],
+        fig.add_bar(name=label, x=[name for name, _ in bars], y=[getattr(e.memory_gib, key) for _, e in bars],
                     marker_color=COLORS[key], hovertemplate="%{x}<br>" + label + ": %{y:.1f} GiB<extra></extra>")
     fig.add_hline(y=capacity_gib, line_dash="dash", line_color="#222",
                   annotation_text=f"capacity {capacity_gib:.0f} GiB", annotation_position="top left")
@@ -100,19 +101,19 @@ with controls:
                  min_value=0.0, max_value=50.0, step=0.5, placeholder=f"{default_headroom_fraction():.1%} (published)")
 
 with chart:
-    mem = est["memory_gib"]
+    mem = est.memory_gib
     headroom_warning = memory_headroom_warning(sc, est)
     if headroom_warning:
         st.warning(headroom_warning)
-    elif est["fits"]:
-        st.success(f"Fits: {mem['total']:.1f} of {est['memory_capacity_gib']:.0f} GiB on the fullest accelerator, "
+    elif est.fits:
+        st.success(f"Fits: {mem.total:.1f} of {est.memory_capacity_gib:.0f} GiB on the fullest accelerator, "
                    f"with the {headroom_fraction(sc.training):.1%} kept free for the allocator left over.")
     else:
-        st.error(f"Does not fit: {mem['total']:.1f} GiB needed, {est['memory_capacity_gib']:.0f} GiB available, so no "
+        st.error(f"Does not fit: {mem.total:.1f} GiB needed, {est.memory_capacity_gib:.0f} GiB available, so no "
                  "time is given. Try a higher ZeRO stage, recompute, more tensor or pipeline parallelism, or a smaller "
                  "micro-batch.")
         components.show_what_fits(sc)
-    st.markdown(f"**Worst stage:** {WORST_STAGE[est['worst_stage']]}.")
+    st.markdown(f"**Worst stage:** {WORST_STAGE[est.worst_stage]}.")
     bars = [("this layout", est)]
     for field, values, label in (("layout.zero_stage", choices["zero_stage"], "ZeRO-{}"),
                                  ("layout.recompute", choices["recompute"], "recompute {}")):
@@ -121,17 +122,17 @@ with chart:
             variant = apply_edit(sc, field, value).scenario
             if value != current and variant is not None:
                 bars.append((label.format(value), cached.estimate_of(state.scenario_json(variant))))
-    st.plotly_chart(memory_figure(bars, est["memory_capacity_gib"], headroom_fraction(sc.training)), key="memory_chart")
+    st.plotly_chart(memory_figure(bars, est.memory_capacity_gib, headroom_fraction(sc.training)), key="memory_chart")
     st.caption("The first bar is the chosen layout; the others change only the ZeRO stage or the recompute policy.")
-    if est["fits"]:
+    if est.fits:
         cols = st.columns(3)
-        cols[0].metric("Step time", f"{est['step_time_s']:.2f} s", help="One optimizer step of the whole cluster.")
-        cols[1].metric("MFU", f"{est['mfu']:.1%}", help=GLOSSARY["MFU"][0].upper() + GLOSSARY["MFU"][1:] + ".")
-        cols[2].metric("Micro-batches per step", est["micro_batches_per_step"],
+        cols[0].metric("Step time", f"{est.step_time_s:.2f} s", help="One optimizer step of the whole cluster.")
+        cols[1].metric("MFU", f"{est.mfu:.1%}", help=GLOSSARY["MFU"][0].upper() + GLOSSARY["MFU"][1:] + ".")
+        cols[2].metric("Micro-batches per step", est.micro_batches_per_step,
                        help="Per pipeline: global batch / (DP x micro-batch).")
     st.table([{**r, "GiB": f"{r['GiB']:.2f}", "share of capacity": f"{r['share of capacity']:.1%}"}
               for r in memory_rows(est, sc.training)])
-    detail = est["memory_detail_gib"]
+    detail = est.memory_detail_gib
     st.caption(f"'Other' is {detail['logits']:.2f} GiB of output logits, {detail['comm_buffers']:.2f} GiB of "
                f"communication buffers and {detail['framework_overhead']:.2f} GiB framework and fragmentation "
                "allowance.")

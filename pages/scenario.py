@@ -237,18 +237,18 @@ with inputs:
 with results:
     st.subheader("Results")
     est = cached.current_estimate()
-    if est["fits"]:
-        st.success(f"Fits: {est['memory_gib']['total']:.1f} of {est['memory_capacity_gib']:.0f} GiB per "
+    if est.fits:
+        st.success(f"Fits: {est.memory_gib.total:.1f} of {est.memory_capacity_gib:.0f} GiB per "
                    "accelerator on the fullest one.")
     else:
-        st.error(f"Does not fit: {est['memory_gib']['total']:.1f} GiB needed per accelerator, "
-                 f"{est['memory_capacity_gib']:.0f} GiB available, so no time or cost is given for this layout.")
+        st.error(f"Does not fit: {est.memory_gib.total:.1f} GiB needed per accelerator, "
+                 f"{est.memory_capacity_gib:.0f} GiB available, so no time or cost is given for this layout.")
         components.show_what_fits(sc)
     components.show_key_figures(est, width=150)
-    if est["fits"]:
+    if est.fits:
         st.caption(ranges.explain(state.options().efficiency) + " The ranges under the figures follow from it.")
         published = published_training_note(sc, est, state.options().efficiency)
         if published:
             st.info(escape.md_escape(published))
-    for warning in est["warnings"]:
+    for warning in est.warnings or []:
         st.warning(escape.md_escape(warning))

@@ -6,7 +6,7 @@ import streamlit as st
 
 from engine.economics import ranges
 from engine.economics.cost import server_prices, tco_defaults
-from engine.presentation.figures import range_text
+from engine.presentation.figures import band, range_text
 from engine.presentation.formatting import fmt_days, fmt_usd
 from engine.presentation.tables import vendor_rows
 from engine.scenario import ScenarioError
@@ -132,18 +132,18 @@ except Busy as err:
 factor = ranges.factor(opts.efficiency)
 rows = [{**r, **{k: r[k] * factor for k in ("days (wall)", "cost USD", "energy MWh", "CO2 t") if r[k] is not None}}
         for r in vendor_rows(result)]                 # the chosen software stack's figures (engine.economics.ranges)
-if result["recommendation"]:
-    top = next(r for r in result["rows"] if r["accelerator"] == result["recommendation"])
-    days = range_text(ranges.band(top["wall_days"], opts.efficiency), "wall_days")
-    st.success(f"**Recommendation: {escape.md_escape(top['name'])}** ({fmt_days(top['wall_days'] * factor)}, range "
-               f"{days}, on {top['n_gpus']:,} accelerators)")
-    st.markdown(escape.md_escape(plain(result["why"])))
-    unpriced = [r["accelerator"] for r in result["rows"] if r["rank"] is not None and r.get("cost_usd") is None]
+if result.recommendation:
+    top = result.top
+    days = range_text(band(top.wall_days, opts.efficiency), "wall_days")
+    st.success(f"**Recommendation: {escape.md_escape(top.name)}** ({fmt_days(top.wall_days * factor)}, range "
+               f"{days}, on {top.n_gpus:,} accelerators)")
+    st.markdown(escape.md_escape(plain(result.why)))
+    unpriced = [r.accelerator for r in result.rows if r.rank is not None and r.cost_usd is None]
     if unpriced:
         st.caption(f"No published price ({NO_PRICE} on the Scenario page): {', '.join(unpriced)}. They are ranked on "
                    "what is known, without cost, and are not on the time-against-cost chart.")
 else:
-    st.error(escape.md_escape(plain(result["why"])))
+    st.error(escape.md_escape(plain(result.why)))
 
 st.caption(ranges.explain(opts.efficiency) + " Days, cost, energy and CO2 below are for this stack.")
 cols = st.columns(2)

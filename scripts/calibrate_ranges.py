@@ -61,9 +61,9 @@ def typical_runs() -> list[dict]:
                                  "schedule": {"eval_steps": 0}})
         except Exception:                                                # no preset (Llama 2 34B was never released)
             continue
-        best = search(sc, top=1, pareto_sizes=[])["best"][0]
-        out.append({"model": model, "published_gpu_hours": gpu_hours, "predicted_gpu_hours": round(best["gpu_hours"]),
-                    "ratio": round(gpu_hours / best["gpu_hours"], 3)})
+        best = search(sc, top=1, pareto_sizes=[]).best[0]
+        out.append({"model": model, "published_gpu_hours": gpu_hours, "predicted_gpu_hours": round(best.gpu_hours),
+                    "ratio": round(gpu_hours / best.gpu_hours, 3)})
     return out
 
 

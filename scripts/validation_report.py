@@ -19,10 +19,12 @@ from benchmarks_db.validation import predicted_vs_measured  # noqa: E402
 from engine.planning.estimate import estimate  # noqa: E402
 from engine.inputs import parse_scenario  # noqa: E402
 from engine.planning.search import search  # noqa: E402
+from engine.scenario import Layout  # noqa: E402
 from tests.engine.published_runs import h100_weak_scaling, megatron_table1  # noqa: E402
 
 
-def layout_text(lay: dict) -> str:
+def layout_text(layout: Layout) -> str:
+    lay = layout.model_dump()
     parts = [f"tp{lay['tp']}", f"pp{lay['pp']}", f"dp{lay['dp']}"]
     parts += [f"cp{lay['cp']}"] if lay["cp"] > 1 else []
     parts += [f"ep{lay['ep']}"] if lay["ep"] > 1 else []
@@ -37,9 +39,9 @@ def table(title: str, runs, predictions) -> list[str]:
     out = [f"### {title}", "", "| Run | Published | Predicted | Error | Layout |", "|---|---|---|---|---|"]
     errors = []
     for run, est in zip(runs, predictions):
-        pred = est[run.metric]
+        pred = getattr(est, run.metric)
         errors.append(pred / run.published - 1)
-        out.append(f"| {run.name} | {run.published:.1f} | {pred:.1f} | {errors[-1]:+.1%} | {layout_text(est['layout'])} |")
+        out.append(f"| {run.name} | {run.published:.1f} | {pred:.1f} | {errors[-1]:+.1%} | {layout_text(est.layout)} |")
     out += ["", f"Median |error| {statistics.median(abs(e) for e in errors):.1%}, worst {max(abs(e) for e in errors):.1%}.", ""]
     return out
 
@@ -74,9 +76,9 @@ def llama3_whole_run() -> list[str]:
     rows = []
     for label, sc in (("main setup only", base), ("with the published schedule (ramp-up, long context)",
                                                   base | {"schedule": {"phases": example["phases"]}})):
-        b = search(parse_scenario(sc), top=1, pareto_sizes=[])["best"][0]
-        rows.append(f"| {label} | {b['gpu_hours'] / 1e6:.2f}M (steps, evaluation, phases) | {b['wall_days'] * 24 * 16384 / 1e6:.2f}M "
-                    f"(with failures and checkpoints) | {layout_text(b['layout'])} |")
+        b = search(parse_scenario(sc), top=1, pareto_sizes=[]).best[0]
+        rows.append(f"| {label} | {b.gpu_hours / 1e6:.2f}M (steps, evaluation, phases) | {b.wall_days * 24 * 16384 / 1e6:.2f}M "
+                    f"(with failures and checkpoints) | {layout_text(b.layout)} |")
     return ["### Whole run: Llama 3.1 405B on 16,384 H100 (model card: 30.84M GPU-hours)", "",
             "| Scenario | GPU-hours of compute | GPU-hours billed | Layout |", "|---|---|---|---|", *rows, ""]
 
@@ -86,7 +88,7 @@ def korthikanti() -> list[str]:
     out = ["### Korthikanti et al. 2022: 530B on 2,240 A100", "", "| Setup | Published MFU | Predicted (full square) |",
            "|---|---|---|"]
     for rc, sp, pub in (("selective", True, 0.542), ("full", False, 0.421)):
-        out.append(f"| {rc} recompute | {pub:.1%} | {_mt530b(rc, sp)['mfu_full_square']:.1%} |")
+        out.append(f"| {rc} recompute | {pub:.1%} | {_mt530b(rc, sp).mfu_full_square:.1%} |")
     return out + [""]
 
 
@@ -95,8 +97,8 @@ def flash_attention_2() -> list[str]:
     b = fa2_gpt3_2p7b_8k_best()
     return ["### FlashAttention-2 (Dao 2023): GPT-3 2.7B at 8k context on 8 A100, layout free", "",
             "| Published | Predicted (search's best, full square) | Layout |", "|---|---|---|",
-            f"| 225 TFLOP/s per GPU (72% MFU) | {b['model_tflops_per_gpu_full_square']:.0f} TFLOP/s ({b['mfu_full_square']:.1%} MFU) "
-            f"| {layout_text(b['layout'])} |", ""]
+            f"| 225 TFLOP/s per GPU (72% MFU) | {b.model_tflops_per_gpu_full_square:.0f} TFLOP/s ({b.mfu_full_square:.1%} MFU) "
+            f"| {layout_text(b.layout)} |", ""]
 
 
 def llama3_table4() -> list[str]:
@@ -105,8 +107,8 @@ def llama3_table4() -> list[str]:
            "| GPUs | Layout | Published TFLOP/s | Predicted | Error | Memory per GPU |", "|---|---|---|---|---|---|"]
     for n_gpus, dp, per_dp, published in LLAMA3_TABLE4:
         e = llama3_table4_estimate(n_gpus, dp, per_dp)
-        out.append(f"| {n_gpus:,} | {layout_text(e['layout'])} | {published:.0f} | {e['model_tflops_per_gpu']:.0f} | "
-                   f"{e['model_tflops_per_gpu'] / published - 1:+.1%} | {e['memory_gib']['total']:.1f} GiB |")
+        out.append(f"| {n_gpus:,} | {layout_text(e.layout)} | {published:.0f} | {e.model_tflops_per_gpu:.0f} | "
+                   f"{e.model_tflops_per_gpu / published - 1:+.1%} | {e.memory_gib.total:.1f} GiB |")
     return out + [""]
 
 

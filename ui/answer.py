@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from engine.catalog import load_catalog
 from engine.economics import ranges
 from engine.planning.plan import plan
+from engine.planning.results import Plan
 from engine.presentation.answer import alternative_rows, answer_figures, answer_scenario, headline, option_rows
 from engine.presentation.edit import Edit, layout_words
 from engine.presentation.share import PlannerOptions
@@ -47,7 +48,7 @@ def planning_scenario(sc: Scenario) -> str:
     return parse_scenario(data).model_dump_json()
 
 
-def _plan(scenario_json: str, targets: tuple, vendor: str, efficiency: str, batches, progress) -> dict:
+def _plan(scenario_json: str, targets: tuple, vendor: str, efficiency: str, batches, progress) -> Plan:
     return plan(parse_scenario(scenario_json), **dict(targets), vendor=vendor, efficiency=efficiency,
                 batch_range=batches, progress=progress)
 
@@ -102,8 +103,8 @@ def _asked() -> None:
     ss[state.OPTIONS] = new
 
 
-def _use(result: dict) -> None:
-    sc = answer_scenario(state.scenario(), result["answer"])
+def _use(result: Plan) -> None:
+    sc = answer_scenario(state.scenario(), result.answer)
     if state.commit(Edit(sc)):
         st.session_state[state.NOTES] = [f"The scenario is now the answer: {headline(result)} Every page shows it."]
 
@@ -153,15 +154,15 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
         _draw(sc, result)
 
 
-def _draw(sc: Scenario, result: dict) -> None:
-    answer = result["answer"]
+def _draw(sc: Scenario, result: Plan) -> None:
+    answer = result.answer
     if answer is None:
-        st.warning(escape.md_escape(result["reason"][0].upper() + result["reason"][1:] + "."))
+        st.warning(escape.md_escape(result.reason[0].upper() + result.reason[1:] + "."))
         _options(result)
         return
     st.success(escape.md_escape(headline(result)))
     components.show_figures(answer_figures(answer), width=150)
-    st.markdown("**Layout:** " + escape.md_escape(layout_words(answer["layout"], answer["gpus_per_node"])))
+    st.markdown("**Layout:** " + escape.md_escape(layout_words(answer.layout.model_dump(), answer.gpus_per_node)))
     st.markdown("**Nearest alternatives**\n" + "\n".join(
         f"- {escape.md_escape(r['alternative'])}: {escape.md_escape(r['what it takes'])}"
         for r in alternative_rows(result)))
@@ -175,8 +176,8 @@ def _draw(sc: Scenario, result: dict) -> None:
     _options(result)
 
 
-def _options(result: dict) -> None:
-    with st.expander(f"Every accelerator sized {result['target']}"):
+def _options(result: Plan) -> None:
+    with st.expander(f"Every accelerator sized {result.target}"):
         st.dataframe(option_rows(result), hide_index=True, key="answer_options",
                      column_config={"days": st.column_config.NumberColumn(format="%.1f"),
                                     "cost USD": st.column_config.NumberColumn(format="dollar"),

@@ -12,7 +12,7 @@ from benchmarks_db.store import Store, open_store
 from engine.catalog import load_catalog
 from engine.presentation.edit import CALIBRATION_FIELDS, Edit, layout_choices, with_layout
 from engine.planning.estimate import estimate
-from engine.planning.evaluation import Row
+from engine.planning.results import Comparison, Estimate
 from engine.planning.search import best_at, candidate_problems
 from engine.planning.sizing import nearest_sizes
 from engine.inputs import parse_scenario
@@ -32,7 +32,7 @@ def store() -> Store:
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def estimate_of(scenario_json: str) -> dict:
+def estimate_of(scenario_json: str) -> Estimate:
     return estimate(parse_scenario(scenario_json))
 
 
@@ -42,7 +42,7 @@ def layout_choices_of(scenario_json: str) -> dict:
 
 
 @st.cache_data(max_entries=32, show_spinner="Searching the best layout on every accelerator ...")
-def comparison_of(scenario_json: str, deadline_days: float | None, calibrations_json: str) -> dict:
+def comparison_of(scenario_json: str, deadline_days: float | None, calibrations_json: str) -> Comparison:
     with work_limits.slot("vendor comparison"):
         return compare(parse_scenario(scenario_json), deadline_days=deadline_days,
                        calibrations=json.loads(calibrations_json))
@@ -82,7 +82,7 @@ def calibration_of(accelerator: str, dtype: str, n_gpus: int, gpus_per_node: int
     return calibrated_cluster(store(), accelerator, dtype, n_gpus, gpus_per_node)
 
 
-def current_estimate() -> dict:
+def current_estimate() -> Estimate:
     return estimate_of(scenario_json())
 
 
@@ -100,7 +100,7 @@ def efficiency_source(sc: Scenario) -> str:
     return "calibrated" if measured == calibration_for(sc)["overrides"] else "custom"
 
 
-def current_comparison() -> dict:
+def current_comparison() -> Comparison:
     """engine.planning.vendor.compare of the scenario and deadline (cached), re-scored with the page options' weights. The scenario's
     own measured efficiencies go with its accelerator; when they are the store's calibration, every other
     accelerator is compared with its calibration too."""
@@ -116,7 +116,7 @@ def current_comparison() -> dict:
 
 
 @st.cache_data(max_entries=64, show_spinner="Looking for a layout that fits ...")
-def what_fits_of(scenario_json: str) -> tuple[Row | None, list[dict]]:
+def what_fits_of(scenario_json: str) -> tuple[Estimate | None, list[dict]]:
     """For a scenario whose layout does not fit: the fastest layout that fits on its cluster, else the nearest
     cluster sizes where one fits (engine.planning.sizing)."""
     sc = parse_scenario(scenario_json)

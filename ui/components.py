@@ -8,6 +8,7 @@ import streamlit as st
 from engine.presentation.edit import apply_edit, describe_layout
 from engine.presentation.figures import key_figures
 from engine.presentation.formatting import fmt_days
+from engine.planning.results import Estimate
 from engine.scenario import Scenario
 from ui import background
 from ui.binding import edit
@@ -46,7 +47,7 @@ def show_figures(figures, width: int = 170) -> None:
             st.metric(f.label, f.value, delta=f.range, delta_color="off", delta_arrow="off", help=f.what, width=width)
 
 
-def show_key_figures(est: dict, width: int = 170) -> None:
+def show_key_figures(est: Estimate, width: int = 170) -> None:
     show_figures(key_figures(est, options().efficiency), width)
 
 
@@ -62,9 +63,10 @@ def show_what_fits(sc: Scenario) -> None:
         st.warning(str(err))
         return
     if best is not None:
-        st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(best.layout))}"
-                    f" ({best.memory_gib:.1f} GiB, {fmt_days(best.wall_days)}).")
-        st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(best.layout,))
+        layout = best.layout.model_dump()
+        st.markdown(f"**What fits on these {sc.cluster.n_gpus:,} accelerators:** {md_escape(describe_layout(layout))}"
+                    f" ({best.memory_gib.total:.1f} GiB, {fmt_days(best.wall_days)}).")
+        st.button("Use this layout", key="use_fitting_layout", on_click=_use_layout, args=(layout,))
     elif sizes:
         st.markdown(f"**Nothing fits on {sc.cluster.n_gpus:,} accelerators.** Nearest sizes where it fits: " + " or ".join(
             f"{s['n_gpus']:,} ({fmt_days(s['wall_days'])})" for s in sizes) + ".")

@@ -330,11 +330,12 @@ def break_even_years(capex_usd_per_gpu: float, ops_usd_per_gpu_year: float, powe
     return capex_usd_per_gpu / saving_per_year if saving_per_year > 0 else None
 
 
-def break_even_curves(est: dict, n_gpus: int, points: int = 41) -> dict | None:
+def break_even_curves(cost_detail: dict, energy_detail: dict, n_gpus: int, points: int = 41) -> dict | None:
     """Cumulative cost of the cluster's accelerators over the years, bought (capex, then operations and power) against
     rented at the cloud price, both at the on-premises utilisation; they cross at cost.detail's break-even years.
-    None when no server price, power figure or cloud price is known."""
-    onprem, power = est["cost"]["on_prem"], est["energy"]
+    None when no server price, power figure or cloud price is known. cost_detail and energy_detail: an estimate's
+    cost and energy blocks (detail above, engine.economics.energy.detail)."""
+    onprem, power = cost_detail["on_prem"], energy_detail
     rent = (onprem.get("break_even") or {}).get("against_usd_per_gpu_hour")
     if onprem.get("capex_usd_per_gpu") is None or rent is None or power.get("node_power_w_per_gpu") is None:
         return None

@@ -5,13 +5,14 @@ from __future__ import annotations
 from engine.physics.layouts import Layouts
 from engine.physics.memory import model_state_text
 from engine.planning.evaluation import evaluate, row
+from engine.planning.results import Estimate
 from engine.planning.search import context
 from engine.planning.sizing import nearest_fit
 from engine.planning.sanity import warnings_for
 from engine.scenario import Scenario, ScenarioError
 
 
-def estimate(sc: Scenario) -> dict:
+def estimate(sc: Scenario) -> Estimate:
     """Full estimate of a scenario with a layout. A layout that does not fit has no days, GPU-hours, cost, energy or
     CO2: `problem` says why and `nearest_fit` names the fastest layout that fits (on this cluster, else the nearest
     size where one does)."""
@@ -19,9 +20,8 @@ def estimate(sc: Scenario) -> dict:
         raise ScenarioError([("layout", "a layout is needed for an estimate; run the layout search to find one")])
     ctx = context(sc)
     lay = Layouts.of([sc.layout])
-    out = row(ctx, evaluate(ctx, lay), lay, 0)
-    out["nearest_fit"] = None if out["fits"] else nearest_fit(sc)
-    out["assumptions"] = {**ctx.hw.provenance, "attention": sc.training.attention,
-                          "gradients": model_state_text(sc.training)}
-    out["warnings"] = warnings_for(sc, out if out["fits"] else None)     # plausibility, memory headroom
-    return out
+    ev = evaluate(ctx, lay)
+    est = row(ctx, ev, lay, 0, nearest_fit=None if ev["fits"][0] else nearest_fit(sc),
+              assumptions={**ctx.hw.provenance, "attention": sc.training.attention,
+                           "gradients": model_state_text(sc.training)})
+    return est.model_copy(update={"warnings": warnings_for(sc, est if est.fits else None)})  # plausibility, headroom

@@ -1,11 +1,11 @@
 """Memory, step time, throughput and the whole run's figures of many layouts at once, as arrays (`evaluate`), and one
-layout's row (`row`). The search ranks on these arrays and the single estimate reads its row from them, so the two
+layout's Estimate (`row`). The search ranks on these arrays and the single estimate reads its row from them, so the two
 agree exactly. A Context is everything but the layout; its whole-run phases come searched from
 engine.planning.search.context."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from engine.physics.hardware import GIB, Hardware, resolve_hardware
 from engine.physics.layouts import Layouts
 from engine.physics.memory import headroom_fraction, memory_breakdown, staged_params
 from engine.physics.model import Shape, shape_of
+from engine.planning.results import Estimate
 from engine.scenario import Scenario
 from engine.physics.steptime import step_time
 
@@ -129,9 +130,15 @@ BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero3_com
              "pipeline_bubble", "pipeline_imbalance", "dp_comm", "optimizer")
 
 
-def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
-    """The JSON-ready estimate of layout i. A layout that does not fit has no days, GPU-hours, cost, energy or CO2
-    (None) and says why in `problem`; so does a run that never finishes (failures outpace recovery: wall_days None)."""
+def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int, **more) -> Estimate:
+    """The estimate of layout i (with `more` fields: an estimate's nearest_fit and assumptions). A layout that does not
+    fit has no days, GPU-hours, cost, energy or CO2 (None) and says why in `problem`; so does a run that never finishes
+    (failures outpace recovery: wall_days None)."""
+    return Estimate.model_validate({**_row_data(ctx, ev, lay, i), **more})
+
+
+def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
+    """The estimate of layout i as the plain data Estimate is validated from, keys in their printed order."""
     g = lambda k: float(ev[k][i])
     fits = bool(ev["fits"][i])
     gib = lambda k: round(g(f"mem_{k}") / GIB, 3)
@@ -190,42 +197,3 @@ def run_row(ctx: Context, ev: dict[str, np.ndarray], i: int) -> dict:
         "cost": cost.detail(ctx.price, ctx.scenario.cluster.accelerator, billed),
         "energy": energy.detail(ctx.power, ctx.n_gpus, billed, None if mwh is None else mwh * 1000),
     }
-
-
-@dataclass(frozen=True)
-class Row:
-    """One layout's estimate as the planning compares it: the figures deadlines, budgets and rankings read, typed
-    (None: not known, the layout does not fit, or the run never finishes), and the whole JSON-ready estimate that
-    the outputs print (`detail`, from `row`)."""
-
-    layout: dict
-    fits: bool
-    memory_gib: float                 # per GPU, on the fullest pipeline stage
-    memory_capacity_gib: float
-    mfu: float
-    train_days: float | None
-    wall_days: float | None
-    gpu_hours: float | None
-    cost_usd: float | None
-    energy_mwh: float | None
-    co2_t: float | None
-    problem: str | None
-    detail: dict = field(repr=False, compare=False)
-
-    @classmethod
-    def of(cls, detail: dict) -> Row:
-        return cls(layout=detail["layout"], fits=detail["fits"], memory_gib=detail["memory_gib"]["total"],
-                   memory_capacity_gib=detail["memory_capacity_gib"], mfu=detail["mfu"],
-                   **{k: detail[k] for k in ("train_days", "wall_days", "gpu_hours", "cost_usd", "energy_mwh", "co2_t",
-                                             "problem")}, detail=detail)
-
-    @property
-    def n_gpus(self) -> int:
-        """The GPUs it runs on: the product of its layout's parallel degrees."""
-        return self.layout["tp"] * self.layout["pp"] * self.layout["dp"] * self.layout["cp"]
-
-    @property
-    def days(self) -> float:
-        """Wall-clock days, the one figure deadlines, rankings and sizing compare: infinite where the run never
-        finishes (failures outpace recovery) or the layout does not fit."""
-        return math.inf if self.wall_days is None else self.wall_days

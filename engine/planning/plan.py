@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.evaluation import Row
+from engine.planning.results import Estimate, Plan
 from engine.planning.sizing import Sizing, Target, billed_gpu_hours, size_for
 from engine.planning.vendor import scenario_on
 from engine.precision import trained_precision
@@ -59,7 +59,7 @@ class Option:
         return self.sizing is not None and self.sizing.met
 
     @property
-    def best(self) -> Row | None:
+    def best(self) -> Estimate | None:
         return None if self.sizing is None else self.sizing.best
 
     @property
@@ -89,14 +89,14 @@ def _option(sc, acc, target, factor, batches, objective) -> Option:
     return found
 
 
-def _key(best: Row, target: Target) -> float:
+def _key(best: Estimate, target: Target) -> float:
     """Smaller is better: the cost (or GPU-hours) for a deadline, the days for a budget."""
     if target.deadline_days is not None:
         return best.cost_usd if best.cost_usd is not None else 1e30 + billed_gpu_hours(best)
     return best.days
 
 
-def _figures(row: Row, factor: float, efficiency: str) -> dict:
+def _figures(row: Estimate, factor: float, efficiency: str) -> dict:
     """The headline figures of a row for the chosen stack, each with its range (None: not known, or the run never
     finishes)."""
     finishes = row.wall_days is not None
@@ -110,7 +110,7 @@ def _figures(row: Row, factor: float, efficiency: str) -> dict:
 def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | None = None,
          gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
          batch_range: tuple[int, int] | None = None, accelerators: list[str] | None = None,
-         objective: str = "time", progress=None) -> dict:
+         objective: str = "time", progress=None) -> Plan:
     """See the module docstring. vendor: 'any', 'same' (the scenario's accelerator only) or a vendor name."""
     target = Target(deadline_days, budget_usd, gpu_hours)
     factor = ranges.factor(efficiency)
@@ -143,7 +143,7 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
         closest = min((o for o in options if o.best), key=lambda o: o.best.days, default=None)
         result.update(answer=None, reason=("no accelerator meets " + target.describe() + (
             f"; the closest is {closest.name}: {closest.reason or ''}" if closest else "")))
-        return result
+        return Plan.model_validate(result)
     chosen = met[0]
     if progress:
         progress(0.95, f"searching every layout of {chosen.sizing.n_gpus:,} {chosen.name}")
@@ -156,7 +156,7 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
                          for o in options]
     if progress:
         progress(1.0, "done")
-    return result
+    return Plan.model_validate(result)
 
 
 def _answer(o: Option, factor: float, efficiency: str) -> dict:
@@ -164,8 +164,8 @@ def _answer(o: Option, factor: float, efficiency: str) -> dict:
     return {"accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision,
             "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
             "global_batch_size": o.global_batch_size, "layout": best.layout, "mfu": best.mfu,
-            "memory_gib": best.memory_gib, "memory_capacity_gib": best.memory_capacity_gib,
-            **_figures(best, factor, efficiency), "estimate": best.detail}
+            "memory_gib": best.memory_gib.total, "memory_capacity_gib": best.memory_capacity_gib,
+            **_figures(best, factor, efficiency), "estimate": best}
 
 
 def _summary(o: Option, factor: float, efficiency: str) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.physics.memory import headroom_fraction
 from engine.physics.model import shape_of
+from engine.planning.results import Estimate
 from engine.scenario import Scenario
 
 MIN_SEQ_LEN = 128                 # pre-training sequences are 2k-8k tokens (GPT-3 2,048; Llama 3 8,192)
@@ -12,7 +13,7 @@ LONG_RUN_DAYS = 365.0
 MAX_SANE_DAYS = 3650.0
 
 
-def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
+def warnings_for(sc: Scenario, estimate: Estimate | None = None) -> list[str]:
     """What looks implausible in this scenario (and, given its estimate, in its result)."""
     out = []
     tr = sc.training
@@ -31,7 +32,7 @@ def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
         memory = memory_headroom_warning(sc, estimate)
         if memory:
             out.append(memory)
-        days = estimate.get("wall_days")              # None: it never finishes, which its reliability block says
+        days = estimate.wall_days                     # None: it never finishes, which its reliability block says
         if days is not None and days > MAX_SANE_DAYS:
             out.append(f"The run would take {days / 365:,.0f} years: add accelerators, or check the token count.")
         elif days is not None and days > LONG_RUN_DAYS:
@@ -40,12 +41,12 @@ def warnings_for(sc: Scenario, estimate: dict | None = None) -> list[str]:
     return out
 
 
-def memory_headroom_warning(sc: Scenario, estimate: dict) -> str | None:
+def memory_headroom_warning(sc: Scenario, estimate: Estimate) -> str | None:
     """A layout that fits but uses the memory the recommendations keep free (engine.physics.memory.headroom_fraction):
     estimated all the same, with what it uses and what is usual."""
-    if not estimate.get("fits") or "memory_gib" not in estimate:       # not fitting is said elsewhere
+    if not estimate.fits:                                               # not fitting is said elsewhere
         return None
-    total, capacity = estimate["memory_gib"]["total"], estimate["memory_capacity_gib"]
+    total, capacity = estimate.memory_gib.total, estimate.memory_capacity_gib
     h = headroom_fraction(sc.training)
     if total <= (1 - h) * capacity:
         return None

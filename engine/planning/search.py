@@ -16,7 +16,8 @@ from engine.catalog import load_catalog
 from engine.economics import whole_run
 from engine.physics import layout_rules
 from engine.planning import evaluation
-from engine.planning.evaluation import Context, Row, evaluate, memory, row
+from engine.planning.evaluation import Context, evaluate, memory, row
+from engine.planning.results import Estimate, ParetoPoint, SearchResult
 from engine.physics.layouts import RECOMPUTE, Layouts
 from engine.physics.memory import headroom_fraction
 from engine.scenario import Scenario, ScenarioError, divisors
@@ -384,33 +385,34 @@ def _phase_run(sc: Scenario, phase) -> whole_run.PhaseRun:
     if best is None:
         return whole_run.PhaseRun(**named, seconds=float("inf"), problem=f"no layout on {n} GPUs fits sequence "
                                                                          f"{tr.seq_len} with batch {tr.global_batch_size}")
-    return whole_run.PhaseRun(**named, seconds=best.detail["whole_run"]["steps_days"] * 86400.0, layout=best.layout,
+    return whole_run.PhaseRun(**named, seconds=best.whole_run["steps_days"] * 86400.0,
+                              layout=best.layout.model_dump(),
                               mfu=best.mfu)
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def _best_json(scenario_json: str, n_gpus: int, objective: str, quick: bool) -> Row | None:
+def _best_json(scenario_json: str, n_gpus: int, objective: str, quick: bool) -> Estimate | None:
     sc = Scenario.model_validate_json(scenario_json)
     try:
         cs = search_cluster(sc, n_gpus, quick=quick)
     except ScenarioError:                     # a size whose candidate space is over the search's limit
         return None
     idx = _best(cs, objective, 1)
-    return Row.of(row(cs.ctx, cs.ev, cs.layouts, int(idx[0]))) if len(idx) else None
+    return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
 
 
-def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> Row | None:
+def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> Estimate | None:
     """The best layout's estimate on n_gpus (None if no layout fits); cached for the process."""
     return _best_json(_scenario_for(sc, n_gpus).model_dump_json(), n_gpus, objective, quick)
 
 
-def _best_row(cs: ClusterSearch, objective: str) -> Row | None:
+def _best_row(cs: ClusterSearch, objective: str) -> Estimate | None:
     idx = _best(cs, objective, 1)
-    return Row.of(row(cs.ctx, cs.ev, cs.layouts, int(idx[0]))) if len(idx) else None
+    return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
 
 
 def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_nodes: bool = False,
-           pareto_sizes: list[int] | None = None, progress=None, summaries: bool = True) -> dict:
+           pareto_sizes: list[int] | None = None, progress=None, summaries: bool = True) -> SearchResult:
     """Search the scenario's cluster (its layout is ignored); see the module docstring.
 
     progress: optional callable(fraction, message) for the UI."""
@@ -425,28 +427,29 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_node
         raise ScenarioError([("objective", f"cannot rank by {objective}: {missing}")])
     best = _best(cs, objective, top)
     rows = [row(cs.ctx, cs.ev, cs.layouts, int(i)) for i in best]
+    feasible = int(cs.feasible.sum())
     out = {
         "n_gpus": n,
         "objective": objective,
         "candidates_evaluated": cs.candidates,
         "model_evaluated": len(cs.layouts),
-        "feasible": int(cs.feasible.sum()),
+        "feasible": feasible,
         "best": rows,
         "rejected": cs.rejected(),
         **({"by_dimension": _by_dimension(cs, objective)} if summaries else {}),
     }
-    if not rows and out["feasible"]:                   # layouts fit, but on this cluster no run finishes
-        out["problem"] = row(cs.ctx, cs.ev, cs.layouts, int(np.flatnonzero(cs.feasible)[0]))["problem"]
+    if not rows and feasible:                          # layouts fit, but on this cluster no run finishes
+        out["problem"] = row(cs.ctx, cs.ev, cs.layouts, int(np.flatnonzero(cs.feasible)[0])).problem
     sizes = pareto_sizes if pareto_sizes is not None else sorted({s for s in (n // 4, n // 2, n, 2 * n) if s >= 1})
     front = []
     for k, size in enumerate(sizes):
         note(0.2 + 0.5 * k / max(len(sizes), 1), f"Pareto front: {size} GPUs")
-        r = (Row.of(rows[0]) if rows else None) if size == n else (
+        r = (rows[0] if rows else None) if size == n else (
             _best_row(search_cluster(sc, size, True), objective) if allow_span_nodes else best_at(sc, size, objective))
         if r and r.wall_days is not None:              # a size whose run never finishes is on no time front
-            front.append({"n_gpus": size, "train_days": r.train_days, "wall_days": r.wall_days,
-                          "gpu_hours": r.gpu_hours, "cost_usd": r.cost_usd, "layout": r.layout})
-    front.sort(key=lambda p: p["n_gpus"])
-    out["pareto"] = [p for i, p in enumerate(front) if all(q["wall_days"] > p["wall_days"] for q in front[:i])]
+            front.append(ParetoPoint(n_gpus=size, train_days=r.train_days, wall_days=r.wall_days,
+                                     gpu_hours=r.gpu_hours, cost_usd=r.cost_usd, layout=r.layout))
+    front.sort(key=lambda p: p.n_gpus)
+    out["pareto"] = [p for i, p in enumerate(front) if all(q.wall_days > p.wall_days for q in front[:i])]
     note(1.0, "done")
-    return out
+    return SearchResult.model_validate(out)

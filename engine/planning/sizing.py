@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from engine.planning.evaluation import Row
+from engine.planning.results import ClusterSearch, Estimate, NearestFit
 from engine.planning.search import best_at
 from engine.scenario import Scenario, ScenarioError
 
@@ -51,17 +51,17 @@ class Target:
         return " and ".join(parts)
 
 
-def billed_gpu_hours(row: Row, factor: float = 1.0) -> float:
+def billed_gpu_hours(row: Estimate, factor: float = 1.0) -> float:
     """GPUs x wall-clock hours (infinite for a run that never finishes)."""
     return row.n_gpus * row.days * 24.0 * factor
 
 
-def meets_deadline(row: Row | None, target: Target, factor: float = 1.0) -> bool:
+def meets_deadline(row: Estimate | None, target: Target, factor: float = 1.0) -> bool:
     """A run that never finishes meets no deadline."""
     return row is not None and (target.deadline_days is None or row.days * factor <= target.deadline_days)
 
 
-def within_budget(row: Row | None, target: Target, factor: float = 1.0) -> bool:
+def within_budget(row: Estimate | None, target: Target, factor: float = 1.0) -> bool:
     if row is None:
         return False
     if target.budget_usd is not None and (row.cost_usd is None or row.cost_usd * factor > target.budget_usd):
@@ -96,8 +96,8 @@ class Sizing:
     met: bool
     n_gpus: int | None
     gpus_per_node: int
-    best: Row | None
-    neighbour: Row | None
+    best: Estimate | None
+    neighbour: Estimate | None
     sizes_tried: tuple[int, ...]
     efficiency_factor: float
     reason: str | None = None
@@ -105,16 +105,6 @@ class Sizing:
     @property
     def nodes(self) -> int | None:
         return None if self.n_gpus is None else -(-self.n_gpus // self.gpus_per_node)
-
-    def as_dict(self) -> dict:
-        """The JSON form (the command line's and the Layout search page's cluster_search)."""
-        out = {"met": self.met, "n_gpus": self.n_gpus, "nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-               "best": None if self.best is None else self.best.detail,
-               "neighbour": None if self.neighbour is None else self.neighbour.detail,
-               "sizes_tried": list(self.sizes_tried),
-               "efficiency_factor": self.efficiency_factor}
-        return {**out, "reason": self.reason} if self.reason else out
-
 
 @dataclass
 class Ladder:
@@ -134,16 +124,16 @@ class Ladder:
     def gpus(self, i: int) -> int:
         return self.counts[i] * self.unit
 
-    def at(self, i: int) -> Row | None:
+    def at(self, i: int) -> Estimate | None:
         """The quick search's best row on the i-th size."""
         return self.on(self.gpus(i))
 
-    def on(self, n: int) -> Row | None:
+    def on(self, n: int) -> Estimate | None:
         if n not in self.tried:
             self.tried[n] = best_at(self.sc, n, self.objective, quick=True)
         return self.tried[n]
 
-    def shown(self, n: int, full: bool) -> Row | None:
+    def shown(self, n: int, full: bool) -> Estimate | None:
         """The row shown for n GPUs: the full search's best, or with full=False the quick one's."""
         return best_at(self.sc, n, self.objective) if full else self.tried.get(n)
 
@@ -279,7 +269,7 @@ def largest_within_budget(sc: Scenario, target: Target, objective: str = "time",
     return _finish(ladder, ladder.gpus(lo), above, factor, ok, full)
 
 
-def _days(r: Row, factor: float) -> float:
+def _days(r: Estimate, factor: float) -> float:
     return r.days * factor
 
 
@@ -308,28 +298,32 @@ def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
             continue
         best = best_at(sc, n, quick=True)
         if best is not None:
-            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best.wall_days, "layout": best.layout})
+            out.append({"n_gpus": n, "nodes": n // unit, "wall_days": best.wall_days,
+                        "layout": best.layout.model_dump()})
         if len(out) == how_many:
             break
     return out
 
 
 def cluster_search(sc: Scenario, deadline_days: float | None = None, gpu_hour_budget: float | None = None,
-                   objective: str = "time") -> dict | None:
+                   objective: str = "time") -> ClusterSearch | None:
     """The layout search's cluster sizing: the smallest cluster for a deadline (and GPU-hour budget), or the largest
     within the budget; None when neither is given."""
     if deadline_days is None and gpu_hour_budget is None:
         return None
-    sized = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
-    return {**sized.as_dict(), "deadline_days": deadline_days, "gpu_hour_budget": gpu_hour_budget}
+    s = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
+    return ClusterSearch(met=s.met, n_gpus=s.n_gpus, nodes=s.nodes, gpus_per_node=s.gpus_per_node, best=s.best,
+                         neighbour=s.neighbour, sizes_tried=list(s.sizes_tried), efficiency_factor=s.efficiency_factor,
+                         **({"reason": s.reason} if s.reason else {}), deadline_days=deadline_days,
+                         gpu_hour_budget=gpu_hour_budget)
 
 
-def nearest_fit(sc: Scenario) -> dict | None:
+def nearest_fit(sc: Scenario) -> NearestFit | None:
     """For a layout that does not fit: the fastest layout that fits on the same cluster, else the nearest cluster
-    size where one fits, as {n_gpus, layout, wall_days}; None when nothing fits near."""
+    size where one fits; None when nothing fits near."""
     n = sc.cluster.n_gpus
     best = best_at(sc, n)
     if best is not None:
-        return {"n_gpus": n, "layout": best.layout, "wall_days": best.wall_days}
+        return NearestFit(n_gpus=n, layout=best.layout, wall_days=best.wall_days)
     sizes = nearest_sizes(sc, n, how_many=1)
-    return {k: sizes[0][k] for k in ("n_gpus", "layout", "wall_days")} if sizes else None
+    return NearestFit(**{k: sizes[0][k] for k in ("n_gpus", "layout", "wall_days")}) if sizes else None

@@ -10,7 +10,7 @@ from functools import lru_cache
 from engine.catalog import DATA_DIR, load_catalog
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.evaluation import Row
+from engine.planning.results import Comparison, Estimate
 from engine.planning.search import best_at, search
 from engine.planning.sizing import Target, meets_deadline, size_for
 
@@ -76,7 +76,7 @@ class Candidate:
     calibrated: bool
     fits: bool = False
     n_gpus: int | None = None
-    best: Row | None = None
+    best: Estimate | None = None
     meets_deadline: bool | None = None
     reason: str | None = None
 
@@ -86,8 +86,8 @@ class Candidate:
         figures = {} if b is None else {
             "layout": b.layout, "train_days": b.train_days, "wall_days": b.wall_days, "gpu_hours": b.gpu_hours,
             "mfu": b.mfu, "cost_usd": b.cost_usd, "energy_mwh": b.energy_mwh, "co2_t": b.co2_t,
-            "memory_gib": b.memory_gib, "memory_capacity_gib": b.memory_capacity_gib,
-            "memory_headroom": 1 - b.memory_gib / b.memory_capacity_gib}
+            "memory_gib": b.memory_gib.total, "memory_capacity_gib": b.memory_capacity_gib,
+            "memory_headroom": b.memory_headroom}
         return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
                 "software_stack": self.software_stack, "precision": self.precision,
                 "precision_note": self.precision_note, "calibrated": self.calibrated, "fits": self.fits,
@@ -119,18 +119,18 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective) -> Candi
     n = sc.cluster.n_gpus
     out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                  summaries=False)
-    if not out["best"] and out.get("problem"):      # layouts fit, but no run on this cluster finishes
-        return replace(base, fits=True, n_gpus=n, reason=out["problem"])
-    if not out["best"]:
-        main = max(out["rejected"].items(), key=lambda kv: kv[1])[0] if out["rejected"] else "no valid layout"
+    if out.never_finishes:                          # layouts fit, but no run on this cluster finishes
+        return replace(base, fits=True, n_gpus=n, reason=out.problem)
+    if not out.best:
+        main = max(out.rejected.items(), key=lambda kv: kv[1])[0] if out.rejected else "no valid layout"
         return replace(base, n_gpus=n, reason=f"no layout fits on {n} GPUs ({main})")
-    return _with_best(replace(base, n_gpus=n), Row.of(out["best"][0]))
+    return _with_best(replace(base, n_gpus=n), out.best[0])
 
 
-def _with_best(c: Candidate, best: Row) -> Candidate:
+def _with_best(c: Candidate, best: Estimate) -> Candidate:
     """A candidate with its best layout; one whose run never finishes (failures outpace recovery) has nothing to be
     ranked on and says why."""
-    return replace(c, fits=True, best=best, reason=best.problem if best.wall_days is None else None)
+    return replace(c, fits=True, best=best, reason=best.problem if best.never_finishes else None)
 
 
 def _score(rows: list[dict], weights: dict[str, float]) -> None:
@@ -199,7 +199,7 @@ def _why_other(r: dict, top: dict, rank: int) -> str:
 
 def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | None = None,
             calibrations: dict[str, dict] | None = None, accelerators: list[str] | None = None,
-            objective: str = "time", progress=None) -> dict:
+            objective: str = "time", progress=None) -> Comparison:
     """Compare accelerators for one scenario: a fixed cluster size (the scenario's n_gpus), or the smallest size
     meeting deadline_days for each. calibrations maps accelerator id -> measured cluster overrides
     (matmul_efficiency, intra_node_busbw_gbs, inter_node_busbw_gbs) that replace the published defaults."""
@@ -220,22 +220,23 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
                      "ecosystem_levels": eco[acc.software_stack]["levels"]})
     if progress:
         progress(1.0, "done")
-    return {
+    return Comparison.model_validate({
         "mode": "deadline" if deadline_days is not None else "fixed cluster",
         "n_gpus": None if deadline_days is not None else sc.cluster.n_gpus,
         "deadline_days": deadline_days,
         "ecosystem_sources": {s: e["source"] for s, e in eco.items()},
         **_rank(rows, w),
-    }
+    })
 
 
 RANKING_KEYS = ("scores", "decision_score", "rank", "why", "unknown")
 
 
-def rescore(result: dict, weights: dict | None) -> dict:
+def rescore(result: Comparison, weights: dict | None) -> Comparison:
     """The same comparison under other weights: no search is rerun, only the scores, ranks and reasons change."""
-    rows = [{k: v for k, v in r.items() if k not in RANKING_KEYS} for r in result["rows"]]
-    return {**result, **_rank(rows, normalise_weights(weights))}
+    rows = [r.model_dump(exclude_unset=True, exclude=set(RANKING_KEYS)) for r in result.rows]
+    ranked = _rank(rows, normalise_weights(weights))
+    return Comparison.model_validate({**result.model_dump(exclude_unset=True), **ranked})
 
 
 def _rank(rows: list[dict], w: dict[str, float]) -> dict:

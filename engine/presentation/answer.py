@@ -3,6 +3,7 @@ cluster as a scenario change, the nearest alternatives and every accelerator's o
 from __future__ import annotations
 
 from engine.inputs import parse_scenario
+from engine.planning.results import Plan, PlanAnswer
 from engine.scenario import Scenario
 from engine.presentation.figures import Figure, range_text
 from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd
@@ -13,80 +14,78 @@ ALTERNATIVE_LABELS = {"one size smaller": "One size smaller", "one size larger":
 NO_PRICE = "no price: enter one"
 
 
-def cluster_text(answer: dict) -> str:
+def cluster_text(answer: PlanAnswer) -> str:
     """'4,096 x NVIDIA B200 ... in 512 nodes of 8'."""
-    return f"{answer['n_gpus']:,} x {answer['name']} in {answer['nodes']:,} nodes of {answer['gpus_per_node']}"
+    return f"{answer.n_gpus:,} x {answer.name} in {answer.nodes:,} nodes of {answer.gpus_per_node}"
 
 
-def headline(result: dict) -> str:
+def headline(result: Plan) -> str:
     """One sentence answering the target, e.g. '4,096 x NVIDIA B200 in 512 nodes of 8 train it within 30 days: 24.5
     days (17.7-26.8), $14.5M ($10.5M-$15.8M), 4,070 MWh and 1,930 t CO2e.'"""
-    a = result["answer"]
-    r = a["ranges"]
-    parts = [f"{fmt_days(a['wall_days'])} ({range_text(r['wall_days'], 'wall_days')})"]
-    parts.append(f"{fmt_usd(a['cost_usd'])} ({range_text(r['cost_usd'], 'cost_usd')})" if a["cost_usd"] is not None
+    a = result.answer
+    r = a.ranges
+    parts = [f"{fmt_days(a.wall_days)} ({range_text(r['wall_days'], 'wall_days')})"]
+    parts.append(f"{fmt_usd(a.cost_usd)} ({range_text(r['cost_usd'], 'cost_usd')})" if a.cost_usd is not None
                  else f"cost unknown ({NO_PRICE})")
-    if a["energy_mwh"] is not None:
-        parts.append(f"{fmt_num(a['energy_mwh'])} MWh")
-    if a["co2_t"] is not None:
-        parts.append(f"{fmt_num(a['co2_t'])} t CO2e")
-    return f"{cluster_text(a)} train it {result['target']}: " + ", ".join(parts[:-1]) + " and " + parts[-1] + "."
+    if a.energy_mwh is not None:
+        parts.append(f"{fmt_num(a.energy_mwh)} MWh")
+    if a.co2_t is not None:
+        parts.append(f"{fmt_num(a.co2_t)} t CO2e")
+    return f"{cluster_text(a)} train it {result.target}: " + ", ".join(parts[:-1]) + " and " + parts[-1] + "."
 
 
-def answer_figures(answer: dict) -> list[Figure]:
+def answer_figures(answer: PlanAnswer) -> list[Figure]:
     """The answer's headline figures, each time-proportional one with its range."""
-    r = answer["ranges"]
-    out = [Figure("Accelerators", f"{answer['n_gpus']:,}", f"{answer['nodes']:,} nodes of {answer['gpus_per_node']} "
-                                                            f"{answer['name']}, global batch "
-                                                            f"{answer['global_batch_size']:,} sequences"),
-           Figure("Days (wall clock)", fmt_days(answer["wall_days"]), "wall-clock time including failures, restarts, "
+    r = answer.ranges
+    out = [Figure("Accelerators", f"{answer.n_gpus:,}", f"{answer.nodes:,} nodes of {answer.gpus_per_node} "
+                                                            f"{answer.name}, global batch "
+                                                            f"{answer.global_batch_size:,} sequences"),
+           Figure("Days (wall clock)", fmt_days(answer.wall_days), "wall-clock time including failures, restarts, "
                                                                      "checkpoints and evaluation",
                   range_text(r["wall_days"], "wall_days")),
-           Figure("Cost", fmt_usd(answer["cost_usd"]) if answer["cost_usd"] is not None else "unknown",
-                  "billed GPU-hours x the price per GPU-hour" if answer["cost_usd"] is not None else
+           Figure("Cost", fmt_usd(answer.cost_usd) if answer.cost_usd is not None else "unknown",
+                  "billed GPU-hours x the price per GPU-hour" if answer.cost_usd is not None else
                   "no published price for this accelerator: enter one on the Scenario page",
                   range_text(r["cost_usd"], "cost_usd")),
-           Figure("GPU-hours (billed)", fmt_num(answer["gpu_hours"]), "accelerators x wall-clock hours (what a cloud bills)",
+           Figure("GPU-hours (billed)", fmt_num(answer.gpu_hours), "accelerators x wall-clock hours (what a cloud bills)",
                   range_text(r["gpu_hours"], "gpu_hours")),
-           Figure("Energy", f"{fmt_num(answer['energy_mwh'])} MWh" if answer["energy_mwh"] is not None else "unknown",
+           Figure("Energy", f"{fmt_num(answer.energy_mwh)} MWh" if answer.energy_mwh is not None else "unknown",
                   "electricity of accelerators and hosts, times the facility's PUE",
                   range_text(r["energy_mwh"], "energy_mwh")),
-           Figure("CO2e", f"{fmt_num(answer['co2_t'])} t" if answer["co2_t"] is not None else "unknown",
+           Figure("CO2e", f"{fmt_num(answer.co2_t)} t" if answer.co2_t is not None else "unknown",
                   "operational emissions at the site's grid carbon intensity (location-based)",
                   range_text(r["co2_t"], "co2_t"))]
     return out
 
 
-def alternative_rows(result: dict) -> list[dict]:
+def alternative_rows(result: Plan) -> list[dict]:
     """The nearest alternatives: what each is and its figures, in words."""
-    return [{"alternative": ALTERNATIVE_LABELS.get(a["kind"], a["kind"]), "what it takes": a["text"]}
-            for a in result["alternatives"]]
+    return [{"alternative": ALTERNATIVE_LABELS.get(a.kind, a.kind), "what it takes": a.text}
+            for a in result.alternatives]
 
 
-def option_rows(result: dict) -> list[dict]:
+def option_rows(result: Plan) -> list[dict]:
     """Every accelerator sized for the target: meets it or why not, size, days, cost (or 'no price: enter one'),
     energy and CO2; those that meet it first, fastest first."""
     rows = []
-    for o in result["options"]:
-        priced = o.get("price_known")
-        rows.append({"accelerator": o["name"], "vendor": o["vendor"], "meets the target": "yes" if o["met"] else "no",
-                     "GPUs": o.get("n_gpus"), "nodes": o.get("nodes"), "days": o.get("wall_days"),
-                     "cost USD": o.get("cost_usd"),
-                     "energy MWh": o.get("energy_mwh"), "CO2 t": o.get("co2_t"),
-                     "note": (o.get("reason") or "") if not o["met"] else ("" if priced else NO_PRICE)})
+    for o in result.options:
+        rows.append({"accelerator": o.name, "vendor": o.vendor, "meets the target": "yes" if o.met else "no",
+                     "GPUs": o.n_gpus, "nodes": o.nodes, "days": o.wall_days, "cost USD": o.cost_usd,
+                     "energy MWh": o.energy_mwh, "CO2 t": o.co2_t,
+                     "note": (o.reason or "") if not o.met else ("" if o.price_known else NO_PRICE)})
     return sorted(rows, key=lambda r: (r["meets the target"] != "yes", r["days"] is None, r["days"] or 0))
 
 
-def answer_scenario(sc: Scenario, answer: dict) -> Scenario:
+def answer_scenario(sc: Scenario, answer: PlanAnswer) -> Scenario:
     """The scenario this answer describes: the same model, tokens, site and prices on the answer's accelerator,
     cluster size, precision, global batch and layout. Its estimate is the answer's (the plan sized the cluster with
     the same engine), so every page then shows the answer. Measured efficiencies and link overrides belong to the
     previous accelerator and cluster and are dropped, as the plan did."""
     data = sc.model_dump(mode="json", exclude_none=True)
-    keep_node = sc.cluster.accelerator == answer["accelerator"] and sc.cluster.gpus_per_node
-    data["cluster"] = {"accelerator": answer["accelerator"], "n_gpus": answer["n_gpus"],
+    keep_node = sc.cluster.accelerator == answer.accelerator and sc.cluster.gpus_per_node
+    data["cluster"] = {"accelerator": answer.accelerator, "n_gpus": answer.n_gpus,
                        **({"gpus_per_node": sc.cluster.gpus_per_node} if keep_node else {})}
-    data["training"] = {**data["training"], "precision": answer["precision"],
-                        "global_batch_size": answer["global_batch_size"]}
-    data["layout"] = {k: v for k, v in answer["layout"].items() if v is not None}
+    data["training"] = {**data["training"], "precision": answer.precision,
+                        "global_batch_size": answer.global_batch_size}
+    data["layout"] = answer.layout.model_dump(exclude_none=True)
     return parse_scenario(data)

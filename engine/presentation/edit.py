@@ -159,8 +159,8 @@ def layout_words(layout: dict, gpus_per_node: int) -> str:
 def closest_layout(sc: Scenario) -> tuple[dict | None, str]:
     """The fastest layout that fits (search ranking), else the valid layout that needs the least memory; and a note."""
     found = search(sc, top=1, pareto_sizes=[])
-    if found["best"]:
-        return found["best"][0]["layout"], "the fastest layout that fits in memory"
+    if found.best:
+        return found.best[0].layout.model_dump(), "the fastest layout that fits in memory"
     cs = search_cluster(sc, sc.cluster.n_gpus)
     if not len(cs.layouts):
         return None, "no layout satisfies the divisibility rules for this model, batch and cluster"

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from engine.catalog import load_catalog
 from engine.economics import ranges
+from engine.planning.results import Estimate, Figure as Band
 from engine.presentation.formatting import GLOSSARY, accelerator_name, fmt_days, fmt_num, fmt_pct, fmt_rate, fmt_usd
 from engine.scenario import PresetRef, Scenario
 
@@ -24,76 +25,82 @@ FIGURE_UNITS = {"wall_days": fmt_days, "gpu_hours": fmt_num, "cost_usd": fmt_usd
                 "energy_mwh": lambda v: f"{fmt_num(v)} MWh", "co2_t": lambda v: f"{fmt_num(v)} t"}
 
 
-def range_text(band: dict | None, key: str) -> str | None:
-    """'17.7-26.8 days' for a band from engine.economics.ranges (None when there is none)."""
+def band(value: float | None, efficiency: str = "tuned") -> Band | None:
+    """A figure with its range for the chosen stack (engine.economics.ranges.band), typed; None for no figure."""
+    b = ranges.band(value, efficiency)
+    return None if b is None else Band(**b)
+
+
+def range_text(band: Band | None, key: str) -> str | None:
+    """'17.7-26.8 days' for a band (None when there is none)."""
     if band is None:
         return None
     fmt = FIGURE_UNITS[key]
-    low, high = fmt(band["low"]), fmt(band["high"])
+    low, high = fmt(band.low), fmt(band.high)
     unit = " " + low.split(" ", 1)[1] if " " in low and low.split(" ", 1)[1] == high.split(" ", 1)[1] else ""
     return f"{low[:len(low) - len(unit)]}–{high}" if unit else f"{low}–{high}"
 
 
-def headline_bands(est: dict, efficiency: str = "tuned") -> dict[str, dict | None]:
+def billed_gpu_hours(est: Estimate) -> float | None:
+    """GPUs x wall-clock hours, as the cost bills them (the compute GPU-hours where the run has no wall time)."""
+    return est.cost.get("billed_gpu_hours") or est.gpu_hours
+
+
+def headline_bands(est: Estimate, efficiency: str = "tuned") -> dict[str, Band | None]:
     """The time-proportional headline figures of an estimate as bands for the chosen stack: wall days, GPU-hours
     (billed: GPUs x wall-clock hours, as the cost), cost, energy and CO2."""
-    billed = (est.get("cost") or {}).get("billed_gpu_hours") or est["gpu_hours"]
-    return {"wall_days": ranges.band(est["wall_days"], efficiency),
-            "gpu_hours": ranges.band(billed, efficiency),
-            **{k: ranges.band(est.get(k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
+    return {"wall_days": band(est.wall_days, efficiency),
+            "gpu_hours": band(billed_gpu_hours(est), efficiency),
+            **{k: band(getattr(est, k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
 
 
-def key_figures(est: dict, efficiency: str = "tuned") -> list[Figure]:
+def key_figures(est: Estimate, efficiency: str = "tuned") -> list[Figure]:
     """The headline figures of an estimate, each time-proportional one with its range for the chosen stack
     (engine.economics.ranges). A layout that does not fit gets its memory only: no time, cost or throughput."""
-    mem = est["memory_gib"]
-    figures = [Figure("Memory per GPU", f"{mem['total']:.1f} GiB",
+    figures = [Figure("Memory per GPU", f"{est.memory_gib.total:.1f} GiB",
                       "peak memory on the fullest GPU (worst pipeline stage) against what the accelerator can allocate"
-                      + ("" if est["fits"] else "; it does NOT fit, so no time or cost is given"),
-                      f"of {est['memory_capacity_gib']:.0f} GiB")]
-    if not est["fits"]:
+                      + ("" if est.fits else "; it does NOT fit, so no time or cost is given"),
+                      f"of {est.memory_capacity_gib:.0f} GiB")]
+    if not est.fits:
         return figures
     bands = headline_bands(est, efficiency)
     factor = ranges.factor(efficiency)
     stack = "" if efficiency == "tuned" else " on a typical software stack"
     tuned = "" if efficiency == "tuned" else (f" (for a well-tuned stack; a typical one takes {ranges.factor(efficiency):.2f}x "
                                               "the time overall)")
-    value = lambda key: bands[key]["value"] if bands[key] else None
+    value = lambda key: bands[key].value if bands[key] else None
     figures += [
         Figure("Time to train", fmt_days(value("wall_days")),
                (f"wall-clock time{stack} including failures, restarts and checkpoints (goodput "
-                f"{fmt_pct(est.get('goodput'))}); pure compute time {fmt_days(est['train_days'])}" if est.get("wall_days")
-                else f"no time to train: {est['problem']}"), range_text(bands["wall_days"], "wall_days")),
+                f"{fmt_pct(est.goodput)}); pure compute time {fmt_days(est.train_days)}" if est.wall_days
+                else f"no time to train: {est.problem}"), range_text(bands["wall_days"], "wall_days")),
         Figure("GPU-hours (billed)", fmt_num(value("gpu_hours")), f"GPUs x wall-clock hours{stack}: what a cloud bills "
                                                                    f"and a budget pays (compute alone: "
-                                                                   f"{fmt_num(est['gpu_hours'] * factor)})",
+                                                                   f"{fmt_num(est.gpu_hours * factor)})",
                range_text(bands["gpu_hours"], "gpu_hours")),
-        Figure("MFU", fmt_pct(est["mfu"]), GLOSSARY["MFU"] + "; 35-55% is typical for large well-tuned runs" + tuned),
-        Figure("Step time", f"{est['step_time_s']:.2f} s", f"one optimizer step ({est['micro_batches_per_step']} "
-                                                           "micro-batches per pipeline)" + tuned),
-        Figure("Throughput", f"{fmt_rate(est['tokens_per_s'])} tok/s", "training tokens processed per second by the "
-                                                                      "whole cluster" + tuned),
+        Figure("MFU", fmt_pct(est.mfu), GLOSSARY["MFU"] + "; 35-55% is typical for large well-tuned runs" + tuned),
+        Figure("Step time", f"{est.step_time_s:.2f} s", f"one optimizer step ({est.micro_batches_per_step} "
+                                                         "micro-batches per pipeline)" + tuned),
+        Figure("Throughput", f"{fmt_rate(est.tokens_per_s)} tok/s", "training tokens processed per second by the "
+                                                                    "whole cluster" + tuned),
+        Figure("Cost", fmt_usd(value("cost_usd")), est.cost.get("price_source") or "no price known: "
+               "enter one on the Scenario page", range_text(bands["cost_usd"], "cost_usd")),
+        Figure("Energy", f"{fmt_num(value('energy_mwh'))} MWh" if bands["energy_mwh"] else "n/a",
+               "electricity drawn by accelerators and hosts, times the facility's PUE",
+               range_text(bands["energy_mwh"], "energy_mwh")),
+        Figure("CO2 (location-based)", f"{fmt_num(value('co2_t'))} t" if bands["co2_t"] else "n/a",
+               "operational emissions from the grid's average carbon intensity at the site",
+               range_text(bands["co2_t"], "co2_t")),
     ]
-    if "cost_usd" in est:
-        figures += [
-            Figure("Cost", fmt_usd(value("cost_usd")), (est.get("cost") or {}).get("price_source") or "no price known: "
-                   "enter one on the Scenario page", range_text(bands["cost_usd"], "cost_usd")),
-            Figure("Energy", f"{fmt_num(value('energy_mwh'))} MWh" if bands["energy_mwh"] else "n/a",
-                   "electricity drawn by accelerators and hosts, times the facility's PUE",
-                   range_text(bands["energy_mwh"], "energy_mwh")),
-            Figure("CO2 (location-based)", f"{fmt_num(value('co2_t'))} t" if bands["co2_t"] else "n/a",
-                   "operational emissions from the grid's average carbon intensity at the site",
-                   range_text(bands["co2_t"], "co2_t")),
-        ]
     return figures
 
 
-def published_training_note(sc: Scenario, est: dict, efficiency: str = "tuned") -> str | None:
+def published_training_note(sc: Scenario, est: Estimate, efficiency: str = "tuned") -> str | None:
     """The whole-training GPU-hours the model's makers published (data/models.json published_training) beside this
     estimate's billed GPU-hours, scaled linearly to the scenario's tokens, and where the published figure falls
     against the range shown. None for a custom model, a preset without a published figure, or a layout that does
     not fit."""
-    if not isinstance(sc.model, PresetRef) or not est.get("fits"):
+    if not isinstance(sc.model, PresetRef) or not est.fits:
         return None
     published = load_catalog().models[sc.model.preset].published_training
     if published is None:
@@ -106,20 +113,20 @@ def published_training_note(sc: Scenario, est: dict, efficiency: str = "tuned") 
                        "directly comparable.")
     shown = headline_bands(est, efficiency)["gpu_hours"]
     scaled = published.gpu_hours * sc.training.total_tokens / published.tokens     # GPU-hours scale with tokens
-    ratio = scaled / shown["value"]
+    ratio = scaled / shown.value
     scaled_text = ("" if abs(sc.training.total_tokens / published.tokens - 1) < 1e-9 else
                    f"Scaled to this scenario's {fmt_num(sc.training.total_tokens)} tokens: {fmt_num(scaled)}; ")
-    if shown["low"] <= scaled <= shown["high"]:
+    if shown.low <= scaled <= shown.high:
         verdict = "within the range shown"
-    elif scaled > shown["high"]:
-        typical = ranges.band(est.get("cost", {}).get("billed_gpu_hours") or est["gpu_hours"], "typical")
+    elif scaled > shown.high:
+        typical = band(billed_gpu_hours(est), "typical")
         verdict = ("above the range shown" + (": about what a typical stack takes, so plan with 'typical' unless "
-                                              "your stack is tuned" if efficiency == "tuned" and typical["low"] <=
-                                              scaled <= typical["high"] else
+                                              "your stack is tuned" if efficiency == "tuned" and typical.low <=
+                                              scaled <= typical.high else
                                               ": the published run did work this estimate leaves out, or ran "
                                               "further below a tuned stack's efficiency"))
     else:
         verdict = "below the range shown: the published run was faster than this layout is estimated to be"
-    return said + f" {scaled_text}{ratio:.2f}x this estimate's {fmt_num(shown['value'])} billed GPU-hours, " \
+    return said + f" {scaled_text}{ratio:.2f}x this estimate's {fmt_num(shown.value)} billed GPU-hours, " \
                   f"{verdict}."
 

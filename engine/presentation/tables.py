@@ -6,9 +6,10 @@ from engine.presentation.edit import describe_layout
 from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, fmt_usd, model_name, model_size_text
 from engine.physics.memory import bytes_per_element, gradient_text, headroom_fraction, optimizer_state_bytes
 from engine.precision import precision
+from engine.planning.results import Comparison, Estimate, SearchResult
 from engine.scenario import Scenario, Training
 
-MEMORY_PARTS = {  # estimate()["memory_gib"] key: label
+MEMORY_PARTS = {  # Estimate.memory_gib field: label
     "weights": "Weights", "gradients": "Gradients", "optimizer_states": "Optimizer states",
     "activations": "Activations", "other": "Other",
 }
@@ -30,7 +31,9 @@ def memory_part_text(training: Training) -> dict[str, str]:
                        "by recompute, TP with sequence parallelism, and CP",
         "other": "output logits, communication buffers and a framework/fragmentation allowance",
     }
-BREAKDOWN = {  # estimate()["time_breakdown_s"] key: label, kind
+
+
+BREAKDOWN = {  # Estimate.time_breakdown_s key: label, kind
     "compute": ("Compute", "compute"),
     "recompute": ("Recompute (activation checkpointing)", "compute"),
     "optimizer": ("Optimizer update", "compute"),
@@ -43,7 +46,7 @@ BREAKDOWN = {  # estimate()["time_breakdown_s"] key: label, kind
     "pipeline_bubble": ("Pipeline bubble", "pipeline idle"),
     "pipeline_imbalance": ("Pipeline stage imbalance", "pipeline idle"),
 }
-WORST_STAGE = {  # estimate()["worst_stage"]: what it means
+WORST_STAGE = {  # Estimate.worst_stage: what it means
     "first": "the first pipeline stage: it holds the token embedding and keeps the most micro-batches in flight",
     "middle": "a middle pipeline stage",
     "last": "the last pipeline stage: it holds the output layer and its logits",
@@ -54,51 +57,52 @@ LAYOUT_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_sta
 
 
 
-def memory_rows(est: dict, training: Training) -> list[dict]:
+def memory_rows(est: Estimate, training: Training) -> list[dict]:
     """Per-GPU memory by component (worst pipeline stage) with its share of the accelerator's capacity."""
-    cap = est["memory_capacity_gib"]
+    cap = est.memory_capacity_gib
     what = memory_part_text(training)
-    return [{"component": label, "GiB": est["memory_gib"][key], "share of capacity": est["memory_gib"][key] / cap,
+    gib = lambda key: getattr(est.memory_gib, key)
+    return [{"component": label, "GiB": gib(key), "share of capacity": gib(key) / cap,
              "what it is": what[key]} for key, label in MEMORY_PARTS.items()]
 
 
-def breakdown_rows(est: dict) -> list[dict]:
+def breakdown_rows(est: Estimate) -> list[dict]:
     """Seconds per optimizer step by component and kind, with the share of the step."""
-    step = est["step_time_s"]
-    return [{"component": label, "kind": kind, "seconds per step": est["time_breakdown_s"][key],
-             "share of step": est["time_breakdown_s"][key] / step if step else 0.0}
+    step = est.step_time_s
+    return [{"component": label, "kind": kind, "seconds per step": est.time_breakdown_s[key],
+             "share of step": est.time_breakdown_s[key] / step if step else 0.0}
             for key, (label, kind) in BREAKDOWN.items()]
 
 
 
-def vendor_rows(result: dict) -> list[dict]:
+def vendor_rows(result: Comparison) -> list[dict]:
     """engine.planning.vendor.compare rows as a table, ranked first, with the plain-language reason of each."""
-    return [{"rank": r["rank"], "accelerator": r["accelerator"], "vendor": r["vendor"],
-             "software": r["software_stack"], "decision score": r.get("decision_score"),
-             "GPUs": r.get("n_gpus"), "days (wall)": r.get("wall_days"), "cost USD": r.get("cost_usd"),
-             "energy MWh": r.get("energy_mwh"), "CO2 t": r.get("co2_t"), "MFU": r.get("mfu"),
-             "memory headroom": r.get("memory_headroom"), "ecosystem": r.get("ecosystem_score"),
-             "precision": r.get("precision"), "layout": describe_layout(r["layout"]) if r.get("layout") else "-",
-             "why": r["why"]} for r in result["rows"]]
+    return [{"rank": r.rank, "accelerator": r.accelerator, "vendor": r.vendor,
+             "software": r.software_stack, "decision score": r.decision_score,
+             "GPUs": r.n_gpus, "days (wall)": r.wall_days, "cost USD": r.cost_usd,
+             "energy MWh": r.energy_mwh, "CO2 t": r.co2_t, "MFU": r.mfu,
+             "memory headroom": r.memory_headroom, "ecosystem": r.ecosystem_score,
+             "precision": r.precision, "layout": describe_layout(r.layout.model_dump()) if r.layout else "-",
+             "why": r.why} for r in result.rows]
 
 
-def ranked_rows(result: dict) -> list[dict]:
+def ranked_rows(result: SearchResult) -> list[dict]:
     """The search's best layouts as table rows (rank, layout fields, time, MFU, memory, GPU-hours, cost)."""
     rows = []
-    for rank, r in enumerate(result["best"], start=1):
-        rows.append({"rank": rank, **{k: r["layout"][k] for k in LAYOUT_COLUMNS},
-                     "days (wall)": r["wall_days"], "days (compute)": r["train_days"],
-                     "MFU": r["mfu"], "memory GiB": r["memory_gib"]["total"], "GPU-hours": r["gpu_hours"],
-                     "cost USD": r.get("cost_usd"), "energy MWh": r.get("energy_mwh"),
-                     "step s": r["step_time_s"]})
+    for rank, r in enumerate(result.best, start=1):
+        rows.append({"rank": rank, **{k: getattr(r.layout, k) for k in LAYOUT_COLUMNS},
+                     "days (wall)": r.wall_days, "days (compute)": r.train_days,
+                     "MFU": r.mfu, "memory GiB": r.memory_gib.total, "GPU-hours": r.gpu_hours,
+                     "cost USD": r.cost_usd, "energy MWh": r.energy_mwh,
+                     "step s": r.step_time_s})
     return rows
 
 
-def rejected_rows(result: dict) -> list[dict]:
+def rejected_rows(result: SearchResult) -> list[dict]:
     """Why candidate layouts were rejected, most common first."""
-    total = result["candidates_evaluated"]
+    total = result.candidates_evaluated
     return [{"reason": reason, "layouts": n, "share": n / total if total else 0.0}
-            for reason, n in sorted(result["rejected"].items(), key=lambda kv: -kv[1])]
+            for reason, n in sorted(result.rejected.items(), key=lambda kv: -kv[1])]
 
 
 def objective_text(objective: str, value: float | None) -> str:
@@ -110,14 +114,14 @@ def objective_text(objective: str, value: float | None) -> str:
     return fmt_usd(value) if objective == "cost" else f"{fmt_num(value)} MWh"
 
 
-def dimension_rows(result: dict, dimension: str) -> list[dict]:
+def dimension_rows(result: SearchResult, dimension: str) -> list[dict]:
     """'Why not ...?' for one layout dimension: per value, how many layouts, how many feasible, the best objective
     reached and the main reasons the others were rejected."""
     rows = []
-    for value, info in result["by_dimension"][dimension].items():
+    for value, info in result.by_dimension[dimension].items():
         reasons = sorted(info["rejected"].items(), key=lambda kv: -kv[1])
         rows.append({dimension: value, "layouts": info["candidates"], "feasible": info["feasible"],
-                     "best": objective_text(result["objective"], info["best"]),
+                     "best": objective_text(result.objective, info["best"]),
                      "main reasons rejected": "; ".join(f"{r} ({n:,})" for r, n in reasons[:3]) or "-"})
     return rows
 
@@ -131,9 +135,9 @@ def dimension_value(dimension: str, key: str):
     return int(key)
 
 
-def pareto_rows(result: dict) -> list[dict]:
-    return [{"GPUs": p["n_gpus"], "days (wall)": p["wall_days"], "GPU-hours": p["gpu_hours"],
-             "cost USD": p.get("cost_usd"), "layout": describe_layout(p["layout"])} for p in result["pareto"]]
+def pareto_rows(result: SearchResult) -> list[dict]:
+    return [{"GPUs": p.n_gpus, "days (wall)": p.wall_days, "GPU-hours": p.gpu_hours,
+             "cost USD": p.cost_usd, "layout": describe_layout(p.layout.model_dump())} for p in result.pareto]
 
 
 

@@ -136,7 +136,7 @@ def test_the_summary_report_of_a_layout_that_does_not_fit_has_no_days():
     data["layout"] = {"tp": 1, "pp": 1, "dp": 1024, "zero_stage": 0}      # 70.6B x 16 bytes of state per GPU
     bad = parse_scenario(data)
     est = estimate(bad)
-    assert not est["fits"]
+    assert not est.fits
     page = summary_html(bad, est, datetime(2026, 1, 1))
     assert "does not fit" in page and "Time to train" not in page and " days" not in page.split("Scenario</h2>")[0]
 

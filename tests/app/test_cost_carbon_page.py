@@ -15,12 +15,12 @@ def cost_page():
 def test_the_figures_are_the_engines():
     at = cost_page()
     est = estimate(default_scenario())
-    assert metric(at, "Goodput") == f"{est['goodput'] * 100:.1f}%"
-    assert metric(at, "Cost (cloud)") == f"${est['cost_usd'] / 1e6:.3g}M"
+    assert metric(at, "Goodput") == f"{est.goodput * 100:.1f}%"
+    assert metric(at, "Cost (cloud)") == f"${est.cost_usd / 1e6:.3g}M"
     three_digits = lambda x: f"{round(x, -(len(str(int(x))) - 3)):,.0f}"      # 6,754.3 -> '6,750'
-    assert metric(at, "Energy") == three_digits(est["energy_mwh"]) + " MWh"
-    assert metric(at, "CO2, location-based") == three_digits(est["energy"]["co2_location_t"]) + " t"
-    assert metric(at, "Expected interruptions") == f"{est['reliability']['expected_failures']:,.0f}"
+    assert metric(at, "Energy") == three_digits(est.energy_mwh) + " MWh"
+    assert metric(at, "CO2, location-based") == three_digits(est.energy["co2_location_t"]) + " t"
+    assert metric(at, "Expected interruptions") == f"{est.reliability['expected_failures']:,.0f}"
 
 
 def test_the_break_even_chart_crosses_at_the_engines_break_even_years():
@@ -28,7 +28,7 @@ def test_the_break_even_chart_crosses_at_the_engines_break_even_years():
     est = estimate(default_scenario())
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     buy, rent = fig["data"][0], fig["data"][1]
-    years = est["cost"]["on_prem"]["break_even"]["years_at_utilisation"]
+    years = est.cost["on_prem"]["break_even"]["years_at_utilisation"]
     crossing = next(i for i, (b, r) in enumerate(zip(buy["y"], rent["y"])) if r >= b)
     assert buy["x"][crossing - 1] <= years <= buy["x"][crossing]
     assert any(abs(s.get("x0", -1) - years) < 1e-9 for s in fig["layout"]["shapes"])
@@ -37,7 +37,7 @@ def test_the_break_even_chart_crosses_at_the_engines_break_even_years():
 def test_the_budget_planner_counts_runs_and_warns_about_big_jobs_only_above_a_limit_you_set():
     at = cost_page()
     assert any("Enter a budget" in i for i in texts(at.info))
-    billed = estimate(default_scenario())["cost"]["billed_gpu_hours"]
+    billed = estimate(default_scenario()).cost["billed_gpu_hours"]
     at.number_input(key="opt:gpu_hour_budget").set_value(10_000_000.0).run()
     plan = plan_budget(billed, budget_gpu_hours=10_000_000.0)
     assert metric(at, "Runs the budget pays for") == f"{plan['max_runs']:,}" == "1"     # 10M / 5.65M billed
@@ -48,7 +48,7 @@ def test_the_budget_planner_counts_runs_and_warns_about_big_jobs_only_above_a_li
     assert any("not both" in e for e in texts(at.error))
     at = cost_page()
     at.number_input(key="opt:budget_usd").set_value(5e6).run()
-    plan = plan_budget(billed, budget_usd=5e6, usd_per_gpu_hour=estimate(default_scenario())["cost"]["usd_per_gpu_hour"])
+    plan = plan_budget(billed, budget_usd=5e6, usd_per_gpu_hour=estimate(default_scenario()).cost["usd_per_gpu_hour"])
     assert plan["max_runs"] == 0
     assert metric(at, "Runs the budget pays for") == "0"
     assert any("does not cover one run" in w for w in texts(at.warning))

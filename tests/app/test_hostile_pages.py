@@ -160,7 +160,7 @@ def test_a_busy_planner_says_so_instead_of_searching(monkeypatch):
         worker.join()
     at = on_page(run_app(), "layout_search")
     button(at, "Run layout search").click().run()
-    assert not at.warning and at.session_state["search_result"]["result"]["best"]
+    assert not at.warning and at.session_state["search_result"]["result"].best
 
 
 # ------------------------------------------------------------------------------------- the limiter on its own

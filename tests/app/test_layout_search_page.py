@@ -32,21 +32,21 @@ def test_the_ranked_table_is_the_engines_ranking_and_the_best_can_be_adopted():
     at = run_search(search_page())
     expected = search(default_scenario(), top=20)
     table = at.dataframe[0].value
-    assert len(table) == len(expected["best"])
-    for i, row in enumerate(expected["best"][:5]):
+    assert len(table) == len(expected.best)
+    for i, row in enumerate(expected.best[:5]):
         for key in ("tp", "pp", "dp", "cp", "micro_batch_size", "zero_stage", "recompute"):
-            assert table.iloc[i][key] == row["layout"][key]
-        assert abs(table.iloc[i]["days (compute)"] - row["train_days"]) < 1e-9
-    assert [m.value for m in at.metric][:3] == [f"{expected['candidates_evaluated']:,}",
-                                                f"{expected['model_evaluated']:,}", f"{expected['feasible']:,}"]
+            assert table.iloc[i][key] == getattr(row.layout, key)
+        assert abs(table.iloc[i]["days (compute)"] - row.train_days) < 1e-9
+    assert [m.value for m in at.metric][:3] == [f"{expected.candidates_evaluated:,}",
+                                                f"{expected.model_evaluated:,}", f"{expected.feasible:,}"]
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     breakdown = charts[0]["data"][0]
-    best = expected["best"][0]
-    assert abs(sum(breakdown["x"]) - best["step_time_s"]) < 1e-6          # the bars add up to the step time
+    best = expected.best[0]
+    assert abs(sum(breakdown["x"]) - best.step_time_s) < 1e-6          # the bars add up to the step time
     pareto = charts[1]["data"][0]
-    assert pareto["x"] == [p["n_gpus"] for p in expected["pareto"]]
+    assert pareto["x"] == [p.n_gpus for p in expected.pareto]
     button(at, "Use layout #1 in the scenario").click().run()
-    assert at.session_state["scenario"].layout.model_dump() == best["layout"]
+    assert at.session_state["scenario"].layout == best.layout
     assert any("current layout" in s for s in texts(at.success))
 
 
@@ -54,7 +54,7 @@ def test_the_rejection_summary_and_why_not_answers_match_the_engine():
     at = run_search(search_page())
     expected = search(default_scenario(), top=20)
     rejected = at.dataframe[1].value
-    assert dict(zip(rejected["reason"], rejected["layouts"])) == expected["rejected"]
+    assert dict(zip(rejected["reason"], rejected["layouts"])) == expected.rejected
     at.selectbox(key="why_dimension").set_value("tp").run()
     at.selectbox(key="why_value").set_value("16").run()
     answer = explain(search_cluster(default_scenario(), 1024), "time", tp=16)
@@ -67,8 +67,8 @@ def test_the_rejection_summary_and_why_not_answers_match_the_engine():
 def test_a_deadline_finds_the_smallest_cluster():
     at = run_search(search_page(deadline_days=60.0))
     expected = cluster_search(default_scenario(), deadline_days=60.0)
-    assert expected["met"]
-    assert any(f"**{expected['n_gpus']:,} accelerators**" in s for s in texts(at.success)), texts(at.success)
+    assert expected.met
+    assert any(f"**{expected.n_gpus:,} accelerators**" in s for s in texts(at.success)), texts(at.success)
 
 
 def test_results_are_marked_stale_when_the_scenario_changes():
@@ -76,7 +76,7 @@ def test_results_are_marked_stale_when_the_scenario_changes():
     at.radio(key="opt:objective").set_value("cost").run()
     assert any("changed since the last search" in i for i in texts(at.info))
     run_search(at)
-    assert at.dataframe[0].value.iloc[0]["cost USD"] == search(default_scenario(), top=1, objective="cost")["best"][0]["cost_usd"]
+    assert at.dataframe[0].value.iloc[0]["cost USD"] == search(default_scenario(), top=1, objective="cost").best[0].cost_usd
 
 
 def test_a_bad_deadline_is_flagged_at_the_field():

@@ -25,10 +25,10 @@ def test_the_chart_stacks_the_engines_components_against_the_capacity_line():
     assert list(bars) == list(MEMORY_PARTS.values())
     for key, label in MEMORY_PARTS.items():
         assert bars[label]["x"][0] == "this layout"
-        assert abs(bars[label]["y"][0] - est["memory_gib"][key]) < 1e-9
+        assert abs(bars[label]["y"][0] - getattr(est.memory_gib, key)) < 1e-9
     capacity = [s for s in fig["layout"]["shapes"] if s["type"] == "line"]
-    assert capacity and capacity[0]["y0"] == est["memory_capacity_gib"]
-    assert any(WORST_STAGE[est["worst_stage"]] in m.value for m in at.markdown)
+    assert capacity and capacity[0]["y0"] == est.memory_capacity_gib
+    assert any(WORST_STAGE[est.worst_stage] in m.value for m in at.markdown)
     assert "ZeRO-3" in bars["Weights"]["x"] and "recompute full" in bars["Weights"]["x"]
 
 
@@ -37,7 +37,7 @@ def test_the_comparison_bars_are_the_same_layout_with_another_zero_stage():
     zero3 = estimate(apply_edit(default_scenario(), "layout.zero_stage", 3).scenario)
     bars = {t["name"]: t for t in chart(at)["data"] if t["type"] == "bar"}
     i = bars["Optimizer states"]["x"].index("ZeRO-3")
-    assert abs(bars["Optimizer states"]["y"][i] - zero3["memory_gib"]["optimizer_states"]) < 1e-9
+    assert abs(bars["Optimizer states"]["y"][i] - zero3.memory_gib.optimizer_states) < 1e-9
 
 
 def test_a_what_if_changes_the_layout_the_figures_and_the_link():
@@ -46,14 +46,14 @@ def test_a_what_if_changes_the_layout_the_figures_and_the_link():
     sc = at.session_state["scenario"]
     assert (sc.layout.tp, sc.layout.pp, sc.layout.dp) == (4, 4, 64)
     assert metric(at, "Data parallel (DP)") == "64"
-    assert metric(at, "Step time") == f"{estimate(sc)['step_time_s']:.2f} s"
+    assert metric(at, "Step time") == f"{estimate(sc).step_time_s:.2f} s"
     assert decode(at.query_params["sc"]).scenario.layout.tp == 4
     at.select_slider(key="w:layout.zero_stage").set_value(3).run()
     at.selectbox(key="w:layout.recompute").set_value("full").run()
     sc = at.session_state["scenario"]
     assert (sc.layout.zero_stage, sc.layout.recompute) == (3, "full")
     bars = {t["name"]: t for t in chart(at)["data"] if t["type"] == "bar"}
-    assert abs(bars["Activations"]["y"][0] - estimate(sc)["memory_gib"]["activations"]) < 1e-9
+    assert abs(bars["Activations"]["y"][0] - estimate(sc).memory_gib.activations) < 1e-9
 
 
 def test_a_layout_that_breaks_a_rule_is_flagged_and_the_chart_keeps_the_last_valid_one():
@@ -73,7 +73,7 @@ def test_a_layout_that_does_not_fit_says_so():
         at.selectbox(key=key).set_value(value).run()
     at.select_slider(key="w:layout.zero_stage").set_value(0).run()
     sc = at.session_state["scenario"]
-    assert not estimate(sc)["fits"]
+    assert not estimate(sc).fits
     assert any("Does not fit" in e for e in texts(at.error))
 
 
@@ -94,11 +94,11 @@ def test_the_optional_layout_settings_appear_where_they_apply_and_change_the_sce
     lay = at.session_state["scenario"].layout
     assert (lay.first_stage_layers, lay.last_stage_layers) == (19, 19)
     at.select_slider(key="w:layout.zero_stage").set_value(3).run()
-    kept_before = estimate(at.session_state["scenario"])["memory_gib"]["total"]
+    kept_before = estimate(at.session_state["scenario"]).memory_gib.total
     at.toggle(key="w:layout.reshard_after_forward").set_value(False).run()
     sc = at.session_state["scenario"]
     assert sc.layout.reshard_after_forward is False
-    assert estimate(sc)["memory_gib"]["total"] > kept_before               # gathered weights stay in memory
+    assert estimate(sc).memory_gib.total > kept_before               # gathered weights stay in memory
     at.select_slider(key="w:layout.zero_stage").set_value(1).run()          # keeping weights applies to ZeRO-3 only
     assert at.session_state["scenario"].layout.reshard_after_forward is True
     assert any("Gathered weights are freed" in n for n in texts(at.info))
@@ -109,19 +109,19 @@ def test_the_memory_kept_free_is_an_input_and_a_layout_inside_it_is_warned_about
     est = estimate(default_scenario())
     fig = chart(at)
     dotted = [s for s in fig["layout"]["shapes"] if s["type"] == "line" and s["line"].get("dash") == "dot"]
-    assert dotted and abs(dotted[0]["y0"] - 0.935 * est["memory_capacity_gib"]) < 1e-9      # 6.5% by default
+    assert dotted and abs(dotted[0]["y0"] - 0.935 * est.memory_capacity_gib) < 1e-9      # 6.5% by default
     assert not at.warning
     at.selectbox(key="w:training.accumulate_grads_in_fp32").set_value(True).run()
     sc = at.session_state["scenario"]
     assert sc.training.accumulate_grads_in_fp32 is True
     bars = {t["name"]: t for t in chart(at)["data"] if t["type"] == "bar"}
-    assert abs(bars["Gradients"]["y"][0] - 2 * est["memory_gib"]["gradients"]) < 2e-3          # 4 bytes, not 2
+    assert abs(bars["Gradients"]["y"][0] - 2 * est.memory_gib.gradients) < 2e-3          # 4 bytes, not 2
     rows = [r for r in at.table[0].value.to_dict("records") if r["component"] == "Gradients"]
     assert "4-byte gradients (fp32 accumulation and reduction)" in rows[0]["what it is"]
     fp32 = estimate(sc)                                         # 41.2 of 79.65 GiB: inside a 50% headroom
     at.number_input(key="w:training.memory_headroom_fraction").set_value(50.0).run()
     sc = at.session_state["scenario"]
     assert sc.training.memory_headroom_fraction == 0.5
-    assert any(f"uses {fp32['memory_gib']['total']:.1f} of {fp32['memory_capacity_gib']:.1f} GiB" in w
+    assert any(f"uses {fp32.memory_gib.total:.1f} of {fp32.memory_capacity_gib:.1f} GiB" in w
                and "50.0% headroom" in w for w in texts(at.warning)), texts(at.warning)
     assert decode(at.query_params["sc"]).scenario.training.memory_headroom_fraction == 0.5

@@ -19,9 +19,9 @@ def test_defaults_show_the_engine_estimate_and_the_url_carries_the_scenario():
     at = run_app()
     assert at.title[0].value == "Scenario"
     est = estimate(default_scenario())
-    assert metric(at, "Step time") == f"{est['step_time_s']:.2f} s"
-    assert metric(at, "MFU") == f"{est['mfu'] * 100:.1f}%"
-    assert metric(at, "Memory per GPU") == f"{est['memory_gib']['total']:.1f} GiB"
+    assert metric(at, "Step time") == f"{est.step_time_s:.2f} s"
+    assert metric(at, "MFU") == f"{est.mfu * 100:.1f}%"
+    assert metric(at, "Memory per GPU") == f"{est.memory_gib.total:.1f} GiB"
     assert decode(at.query_params["sc"]).scenario == default_scenario()
     assert not at.error
 
@@ -40,7 +40,7 @@ def test_changing_the_cluster_size_updates_scenario_results_and_link():
     assert (sc.cluster.n_gpus, sc.layout.dp) == (512, 16)          # tp 8 x pp 4 x dp 16
     expected = estimate(parse_scenario({**DEFAULT_SCENARIO, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 512},
                                         "layout": {**DEFAULT_SCENARIO["layout"], "dp": 16}}))
-    assert metric(at, "Step time") == f"{expected['step_time_s']:.2f} s"
+    assert metric(at, "Step time") == f"{expected.step_time_s:.2f} s"
     assert decode(at.query_params["sc"]).scenario == sc
 
 
@@ -92,7 +92,7 @@ def test_picking_a_preset_takes_its_published_training_setup_and_finds_a_layout_
     assert at.number_input(key="w:training.global_batch_size").value == defaults.global_batch_size
     notes = texts(at.info)
     assert any("published one" in n for n in notes) and any("no longer works" in n for n in notes), notes
-    assert estimate(sc)["fits"]                                     # the repaired layout is a real, fitting one
+    assert estimate(sc).fits                                        # the repaired layout is a real, fitting one
 
 
 def test_a_custom_architecture_is_edited_field_by_field_and_validated():
@@ -120,7 +120,7 @@ def test_cost_inputs_reach_the_estimate():
     at.number_input(key="w:cost.price_usd_per_gpu_hour").set_value(2.0).run()
     sc = scenario_of(at)
     assert sc.cost.price_usd_per_gpu_hour == 2.0
-    assert metric(at, "Cost") == "$" + f"{estimate(sc)['cost_usd'] / 1e6:.3g}M"
+    assert metric(at, "Cost") == "$" + f"{estimate(sc).cost_usd / 1e6:.3g}M"
     at.selectbox(key="w:cost.provider").set_value("aws").run()
     assert scenario_of(at).cost.provider == "aws"
     at.selectbox(key="w:cost.provider").set_value("cheapest of all").run()
@@ -209,7 +209,7 @@ def test_the_site_region_is_a_searchable_list_of_named_places():
     at.selectbox(key="w:site.region").set_value("FRA").run()
     assert scenario_of(at).site.region == "FRA"
     est = estimate(scenario_of(at))
-    assert est["energy"]["grid"]["where"] == "France"
+    assert est.energy["grid"]["where"] == "France"
     at.selectbox(key="w:site.region").set_value("world average").run()
     assert scenario_of(at).site is None or scenario_of(at).site.region is None
 

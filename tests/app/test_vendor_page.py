@@ -10,13 +10,13 @@ from tests.app.conftest import on_page, run_app, texts
 def test_the_recommendation_and_table_are_the_engines_comparison():
     at = on_page(run_app(), "vendor")
     expected = compare(default_scenario(), weights=DEFAULT_WEIGHTS, calibrations={"H100-SXM5-80GB": {}})
-    top = next(r for r in expected["rows"] if r["accelerator"] == expected["recommendation"])
-    assert any(top["name"] in s for s in texts(at.success))
-    assert expected["why"] in texts(at.markdown)
+    top = next(r for r in expected.rows if r.accelerator == expected.recommendation)
+    assert any(top.name in s for s in texts(at.success))
+    assert expected.why in texts(at.markdown)
     table = at.dataframe[0].value
-    assert list(table["accelerator"]) == [r["accelerator"] for r in expected["rows"]]
+    assert list(table["accelerator"]) == [r.accelerator for r in expected.rows]
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert charts[0]["data"][0]["y"][0] == expected["recommendation"]
+    assert charts[0]["data"][0]["y"][0] == expected.recommendation
 
 
 def test_weights_change_the_decision_and_travel_in_the_link():
@@ -26,8 +26,8 @@ def test_weights_change_the_decision_and_travel_in_the_link():
         at.slider(key="weight:" + criterion).set_value(value).run()
     expected = compare(default_scenario(), weights=weights, calibrations={"H100-SXM5-80GB": {}})
     assert at.session_state["options"].vendor_weights == weights
-    assert at.dataframe[0].value.iloc[0]["accelerator"] == expected["recommendation"]
-    assert expected["recommendation"] != compare(default_scenario())["recommendation"]
+    assert at.dataframe[0].value.iloc[0]["accelerator"] == expected.recommendation
+    assert expected.recommendation != compare(default_scenario()).recommendation
     from engine.presentation.share import decode
     assert decode(at.query_params["sc"]).options.vendor_weights == weights
 

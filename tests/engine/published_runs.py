@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from engine.planning.estimate import estimate
+from engine.planning.results import Estimate
 from engine.scenario import ScenarioError
 from engine.inputs import parse_scenario
 from engine.planning.search import search
@@ -26,11 +27,11 @@ class Run:
     name: str
     accelerator: str
     published: float          # the published figure
-    metric: str               # the estimate key compared with it
+    metric: str               # the Estimate field compared with it
     scenario: dict            # model, training, cluster (no layout)
     layouts: list             # candidate layouts (published sizes, unpublished details free)
 
-    def predict(self) -> dict | None:
+    def predict(self) -> Estimate | None:
         """The fastest candidate layout that fits (None if none does)."""
         best = None
         for layout in self.layouts:
@@ -39,14 +40,14 @@ class Run:
             except ScenarioError:
                 continue
             est = estimate(sc)
-            if est["fits"] and (best is None or est["step_time_s"] < best["step_time_s"]):
+            if est.fits and (best is None or est.step_time_s < best.step_time_s):
                 best = est
         return best
 
-    def search_best(self) -> dict | None:
+    def search_best(self) -> Estimate | None:
         """The layout search's best answer for the same model, cluster, sequence and batch (layout free)."""
         out = search(parse_scenario(self.scenario), top=1, pareto_sizes=[])
-        return out["best"][0] if out["best"] else None
+        return out.best[0] if out.best else None
 
 
 def megatron_table1() -> list[Run]:

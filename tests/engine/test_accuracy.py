@@ -18,9 +18,9 @@ from tests.engine.published_runs import h100_weak_scaling, megatron_table1
 def _table(runs, predictions, capsys, title):
     errors, lines = [], [title, f"{'run':>8} {'predicted':>10} {'published':>10} {'error':>8}  layout"]
     for run, est in zip(runs, predictions):
-        pred = est[run.metric]
+        pred = getattr(est, run.metric)
         errors.append(pred / run.published - 1)
-        lay = est["layout"]
+        lay = est.layout.model_dump()
         lines.append(f"{run.name:>8} {pred:10.1f} {run.published:10.1f} {errors[-1]:+8.1%}  tp{lay['tp']} pp{lay['pp']} "
                      f"dp{lay['dp']} cp{lay['cp']} v{lay['virtual_stages']} mbs{lay['micro_batch_size']} "
                      f"zero{lay['zero_stage']} {lay['recompute']}")
@@ -51,10 +51,10 @@ def test_search_best_layout_matches_tuned_runs(capsys):
     errors = _table(runs, best, capsys, "Search realism: the search's best layout for each weak-scaling job")
     assert max(abs(e) for e in errors) <= 0.15
     for est in best:
-        assert est["fits"] and est["mfu"] < 0.75
+        assert est.fits and est.mfu < 0.75
 
 
 @pytest.mark.parametrize("run", megatron_table1()[:1] + h100_weak_scaling()[:1], ids=lambda r: f"{r.accelerator}-{r.name}")
 def test_search_never_worse_than_the_published_layout(run):
     # the search covers the published layout (same rules), so its best is at least as fast
-    assert run.search_best()["step_time_s"] <= run.predict()["step_time_s"] * (1 + 1e-9)
+    assert run.search_best().step_time_s <= run.predict().step_time_s * (1 + 1e-9)

@@ -6,7 +6,7 @@ import re
 import pytest
 
 import engine
-from engine.planning.estimate import estimate as estimate_dict
+from engine.planning.estimate import estimate as planning_estimate
 from tests.conftest import ROOT
 from tests.engine.helpers import parse, scenario
 
@@ -14,7 +14,7 @@ from tests.engine.helpers import parse, scenario
 def test_top_level_names_and_typed_estimate(tmp_path):
     sc = parse()
     e = engine.estimate(sc)
-    assert isinstance(e, engine.Estimate) and e.step_time_s == estimate_dict(sc)["step_time_s"]
+    assert isinstance(e, engine.Estimate) and e == planning_estimate(sc)
     assert e.layout.dp == 8 and 0 < e.mfu < e.mfu_full_square < 1
     assert e.params_total == pytest.approx(8.03e9, rel=0.01)            # Llama 3.1 8B's published count
     f = tmp_path / "s.json"

@@ -68,9 +68,9 @@ def test_default_price_is_the_cheapest_on_demand_row_sold_for_the_cluster():
     est = estimate(parse(**FITS))
     eight = [per_gpu_hour(r) for r in PRICES if r["accelerator"] == "H100-SXM5-80GB" and r["pricing"] == "on_demand"
              and r["gpus_per_instance"] >= 8]
-    c = est["cost"]
+    c = est.cost
     assert min(eight) == 3.99 and c["usd_per_gpu_hour"] == 3.99 and c["scale_warning"] is None
-    assert est["cost_usd"] == pytest.approx(8 * est["wall_days"] * 24 * 3.99)
+    assert est.cost_usd == pytest.approx(8 * est.wall_days * 24 * 3.99)
     row = c["price_row"]
     assert (row["provider"], row["instance"], row["pricing"], row["gpus_per_instance"], row["date"], row["source"]) == (
         "lambda", "8x NVIDIA H100 SXM", "on_demand", 8, "2026-09-20", "https://lambda.ai/instances")
@@ -87,43 +87,43 @@ def test_4096_mi300x_are_priced_from_an_8_gpu_instance_not_a_1_gpu_droplet():
     # instance with InfiniBand, Crusoe's mi300x-192gb-ib.8x at $3.45 per GPU-hour
     est = estimate(parse(**{"cluster.accelerator": "MI300X", "cluster.n_gpus": 4096, "layout.dp": 4096,
                             "training.global_batch_size": 4096}))
-    c = est["cost"]
+    c = est.cost
     assert c["usd_per_gpu_hour"] == 3.45 and c["price_row"]["instance"] == "mi300x-192gb-ib.8x"
     assert c["price_row"]["provider"] == "crusoe" and c["price_row"]["gpus_per_instance"] == 8
-    assert est["cost_usd"] == pytest.approx(4096 * est["wall_days"] * 24 * 3.45)
+    assert est.cost_usd == pytest.approx(4096 * est.wall_days * 24 * 3.45)
     droplet = next(r for r in price_table() if r.instance == "gpu-mi300x1-192gb" and r.pricing == "on_demand")
     assert droplet.price == 2.59 and not sold_for_a_cluster(droplet, 4096, 8)
 
 
 def test_a_one_gpu_scenario_may_use_a_one_gpu_instance():
     est = estimate(parse(**{"cluster.n_gpus": 1, "layout.dp": 1}))
-    assert est["cost"]["usd_per_gpu_hour"] == 3.20 and est["cost"]["price_row"]["provider"] == "hyperstack"
+    assert est.cost["usd_per_gpu_hour"] == 3.20 and est.cost["price_row"]["provider"] == "hyperstack"
 
 
 def test_slices_of_racks_and_pods_price_a_cluster():
     # CoreWeave rents GB200 NVL72 by the 4-GPU tray ($42.00/h, $10.50 per GPU-hour); Google prices TPU v5e per chip-hour
     # for any pod slice ($1.20 on demand)
     gb200 = estimate(parse(**{"cluster.accelerator": "GB200", "cluster.n_gpus": 72, "layout.dp": 72,
-                              "training.global_batch_size": 288}))["cost"]
+                              "training.global_batch_size": 288})).cost
     assert gb200["usd_per_gpu_hour"] == 42.00 / 4 == 10.50 and gb200["scale_warning"] is None
-    v5e = estimate(parse(**{"cluster.accelerator": "TPU-v5e", "cluster.n_gpus": 256, "layout.dp": 256}))["cost"]
+    v5e = estimate(parse(**{"cluster.accelerator": "TPU-v5e", "cluster.n_gpus": 256, "layout.dp": 256})).cost
     assert v5e["usd_per_gpu_hour"] == 1.20 and v5e["scale_warning"] is None
 
 
 def test_a_1_gpu_rate_for_a_cluster_is_used_only_when_nothing_else_is_published_and_says_so():
     # B300 on demand: only 1-GPU rates (Hyperstack $7.40, Nebius $9.50); the cost takes the cheapest and says it is
     # not a cluster price. Spot: CoreWeave's 8-GPU HGX B300 at $35.84/h, $4.48 per GPU-hour, a cluster price.
-    od = estimate(parse(**{"cluster.accelerator": "B300-SXM-270GB"}))["cost"]
+    od = estimate(parse(**{"cluster.accelerator": "B300-SXM-270GB"})).cost
     assert od["usd_per_gpu_hour"] == 7.40 and "1-GPU instance" in od["scale_warning"]
     assert od["scale_warning"] in od["price_source"]
-    spot = estimate(parse(**{"cluster.accelerator": "B300-SXM-270GB", "cost.pricing": "spot"}))["cost"]
+    spot = estimate(parse(**{"cluster.accelerator": "B300-SXM-270GB", "cost.pricing": "spot"})).cost
     assert spot["usd_per_gpu_hour"] == 35.84 / 8 == 4.48 and spot["scale_warning"] is None
 
 
 def test_committed_terms_are_a_scenario_input():
     # A100 80 GB, 1-year commitment: AWS p4de.24xlarge $24.01/h for 8 GPUs ($3.00 per GPU-hour) is cheaper than Azure's
     # ND96amsr A100 v4 at $3.53
-    c = estimate(parse(**{"cluster.accelerator": "A100-SXM4-80GB", "cost.pricing": "reserved_1y"}))["cost"]
+    c = estimate(parse(**{"cluster.accelerator": "A100-SXM4-80GB", "cost.pricing": "reserved_1y"})).cost
     assert c["usd_per_gpu_hour"] == pytest.approx(24.01 / 8) and c["price_row"]["pricing"] == "reserved_1y"
     with pytest.raises(ScenarioError) as err:
         parse(**{"cost.pricing": "monthly"})
@@ -134,16 +134,16 @@ def test_committed_terms_are_a_scenario_input():
 def test_explicit_provider_pricing_and_price():
     azure = estimate(parse(**FITS, **{"cluster.accelerator": "A100-SXM4-80GB", "cost.provider": "azure",
                                       "cost.region": "eastus", "cost.pricing": "reserved_3y"}))
-    assert azure["cost"]["usd_per_gpu_hour"] == 2.13 and azure["cost"]["price_row"]["pricing"] == "reserved_3y"
+    assert azure.cost["usd_per_gpu_hour"] == 2.13 and azure.cost["price_row"]["pricing"] == "reserved_3y"
     mine = estimate(parse(**FITS, **{"cost.price_usd_per_gpu_hour": 2.0}))
-    assert mine["cost_usd"] == pytest.approx(8 * mine["wall_days"] * 24 * 2.0)
+    assert mine.cost_usd == pytest.approx(8 * mine.wall_days * 24 * 2.0)
 
 
 def test_no_published_price_asks_for_one():
     est = estimate(parse(**{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 8}))
-    assert est["cost_usd"] is None and "enter one" in est["cost"]["missing"]
-    assert "providers checked: gcp; 2026-11-24" in est["cost"]["missing"]
-    assert est["cost"]["on_prem"]["missing"].endswith("cost.on_prem.server_capex_usd")
+    assert est.cost_usd is None and "enter one" in est.cost["missing"]
+    assert "providers checked: gcp; 2026-11-24" in est.cost["missing"]
+    assert est.cost["on_prem"]["missing"].endswith("cost.on_prem.server_capex_usd")
 
 
 def test_unknown_price_references_are_explained():
@@ -183,14 +183,14 @@ def test_on_prem_tco_by_hand():
         "cost.on_prem.server_capex_usd": 100_000, "cost.on_prem.gpus_per_server": 4, "cost.on_prem.network_fraction": 0.2,
         "cost.on_prem.storage_capex_usd_per_gpu": 1_000, "cost.on_prem.depreciation_years": 4,
         "cost.on_prem.utilisation": 0.5, "cost.on_prem.power_usd_per_kwh": 0.10, "cost.on_prem.ops_usd_per_gpu_year": 500}))
-    assert est["cost"]["basis"] == "on_prem" and est["cost"]["usd_per_gpu_hour"] == pytest.approx(per_h)
-    assert est["cost_usd"] == pytest.approx(8 * est["wall_days"] * 24 * per_h)
+    assert est.cost["basis"] == "on_prem" and est.cost["usd_per_gpu_hour"] == pytest.approx(per_h)
+    assert est.cost_usd == pytest.approx(8 * est.wall_days * 24 * per_h)
 
 
 def test_break_even_curves_cross_at_the_engines_break_even_years():
     est = estimate(default_scenario())
-    curves = break_even_curves(est, 1024)
-    years = est["cost"]["on_prem"]["break_even"]["years_at_utilisation"]
+    curves = break_even_curves(est.cost, est.energy, 1024)
+    years = est.cost["on_prem"]["break_even"]["years_at_utilisation"]
     diff = [b - r for b, r in zip(curves["buy_usd"], curves["rent_usd"])]
     i = next(k for k, d in enumerate(diff) if d <= 0)
     assert curves["years"][i - 1] <= years <= curves["years"][i]
@@ -200,7 +200,7 @@ def test_break_even_curves_cross_at_the_engines_break_even_years():
 
 
 def test_default_tco_uses_the_published_server_price():
-    c = estimate(parse())["cost"]["on_prem"]
+    c = estimate(parse()).cost["on_prem"]
     # DGX H100 at ~$270,000 for 8 GPUs, network 19% of the cluster (Epoch AI)
     assert c["capex_usd_per_gpu"] == pytest.approx(270_000 / 8 / 0.81)
     assert 0 < c["break_even"]["utilisation"] < 1 and c["break_even"]["years_at_utilisation"] > 0
@@ -213,13 +213,13 @@ def test_default_h100_tco_per_gpu_hour_by_hand():
     # Average node power 1.275 kW x 0.75 = 956.25 W x PUE 1.25 x $0.0806/kWh = $0.0963 per hour.
     # (7,575.76 + 2,816.12) / (8,766 h x 0.80) + 0.0963 = $1.5782 per used GPU-hour (it was $1.18 with operations at 0).
     est = estimate(parse(**{"cost.basis": "on_prem"}))
-    c = est["cost"]["on_prem"]
+    c = est.cost["on_prem"]
     ops = 184.06 * 12 * 10_200 / 8 / 1000
     per_h = (270_000 / 8 / 0.81 / 5.5 + ops) / (8766 * 0.80) + 0.95625 * 1.25 * 0.0806
     assert ops == pytest.approx(2816.118) and per_h == pytest.approx(1.5782, abs=1e-4)
     assert c["inputs"]["contracted_kw_per_gpu"]["value"] == pytest.approx(1.275)
     assert c["inputs"]["ops_usd_per_gpu_year"]["value"] == pytest.approx(ops)
-    assert c["usd_per_gpu_hour"] == pytest.approx(per_h) and est["cost"]["usd_per_gpu_hour"] == pytest.approx(per_h)
+    assert c["usd_per_gpu_hour"] == pytest.approx(per_h) and est.cost["usd_per_gpu_hour"] == pytest.approx(per_h)
     terms = {t["term"]: t["usd_per_gpu_hour"] for t in c["per_gpu_hour_terms"]}
     assert terms["operations"] == pytest.approx(ops / (8766 * 0.8)) and sum(terms.values()) == pytest.approx(per_h)
     # owning is compared with the cheapest on-demand H100 rent sold for this 8-GPU cluster: Lambda's 8x H100, $3.99
@@ -234,13 +234,13 @@ def test_default_h100_tco_per_gpu_hour_by_hand():
 
 def test_contracted_power_is_the_peak_whatever_the_average():
     # the lease is for the DGX H100's peak 1.275 kW per GPU; a lower average-to-peak factor lowers the energy, not the rent
-    c = estimate(parse(**{"site.utilisation_factor": 0.5}))["cost"]["on_prem"]["inputs"]
+    c = estimate(parse(**{"site.utilisation_factor": 0.5})).cost["on_prem"]["inputs"]
     assert c["contracted_kw_per_gpu"]["value"] == pytest.approx(1.275)
     assert colocation_usd_per_gpu_year(COLO_USD_PER_KW_MONTH, 1.275) == pytest.approx(2816.118)
 
 
 def test_given_operations_replace_the_colocation_default():
-    c = estimate(parse(**{"cost.on_prem.ops_usd_per_gpu_year": 500}))["cost"]["on_prem"]["inputs"]
+    c = estimate(parse(**{"cost.on_prem.ops_usd_per_gpu_year": 500})).cost["on_prem"]["inputs"]
     assert c["ops_usd_per_gpu_year"]["value"] == 500 and "given in" in c["ops_usd_per_gpu_year"]["source"]
     assert "colocation_usd_per_kw_month" not in c and "contracted_kw_per_gpu" not in c
 
@@ -268,7 +268,7 @@ def test_server_price_by_priced_unit():
 def test_published_server_prices_per_gpu(accelerator, n_gpus, capex_per_gpu):
     batch = 288 if n_gpus == 72 else 256
     c = estimate(parse(**{"cluster.accelerator": accelerator, "cluster.n_gpus": n_gpus, "layout.dp": n_gpus,
-                          "training.global_batch_size": batch}))["cost"]["on_prem"]
+                          "training.global_batch_size": batch})).cost["on_prem"]
     assert c["capex_usd_per_gpu"] == pytest.approx(capex_per_gpu)
     row = next(s for s in TCO["servers"] if s["accelerator"] == accelerator)
     assert row["source"]["url"] in c["inputs"]["server_capex_usd"]["source"]

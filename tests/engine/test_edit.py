@@ -13,7 +13,7 @@ from engine.planning.search import search
 def test_the_default_scenario_is_the_readme_example_and_fits():
     sc = default_scenario()
     assert sc == parse_scenario(DEFAULT_SCENARIO)
-    assert estimate(sc)["fits"]
+    assert estimate(sc).fits
 
 
 @pytest.mark.parametrize("path, value, dp", [("cluster.n_gpus", 512, 16), ("layout.tp", 4, 64), ("layout.pp", 2, 64),
@@ -35,14 +35,14 @@ def test_a_preset_brings_its_published_training_setup():
 
 def test_when_only_the_layout_breaks_the_fastest_fitting_layout_is_chosen_and_said_so():
     edit = apply_edit(default_scenario(), "model.preset", "llama3.1-8b")     # 32 layers: pp 4 x v 5 no longer works
-    best = search(edit.scenario.model_copy(update={"layout": None}), top=1, pareto_sizes=[])["best"][0]
-    assert edit.scenario.layout.model_dump() == best["layout"]
-    assert any("no longer works" in n and describe_layout(best["layout"]) in n for n in edit.notes)
+    best = search(edit.scenario.model_copy(update={"layout": None}), top=1, pareto_sizes=[]).best[0]
+    assert edit.scenario.layout == best.layout
+    assert any("no longer works" in n and describe_layout(best.layout.model_dump()) in n for n in edit.notes)
 
 
 def test_when_nothing_fits_the_layout_with_the_least_memory_is_chosen():
     edit = apply_edit(default_scenario(), "cluster.n_gpus", 8)                 # 70B on one node
-    assert not estimate(edit.scenario)["fits"]
+    assert not estimate(edit.scenario).fits
     assert any("nothing fits in memory" in n for n in edit.notes)
     assert not layout_problems(edit.scenario, edit.scenario.layout)
 
@@ -52,7 +52,7 @@ def test_when_only_the_headroom_is_left_the_layout_with_the_least_memory_is_chos
     sc = apply_edit(default_scenario(), "training.memory_headroom_fraction", 0.5).scenario
     edit = apply_edit(sc, "cluster.n_gpus", 24)
     est = estimate(edit.scenario)
-    assert est["fits"] and est["memory_gib"]["total"] > 0.5 * est["memory_capacity_gib"]
+    assert est.fits and est.memory_gib.total > 0.5 * est.memory_capacity_gib
     assert any("nothing leaves the memory headroom free; this layout needs the least memory" in n for n in edit.notes)
 
 

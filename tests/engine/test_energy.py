@@ -77,35 +77,35 @@ def test_grid_data_is_the_vendored_codecarbon_files():
 
 def test_estimate_energy_block_matches_hand_computation():
     est = estimate(parse(**FITS, **{"site.region": "FRA", "site.pue": 1.1}))
-    e = est["energy"]
+    e = est.energy
     # H100: 700 W TDP and 10.2 kW DGX per 8 GPUs, both at the 0.75 utilisation factor of data/energy_defaults.json
     node_w = 0.75 * 700 + 0.75 * (10_200 / 8 - 700)
-    billed_h = 8 * est["wall_days"] * 24
+    billed_h = 8 * est.wall_days * 24
     assert e["node_power_w_per_gpu"] == pytest.approx(node_w)
-    assert est["energy_mwh"] == pytest.approx(billed_h * node_w * 1.1 / 1e6)
-    assert est["co2_t"] == pytest.approx(est["energy_mwh"] * grid_intensity("FRA").g_per_kwh / 1000)
+    assert est.energy_mwh == pytest.approx(billed_h * node_w * 1.1 / 1e6)
+    assert est.co2_t == pytest.approx(est.energy_mwh * grid_intensity("FRA").g_per_kwh / 1000)
     assert e["grid"]["data_year"] is not None
     # embodied: NVIDIA HGX H100 PCF 1,312 kg per 8 GPUs, over 5.5 years of 8,766 h
     assert e["embodied"]["co2_t"] == pytest.approx(8 * 164 * (billed_h / 8) / (5.5 * 8766) / 1000)
-    assert e["co2_total_t"] == pytest.approx(est["co2_t"] + e["embodied"]["co2_t"])
+    assert e["co2_total_t"] == pytest.approx(est.co2_t + e["embodied"]["co2_t"])
 
 
 def test_measured_power_and_market_based_options():
     est = estimate(parse(**FITS, **{"site.accelerator_power_w": 600, "site.host_power_w_per_gpu": 200, "site.pue": 1.0,
                                     "site.carbon_intensity_g_per_kwh": 100, "site.market_based_g_per_kwh": 0}))
-    billed_h = 8 * est["wall_days"] * 24
-    assert est["energy_mwh"] == pytest.approx(billed_h * 800 / 1e6)
-    assert est["co2_t"] == pytest.approx(est["energy_mwh"] * 0.1)
-    assert est["energy"]["co2_market_t"] == 0
+    billed_h = 8 * est.wall_days * 24
+    assert est.energy_mwh == pytest.approx(billed_h * 800 / 1e6)
+    assert est.co2_t == pytest.approx(est.energy_mwh * 0.1)
+    assert est.energy["co2_market_t"] == 0
 
 
 def test_tpu_energy_needs_a_power_figure():
     est = estimate(parse(**FITS, **{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 8}))
-    assert est["energy_mwh"] is None and est["co2_t"] is None
-    assert "site.accelerator_power_w" in est["energy"]["missing"]
+    assert est.energy_mwh is None and est.co2_t is None
+    assert "site.accelerator_power_w" in est.energy["missing"]
     est = estimate(parse(**FITS, **{"cluster.accelerator": "TPU-v5p", "cluster.n_gpus": 8,
                                     "site.accelerator_power_w": 500, "site.pue": 1.0}))
-    assert est["energy_mwh"] == pytest.approx(8 * est["wall_days"] * 24 * 500 / 1e6)
+    assert est.energy_mwh == pytest.approx(8 * est.wall_days * 24 * 500 / 1e6)
 
 
 def test_bad_site_values_are_named():

@@ -26,15 +26,15 @@ def test_every_term_agrees_with_the_estimate_and_names_its_function_and_source()
     terms, est = _terms(sc), estimate(sc)
     assert {t.section for t in explain(sc)} == SECTIONS
     assert all(t.function.startswith("engine.") and t.source for t in terms.values())
-    mem = est["memory_gib"]
+    mem = est.memory_gib
     for key in ("weights", "gradients", "optimizer_states", "activations"):
-        assert terms[key].value == pytest.approx(mem[key], abs=1e-3)
+        assert terms[key].value == pytest.approx(getattr(mem, key), abs=1e-3)
     parts = ("weights", "gradients", "optimizer_states", "activations", "logits", "comm_buffers", "framework_overhead")
-    assert sum(terms[k].value for k in parts) == pytest.approx(terms["total"].value) == pytest.approx(mem["total"], abs=1e-3)
-    for key, value in est["time_breakdown_s"].items():
+    assert sum(terms[k].value for k in parts) == pytest.approx(terms["total"].value) == pytest.approx(mem.total, abs=1e-3)
+    for key, value in est.time_breakdown_s.items():
         assert terms[key].value == pytest.approx(value)
     for key in ("step_time_s", "mfu", "gpu_hours", "goodput", "cost_usd", "energy_mwh", "co2_t", "train_days", "wall_days"):
-        assert terms[key].value == pytest.approx(est[key]), key
+        assert terms[key].value == pytest.approx(getattr(est, key)), key
     # 1F1B on 2 stages with 64 micro-batches: the first stage keeps p - 0 = 2 micro-batches of its 16 layers
     assert "32 layer-micro-batches / 16 layers = 2 micro-batches" in terms["activations"].formula
 
@@ -55,8 +55,8 @@ def test_words_follow_the_byte_counts_used(optimizer, precision, weight, states,
     text = explain_text(sc)
     assert ("12 B/param" in text) == (states == 12) and "16-bit" not in text
     est = estimate(sc)
-    assert f"{states:g} bytes of {optimizer} optimizer states" in est["assumptions"]["gradients"]
-    assert f"{weight:g}-byte weights" in est["reliability"]["checkpoint_contents"]
+    assert f"{states:g} bytes of {optimizer} optimizer states" in est.assumptions["gradients"]
+    assert f"{weight:g}-byte weights" in est.reliability["checkpoint_contents"]
 
 
 def test_llama3_405b_names_the_heaviest_stage_and_its_hand_count():
@@ -126,7 +126,7 @@ def test_the_gradient_and_headroom_terms_follow_the_inputs(overrides, grad_bytes
     terms = _terms(sc)
     assert terms["gradients"].formula.startswith(f"{grad_bytes} B/param ({grad_bytes}-byte gradients ({how}))")
     assert f"{grad_bytes} B/param over 8 data-parallel ranks" in terms["dp_comm"].formula
-    assert f"{grad_bytes}-byte gradients ({how})" in estimate(sc)["assumptions"]["gradients"]
+    assert f"{grad_bytes}-byte gradients ({how})" in estimate(sc).assumptions["gradients"]
     # 6.5% of the H100's 79.65 GiB kept free by the recommendations
     assert terms["headroom"].value == pytest.approx(0.065 * 79.65, abs=1e-3)
     assert "6.5% of capacity" in terms["headroom"].formula

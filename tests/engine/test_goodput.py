@@ -6,7 +6,6 @@ import pytest
 
 from engine.planning.estimate import context, estimate
 from engine.economics.goodput import job_mtbf_s, run_time, wall_time_s, young_interval_s
-from engine.planning.evaluation import Row
 from engine.planning.search import search
 from engine.planning.sizing import Target, billed_gpu_hours, meets_deadline
 from tests.engine.helpers import FITS, parse
@@ -30,7 +29,7 @@ def test_llama3_default_failure_rate():
                             "training.global_batch_size": 2048, "training.seq_len": 8192,
                             "layout.tp": 8, "layout.pp": 2, "layout.dp": 1024, "layout.zero_stage": 3,
                             "layout.sequence_parallel": True, "layout.recompute": "selective"}))
-    r = est["reliability"]
+    r = est.reliability
     # Llama 3: 466 interruptions in 54 days on 16,384 GPUs -> one every 54 * 24 / 466 = 2.78 h for the job
     assert r["mtbf_gpu_hours"] == pytest.approx(54 * 24 * 16384 / 466)
     assert r["job_mtbf_hours"] == pytest.approx(54 * 24 / 466)
@@ -38,8 +37,8 @@ def test_llama3_default_failure_rate():
     assert r["checkpoint_gib"] * 2**30 == pytest.approx(405.85e9 * 14, rel=0.01)
     assert r["checkpoint_write_s"] == pytest.approx(r["checkpoint_gib"] * 2**30 / 2e12)
     assert r["checkpoint_interval_s"] == pytest.approx(math.sqrt(2 * r["checkpoint_write_s"] * r["job_mtbf_hours"] * 3600))
-    assert 0.9 < est["goodput"] < 1.0                      # Llama 3 reports >90% effective training time
-    assert est["wall_days"] == pytest.approx(est["train_days"] / est["goodput"])
+    assert 0.9 < est.goodput < 1.0                      # Llama 3 reports >90% effective training time
+    assert est.wall_days == pytest.approx(est.train_days / est.goodput)
 
 
 def test_wall_time_hand_computed():
@@ -54,7 +53,7 @@ def test_wall_time_hand_computed():
 
 
 def test_more_gpus_lose_more_to_failures():
-    g = [estimate(parse(**FITS, **{"cluster.n_gpus": n, "layout.dp": n, "training.global_batch_size": 4096}))["goodput"]
+    g = [estimate(parse(**FITS, **{"cluster.n_gpus": n, "layout.dp": n, "training.global_batch_size": 4096})).goodput
          for n in (8, 512, 4096)]
     assert g[0] > g[1] > g[2]
 
@@ -62,23 +61,22 @@ def test_more_gpus_lose_more_to_failures():
 def test_overrides_and_a_run_that_cannot_finish():
     est = estimate(parse(**FITS, **{"reliability.checkpoint_interval_s": 3600, "reliability.checkpoint_write_s": 60,
                                     "reliability.restart_s": 120, "reliability.mtbf_gpu_hours": 8 * 100}))
-    r = est["reliability"]
+    r = est.reliability
     assert r["checkpoint_interval_s"] == 3600 and "given" in r["checkpoint_interval_source"]
     assert r["job_mtbf_hours"] == pytest.approx(100)
-    train_s = est["train_days"] * 86400
+    train_s = est.train_days * 86400
     expected = train_s * (1 + 60 / 3600) / (1 - (120 + (3600 + 60) / 2) / (100 * 3600))
-    assert est["wall_days"] * 86400 == pytest.approx(expected)
+    assert est.wall_days * 86400 == pytest.approx(expected)
     doomed = estimate(parse(**FITS, **{"reliability.mtbf_gpu_hours": 0.01, "reliability.restart_s": 600}))
-    assert doomed["goodput"] == 0 and doomed["wall_days"] is None and doomed["cost_usd"] is None
-    assert "would not finish" in doomed["reliability"]["problem"]
+    assert doomed.goodput == 0 and doomed.wall_days is None and doomed.cost_usd is None and doomed.never_finishes
+    assert "would not finish" in doomed.reliability["problem"]
     # a run that never finishes meets no deadline and fits no budget: its compute days are no stand-in
-    assert doomed["problem"] == doomed["reliability"]["problem"] and doomed["train_days"] < 1000
-    row = Row.of(doomed)
-    assert not meets_deadline(row, Target(deadline_days=1000)) and billed_gpu_hours(row) == float("inf")
+    assert doomed.problem == doomed.reliability["problem"] and doomed.train_days < 1000
+    assert not meets_deadline(doomed, Target(deadline_days=1000)) and billed_gpu_hours(doomed) == float("inf")
     # the search ranks no layout of a run that never finishes, and says why rather than "nothing fits"
     found = search(parse(**{"layout": None, "reliability.mtbf_gpu_hours": 0.01, "reliability.restart_s": 600}), top=1,
                    pareto_sizes=[], summaries=False)
-    assert found["best"] == [] and found["feasible"] > 0 and "would not finish" in found["problem"]
+    assert found.best == [] and found.feasible > 0 and "would not finish" in found.problem and found.never_finishes
 
 
 def test_run_time_is_vectorised():

@@ -44,10 +44,10 @@ def test_the_default_headroom_is_the_measured_allocator_reserve_less_what_the_es
 
 def test_a_layout_inside_the_headroom_is_estimated_with_a_warning_but_not_recommended():
     est = estimate(_with(NEAR_FULL))
-    total, capacity = est["memory_gib"]["total"], est["memory_capacity_gib"]
-    assert capacity == pytest.approx(79.65) and 0.965 < total / capacity < 0.975 and est["fits"]
-    assert est["step_time_s"] > 0                                  # a user's own layout is never refused for it
-    warning = [w for w in est["warnings"] if "headroom" in w]
+    total, capacity = est.memory_gib.total, est.memory_capacity_gib
+    assert capacity == pytest.approx(79.65) and 0.965 < total / capacity < 0.975 and est.fits
+    assert est.step_time_s > 0                                  # a user's own layout is never refused for it
+    warning = [w for w in est.warnings if "headroom" in w]
     assert warning and f"uses {total:.1f} of {capacity:.1f} GiB" in warning[0] and "6.5% headroom" in warning[0]
     assert f"under {0.935 * capacity:.1f} GiB" in warning[0]
 
@@ -58,15 +58,15 @@ def test_a_layout_inside_the_headroom_is_estimated_with_a_warning_but_not_recomm
                        & (lay.shard == 32) & (lay.mbs == 1) & (lay.rc == 0) & lay.reshard & (lay.first < 0))
     assert len(i) == 1 and cs.ev["mem_total"][i[0]] / GIB == pytest.approx(total, abs=1e-3)
     assert not cs.feasible[i[0]] and cs.reasons[cs.reason[i[0]]].startswith("fits, but only by using the 6.5%")
-    best = search(sc, top=20, pareto_sizes=[], summaries=False)["best"]
-    assert best and all(r["memory_gib"]["total"] <= 0.935 * r["memory_capacity_gib"] for r in best)
-    assert NEAR_FULL | {"micro_batch_size": 1} not in [{k: r["layout"][k] for k in (*NEAR_FULL, "micro_batch_size")}
+    best = search(sc, top=20, pareto_sizes=[], summaries=False).best
+    assert best and all(r.memory_gib.total <= 0.935 * r.memory_capacity_gib for r in best)
+    assert NEAR_FULL | {"micro_batch_size": 1} not in [{k: getattr(r.layout, k) for k in (*NEAR_FULL, "micro_batch_size")}
                                                         for r in best]
 
     # no headroom: the same layout is ranked again, and its estimate carries no warning
     free = search_cluster(_with(memory_headroom_fraction=0.0), 1024)
     assert free.feasible[i[0]]
-    assert not [w for w in estimate(_with(NEAR_FULL, memory_headroom_fraction=0.0))["warnings"] if "headroom" in w]
+    assert not [w for w in estimate(_with(NEAR_FULL, memory_headroom_fraction=0.0)).warnings if "headroom" in w]
 
 
 def test_the_inputs_are_checked_with_a_message_naming_the_field():
@@ -102,7 +102,7 @@ def test_the_data_parallel_reduction_carries_the_gradient_bytes():
                                      "accumulate_grads_in_fp32": acc},
         "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8}, "layout": {"tp": 1, "pp": 1, "dp": 8}})
     fp32, bf16 = estimate(scenario(True)), estimate(scenario(False))
-    params, T, h = fp32["params_total"], 128, 2048
+    params, T, h = fp32.params_total, 128, 2048
     hw = resolve_hardware(scenario(True))
     k = members_per_node(np.array([1]), np.array([8]), hw.gpus_per_node)
     ar = lambda nbytes: float(all_reduce_s(nbytes, np.array([8]), k, hw)[0])
@@ -111,5 +111,5 @@ def test_the_data_parallel_reduction_carries_the_gradient_bytes():
     gemms = [(h, 3 * h), (h, h), (h, 4 * h), (4 * h, h)]          # QKV, attention output, MLP in, MLP out
     longer_backward = 24 * sum(wgrad(kk, n, 4.0) - wgrad(kk, n, 2.0) for kk, n in gemms)
     expected = (ar(4.0 * params) - ar(2.0 * params)) * (1 + 1 / 24) - longer_backward
-    assert fp32["time_breakdown_s"]["dp_comm"] - bf16["time_breakdown_s"]["dp_comm"] == pytest.approx(expected, rel=1e-9)
+    assert fp32.time_breakdown_s["dp_comm"] - bf16.time_breakdown_s["dp_comm"] == pytest.approx(expected, rel=1e-9)
     assert ar(4.0 * params) - ar(2.0 * params) > 0.01              # 2.6 GB more over NVLink: about 12.5 ms

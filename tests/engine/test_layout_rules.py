@@ -139,8 +139,8 @@ def test_one_precision_fallback_for_the_scenario_page_and_the_vendor_comparison(
     sc = parse_scenario(data)
     edit = apply_edit(sc, "cluster.accelerator", "H100-SXM5-80GB")
     assert edit.scenario.training.precision == "fp8" and "precision set to fp8" in edit.notes[-1]
-    rows = {r["accelerator"]: r for r in compare(sc, accelerators=["H100-SXM5-80GB", "A100-SXM4-80GB"])["rows"]}
-    assert rows["H100-SXM5-80GB"]["precision"] == "fp8"
-    assert rows["A100-SXM4-80GB"]["precision"] == "bf16"
+    rows = {r.accelerator: r for r in compare(sc, accelerators=["H100-SXM5-80GB", "A100-SXM4-80GB"]).rows}
+    assert rows["H100-SXM5-80GB"].precision == "fp8"
+    assert rows["A100-SXM4-80GB"].precision == "bf16"
     h100 = load_catalog().accelerator("H100-SXM5-80GB")
     assert h100.peak("fp8") and not h100.peak("mxfp8")

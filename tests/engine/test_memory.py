@@ -16,8 +16,8 @@ def _states_gb(zero_stage, grads_in_fp32=False):
                   "cluster.accelerator": "A100-SXM4-80GB", "training.accumulate_grads_in_fp32": grads_in_fp32,
                   "layout": {"tp": 1, "pp": 1, "dp": 64, "micro_batch_size": 8, "zero_stage": zero_stage}})
     est = estimate(sc)
-    m = est["memory_gib"]
-    states = (m["weights"] + m["gradients"] + m["optimizer_states"]) * GIB / 1e9
+    m = est.memory_gib
+    states = (m.weights + m.gradients + m.optimizer_states) * GIB / 1e9
     return states, shape_of(sc.arch).total_params()
 
 
@@ -58,7 +58,7 @@ def test_fp32_gradients_add_two_bytes_per_parameter_held(zero_stage, shards):
     # Llama 3.1 8B on one node of 8: 8,030,261,248 parameters (Llama 3 paper: 8B); fp32 instead of bf16 gradients
     # add 2 bytes per parameter, kept whole up to ZeRO-1 and split over the 8 data-parallel ranks from ZeRO-2
     params = 8_030_261_248
-    mem = {acc: estimate(parse(**{"training.accumulate_grads_in_fp32": acc, "layout.zero_stage": zero_stage}))["memory_gib"]
+    mem = {acc: estimate(parse(**{"training.accumulate_grads_in_fp32": acc, "layout.zero_stage": zero_stage})).memory_gib.model_dump()
            for acc in (True, False)}
     assert shape_of(parse().arch).total_params() == params
     assert (mem[True]["gradients"] - mem[False]["gradients"]) * GIB == pytest.approx(2 * params / shards, abs=2**20)
@@ -97,23 +97,23 @@ def test_first_pipeline_stage_holds_p_microbatches():
     est = estimate(sc)
     per_layer = 34 * S * B * H / 8
     embedding_output = S * B * H * 2 / 8 * 8          # first stage also keeps the embedding output per micro-batch
-    assert est["worst_stage"] == "first"
-    assert est["memory_gib"]["activations"] * GIB == pytest.approx(L * per_layer + embedding_output, rel=1e-4)
+    assert est.worst_stage == "first"
+    assert est.memory_gib.activations * GIB == pytest.approx(L * per_layer + embedding_output, rel=1e-4)
 
 
 def test_fits_flag_against_capacity():
     big = estimate(parse(**{"model.preset": "llama3.1-70b", "layout": {"tp": 1, "pp": 1, "dp": 8}}))
-    assert not big["fits"] and big["memory_gib"]["total"] > big["memory_capacity_gib"]
+    assert not big.fits and big.memory_gib.total > big.memory_capacity_gib
     # 8B with plain data parallelism needs 16 B/param = 128 GB of model states; ZeRO-3 over 8 GPUs brings it to 16 GB
-    assert not estimate(parse())["fits"]
+    assert not estimate(parse()).fits
     sharded = estimate(parse(**{"layout.zero_stage": 3}))
-    assert sharded["fits"] and sharded["memory_gib"]["total"] < 80
+    assert sharded.fits and sharded.memory_gib.total < 80
 
 
 def test_memory_components_sum_to_total():
     est = estimate(parse(**{"layout": {"tp": 2, "pp": 2, "dp": 2, "micro_batch_size": 2, "zero_stage": 1}}))
-    m = est["memory_gib"]
-    assert m["weights"] + m["gradients"] + m["optimizer_states"] + m["activations"] + m["other"] == pytest.approx(m["total"], abs=0.01)
+    m = est.memory_gib
+    assert m.weights + m.gradients + m.optimizer_states + m.activations + m.other == pytest.approx(m.total, abs=0.01)
 
 
 def test_moe_expert_parallel_divides_expert_weights():
@@ -121,7 +121,7 @@ def test_moe_expert_parallel_divides_expert_weights():
     one = estimate(parse(**base, layout={"tp": 1, "dp": 8, "ep": 1, "zero_stage": 1}))
     eight = estimate(parse(**base, layout={"tp": 1, "dp": 8, "ep": 8, "zero_stage": 1}))
     expert_params = 32 * 8 * 3 * 4096 * 14336
-    saved = (one["memory_gib"]["weights"] - eight["memory_gib"]["weights"]) * GIB
+    saved = (one.memory_gib.weights - eight.memory_gib.weights) * GIB
     assert saved == pytest.approx(2 * expert_params * (1 - 1 / 8), rel=1e-6)
 
 
@@ -211,8 +211,8 @@ def test_llama3_405b_second_stage_is_the_heaviest():
                              "last_stage_layers": 7, "sequence_parallel": True, "zero_stage": 2}})
     est = estimate(sc)
     per_layer = float(layer_activation_bytes(shape_of(sc.arch), sc.training, Layouts.of([sc.layout]), moe=False)[0])
-    assert est["worst_stage"] == "middle"
-    assert est["memory_gib"]["activations"] * GIB == pytest.approx(141 * per_layer, rel=1e-3)   # rounded to 1 MiB
+    assert est.worst_stage == "middle"
+    assert est.memory_gib.activations * GIB == pytest.approx(141 * per_layer, rel=1e-3)   # rounded to 1 MiB
 
 
 def test_search_prices_memory_at_the_same_per_stage_peak():
@@ -230,6 +230,6 @@ def test_search_prices_memory_at_the_same_per_stage_peak():
     i = np.flatnonzero((lay.tp == 8) & (lay.pp == 16) & (lay.dp == 64) & (lay.cp == 1) & (lay.v == 8) & (lay.first == 7)
                        & (lay.last == 7) & (lay.mbs == 1) & (lay.zero == 2) & (lay.rc == 0))
     assert len(i) == 1
-    assert cs.ev["mem_total"][i[0]] / GIB == pytest.approx(est["memory_gib"]["total"], abs=1e-3)
-    assert cs.ev["worst_stage"][i[0]] == 1 and est["worst_stage"] == "middle"
-    assert (cs.reasons[cs.reason[i[0]]] == MEMORY_REASON) == (not est["fits"])
+    assert cs.ev["mem_total"][i[0]] / GIB == pytest.approx(est.memory_gib.total, abs=1e-3)
+    assert cs.ev["worst_stage"][i[0]] == 1 and est.worst_stage == "middle"
+    assert (cs.reasons[cs.reason[i[0]]] == MEMORY_REASON) == (not est.fits)

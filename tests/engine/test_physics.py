@@ -40,20 +40,20 @@ def test_one_micro_batch_on_two_stages_idles_half_the_step_even_interleaved():
     for v in (1, 63):
         e = _est({"preset": "llama3.1-405b"}, 16384, {"tp": 4, "pp": 2, "dp": 2048, "virtual_stages": v, "zero_stage": 3,
                                                       "sequence_parallel": True}, seq=8192, gbs=2048)
-        b = e["time_breakdown_s"]
+        b = e.time_breakdown_s
         busy = sum(b[k] for k in ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero3_comm"))
         # each GPU works its stage's share and waits for the other stage as long: bubble = average stage time
         assert b["pipeline_bubble"] == pytest.approx(busy, rel=0.02)
     one, many = (_est({"preset": "llama3.1-405b"}, 16384, {"tp": 4, "pp": 2, "dp": 2048, "virtual_stages": v,
                                                            "zero_stage": 3, "sequence_parallel": True},
-                      seq=8192, gbs=2048)["time_breakdown_s"]["pp_comm"] for v in (1, 63))
+                      seq=8192, gbs=2048).time_breakdown_s["pp_comm"] for v in (1, 63))
     assert many == pytest.approx(one * 126 / 2, rel=1e-6)        # point-to-point crossings grow with the slots
 
 
 def test_no_phantom_imbalance_without_a_pipeline():
     e = _est({"preset": "deepseek-v3"}, 64, {"tp": 8, "dp": 8, "ep": 8, "zero_stage": 1, "sequence_parallel": True,
                                             "recompute": "full"}, gbs=64)
-    assert e["time_breakdown_s"]["pipeline_imbalance"] == 0 and e["time_breakdown_s"]["pipeline_bubble"] == 0
+    assert e.time_breakdown_s["pipeline_imbalance"] == 0 and e.time_breakdown_s["pipeline_bubble"] == 0
 
 
 # --- collectives and overlap -------------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def test_zero3_at_a_fixed_batch_is_bound_by_its_gathers_once_compute_shrinks():
                                                  "inter_node_bw_gbs": net_gbs},
                                      "layout": {"dp": n, "zero_stage": 3, "recompute": "full",
                                                 "micro_batch_size": 1024 // n}}))
-        return e["tokens_per_s"] / n, e["time_breakdown_s"]["zero3_comm"] / e["step_time_s"]
+        return e.tokens_per_s / n, e.time_breakdown_s["zero3_comm"] / e.step_time_s
     slow = [per_gpu(n, 3.125) for n in (256, 512, 1024)]
     assert slow[1][0] / slow[0][0] < 0.7 and slow[2][0] / slow[1][0] < 0.7     # near-halving per doubling
     fast = [per_gpu(n, None) for n in (256, 1024)]
@@ -117,8 +117,8 @@ def test_causal_mfu_counts_half_the_square_and_stays_physical_at_long_context():
              64, {"tp": 8, "cp": 8, "dp": 1, "sequence_parallel": True, "recompute": "full"}, seq=131072, gbs=8)
     s, h = 131072, 6144
     attention_share_full = 4 * s * h / (24 * h * h + 4 * s * h)          # of a layer's forward FLOPs, full square
-    assert e["mfu_full_square"] / e["mfu"] == pytest.approx((1) / (1 - attention_share_full / 2), rel=0.03)
-    assert e["mfu"] < 0.75 and e["hfu"] > e["mfu"]
+    assert e.mfu_full_square / e.mfu == pytest.approx((1) / (1 - attention_share_full / 2), rel=0.03)
+    assert e.mfu < 0.75 and e.hfu > e.mfu
 
 
 # --- layouts real runs use ---------------------------------------------------------------------------------------
@@ -160,11 +160,11 @@ def test_published_layouts_are_accepted_and_estimated(case):
     model = ({"n_layers": 70, "hidden_size": 14336, "n_heads": 112, "ffn_hidden_size": 57344, "vocab_size": 250880,
               "ffn_type": "gelu", "tied_embeddings": True} if preset == "bloom" else {"preset": preset})
     e = _est(model, n, layout, seq=seq, gbs=gbs, accelerator=acc, precision="fp8" if "H800" in acc else "bf16")
-    assert e["step_time_s"] > 0 and 0 < e["mfu"] < 0.75
+    assert e.step_time_s > 0 and 0 < e.mfu < 0.75
     if preset == "qwen3-235b-a22b":
         assert layout["ep"] > layout["dp"]                                 # experts folded over tp x dp ranks
     if preset in ("llama3.1-405b", "bloom"):
-        assert e["fits"]
+        assert e.fits
 
 
 def test_mfu_stays_physical_on_every_accelerator():
@@ -183,8 +183,8 @@ def test_mfu_stays_physical_on_every_accelerator():
                                              "cluster": {"accelerator": acc.id, "n_gpus": n}}), top=1, pareto_sizes=[])
             except ScenarioError:
                 continue
-            if out["best"]:
-                worst = max(worst, out["best"][0]["mfu"], out["best"][0]["mfu_full_square"])
+            if out.best:
+                worst = max(worst, out.best[0].mfu, out.best[0].mfu_full_square)
     assert 0.3 < worst < 0.75
 
 
@@ -195,13 +195,13 @@ def test_whole_run_adds_evaluation_and_phases():
                                                             "total_tokens": 1e12}, "cluster": {**H100, "n_gpus": 64},
             "layout": {"dp": 64, "micro_batch_size": 1, "zero_stage": 1}}
     e = estimate(parse_scenario(base))
-    w = e["whole_run"]
+    w = e.whole_run
     assert w["evaluation_days"] == pytest.approx(w["steps_days"] * 100 / 1000 / 3)    # Megatron-LM's defaults
     phased_schedule = {"phases": [{"name": "long context", "tokens": 1e11, "seq_len": 32768, "global_batch_size": 64}]}
     phased = estimate(parse_scenario(base | {"schedule": phased_schedule}))
-    p = phased["whole_run"]["phases"][0]
+    p = phased.whole_run["phases"][0]
     assert p["seconds"] > 0 and p["layout"]["cp"] * p["layout"]["tp"] >= 1
-    assert phased["whole_run"]["steps_days"] == pytest.approx(w["steps_days"] * 0.9)   # the rest at the main setup
+    assert phased.whole_run["steps_days"] == pytest.approx(w["steps_days"] * 0.9)   # the rest at the main setup
     with pytest.raises(ScenarioError):
         parse_scenario(base | {"schedule": {"phases": [{"name": "too long", "tokens": 2e12}]}})
     assert context(parse_scenario(base)).run.phase_s == 0
@@ -211,4 +211,4 @@ def test_whole_run_adds_evaluation_and_phases():
                                             "schedule": phased_schedule}))
     after = best_layout_cache.cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 1
-    assert other["whole_run"]["phases"] == phased["whole_run"]["phases"]
+    assert other.whole_run["phases"] == phased.whole_run["phases"]

@@ -31,8 +31,8 @@ def test_deadline_sizing_is_the_smallest_size_in_whole_nodes():
     assert best.wall_days <= 30
     # the single estimate of the chosen layout gives the same days: one truth
     data = sc.model_dump(mode="json", exclude_none=True)
-    data.update(cluster={**data["cluster"], "n_gpus": sized.n_gpus}, layout=best.layout)
-    assert estimate(parse_scenario(data))["wall_days"] == pytest.approx(best.wall_days)
+    data.update(cluster={**data["cluster"], "n_gpus": sized.n_gpus}, layout=best.layout.model_dump())
+    assert estimate(parse_scenario(data)).wall_days == pytest.approx(best.wall_days)
     assert sized.neighbour.wall_days > 30                  # one size smaller misses, and by how much is shown
 
 
@@ -58,28 +58,28 @@ def test_budget_sizing_is_the_fastest_within_budget():
 
 def test_plan_answers_with_figures_ranges_and_alternatives():
     out = plan(parse_scenario({k: v for k, v in README.items() if k != "layout"}), deadline_days=30)
-    a = out["answer"]
-    assert a["wall_days"] <= 30 and a["n_gpus"] == a["nodes"] * a["gpus_per_node"]
+    a = out.answer
+    assert a.wall_days <= 30 and a.n_gpus == a.nodes * a.gpus_per_node
     for key in ("cost_usd", "energy_mwh", "co2_t"):
-        assert a[key] > 0
-        band = a["ranges"][key]
-        assert band["low"] < band["value"] < band["high"]
+        assert getattr(a, key) > 0
+        band = a.ranges[key]
+        assert band.low < band.value < band.high
     # the answer is the cheapest option that meets the deadline among those with a price
-    priced = [o for o in out["options"] if o["met"] and o.get("price_known")]
-    assert a["cost_usd"] <= min(o["cost_usd"] for o in priced) * (1 + 1e-9)
-    kinds = {alt["kind"] for alt in out["alternatives"]}
+    priced = [o for o in out.options if o.met and o.price_known]
+    assert a.cost_usd <= min(o.cost_usd for o in priced) * (1 + 1e-9)
+    kinds = {alt.kind for alt in out.alternatives}
     assert "one size smaller" in kinds
-    assert all(alt["text"] for alt in out["alternatives"])
+    assert all(alt.text for alt in out.alternatives)
 
 
 def test_plan_for_one_vendor_and_a_typical_stack():
     sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
     amd = plan(sc, deadline_days=60, vendor="AMD")
-    assert amd["answer"]["vendor"] == "AMD"
+    assert amd.answer.vendor == "AMD"
     tuned, typical = plan(sc, deadline_days=60, vendor="same"), plan(sc, deadline_days=60, vendor="same",
                                                                      efficiency="typical")
-    assert typical["answer"]["n_gpus"] > tuned["answer"]["n_gpus"]        # a typical stack needs more accelerators
-    assert typical["efficiency_explain"].startswith("A typical stack")
+    assert typical.answer.n_gpus > tuned.answer.n_gpus        # a typical stack needs more accelerators
+    assert typical.efficiency_explain.startswith("A typical stack")
     with pytest.raises(ScenarioError):
         plan(sc, deadline_days=60, vendor="Acme")
     with pytest.raises(ScenarioError):
@@ -90,8 +90,8 @@ def test_a_larger_accepted_batch_lets_a_tight_deadline_be_met():
     sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
     fixed = plan(sc, deadline_days=12, vendor="same")
     free = plan(sc, deadline_days=12, vendor="same", batch_range=(1024, 8192))
-    assert free["answer"] is not None
-    assert fixed["answer"] is None or free["answer"]["n_gpus"] <= fixed["answer"]["n_gpus"]
+    assert free.answer is not None
+    assert fixed.answer is None or free.answer.n_gpus <= fixed.answer.n_gpus
 
 
 def test_ranges_come_from_the_measured_errors():
@@ -110,7 +110,8 @@ def test_nearest_sizes_suggest_counts_the_layouts_allow():
 def test_plausibility_warnings():
     sc = parse_scenario({**README, "training": {**README["training"], "seq_len": 1, "total_tokens": 1e9},
                          "layout": None})
-    text = " ".join(warnings_for(sc, {"wall_days": 5000}))
+    ten_years = estimate(parse_scenario(README)).model_copy(update={"wall_days": 5000})
+    text = " ".join(warnings_for(sc, ten_years))
     assert "unusually short" in text and "fewer than the model's" in text and "years" in text
     assert warnings_for(parse_scenario(README), estimate(parse_scenario(README))) == []
 

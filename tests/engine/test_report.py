@@ -25,8 +25,8 @@ def test_formatting():
 
 def test_tables_add_up_to_the_estimate():
     est = estimate(default_scenario())
-    assert abs(sum(r["GiB"] for r in memory_rows(est, default_scenario().training)) - est["memory_gib"]["total"]) < 0.01
-    assert abs(sum(r["seconds per step"] for r in breakdown_rows(est)) - est["step_time_s"]) < 1e-9
+    assert abs(sum(r["GiB"] for r in memory_rows(est, default_scenario().training)) - est.memory_gib.total) < 0.01
+    assert abs(sum(r["seconds per step"] for r in breakdown_rows(est)) - est.step_time_s) < 1e-9
     assert {f.label for f in key_figures(est)} >= {"Time to train", "GPU-hours (billed)", "MFU", "Cost", "Energy"}
 
 
@@ -34,8 +34,8 @@ def test_search_tables():
     result = search(default_scenario(), top=5)
     rows = ranked_rows(result)
     assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
-    assert rows[0]["days (compute)"] == result["best"][0]["train_days"]
-    assert sum(r["layouts"] for r in rejected_rows(result)) == result["candidates_evaluated"] - result["feasible"]
+    assert rows[0]["days (compute)"] == result.best[0].train_days
+    assert sum(r["layouts"] for r in rejected_rows(result)) == result.candidates_evaluated - result.feasible
 
 
 class _Collector(HTMLParser):
@@ -63,8 +63,8 @@ def test_the_summary_is_self_contained_and_carries_the_figures():
     assert not re.search(r"https?://", text_only)
     for f in key_figures(est):
         assert f.value.replace("&", "&amp;") in page
-    top = next(r for r in vendor["rows"] if r["accelerator"] == vendor["recommendation"])
-    assert top["name"] in page
+    top = next(r for r in vendor.rows if r.accelerator == vendor.recommendation)
+    assert top.name in page
     assert "@page" in page and "Generated 2026-11-21 09:30 UTC" in page
 
 
@@ -93,7 +93,7 @@ def test_the_published_whole_run_gpu_hours_stand_beside_the_estimate():
     est = estimate(sc)
     note = published_training_note(sc, est)
     # Llama 3.1 model card: 7.0M H100 GPU-hours for ~15T tokens, scaled linearly to 15.6T = 7.28M
-    billed = est["cost"]["billed_gpu_hours"]
+    billed = est.cost["billed_gpu_hours"]
     assert "Meta Llama 3.1 model card" in note and "7.28M" in note
     assert f"{7.0e6 * 15.6 / 15.0 / billed:.2f}x" in note
     # another accelerator: the figure is given, with no multiple

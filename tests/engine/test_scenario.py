@@ -89,12 +89,12 @@ def test_new_precisions_run_where_the_hardware_has_them_and_are_refused_elsewher
            "training": {"seq_len": 8192, "global_batch_size": 2048, "total_tokens": 15.6e12, "precision": "nvfp4"},
            "cluster": {"accelerator": "GB300", "n_gpus": 4608},
            "layout": {"pp": 9, "dp": 64, "cp": 8, "virtual_stages": 2, "zero_stage": 2}}
-    assert estimate(parse_scenario(big))["fits"]                       # issue 11: 405B on GB300 NVL72 in NVFP4
+    assert estimate(parse_scenario(big)).fits                       # issue 11: 405B on GB300 NVL72 in NVFP4
     oss = {"model": {"preset": "gpt-oss-120b"},
            "training": {"seq_len": 4096, "global_batch_size": 1024, "total_tokens": 1e12},
            "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 64},
            "layout": {"pp": 2, "dp": 32, "ep": 8, "virtual_stages": 2, "zero_stage": 2}}
-    assert estimate(parse_scenario(oss))["fits"]                       # issue 11: gpt-oss-120b on 64 H100
+    assert estimate(parse_scenario(oss)).fits                       # issue 11: gpt-oss-120b on 64 H100
     oss["training"]["precision"] = "mxfp8"
     try:
         parse_scenario(oss)

@@ -26,21 +26,21 @@ def _with_layout(sc, layout):
 
 
 def assert_same_estimate(sc, row):
-    single = estimate(_with_layout(sc, row["layout"]))
+    single = estimate(_with_layout(sc, row.layout))
     for key in NUMERIC:
-        assert single[key] == row[key], key
-    assert single["memory_gib"] == row["memory_gib"]
-    assert single["time_breakdown_s"] == row["time_breakdown_s"]
-    assert single["fits"] == row["fits"]
+        assert getattr(single, key) == getattr(row, key), key
+    assert single.memory_gib == row.memory_gib
+    assert single.time_breakdown_s == row.time_breakdown_s
+    assert single.fits == row.fits
 
 
 @pytest.mark.parametrize("run", megatron_table1(), ids=lambda r: r.name)
 def test_megatron_table1_best_layout_fits_and_beats_published(run):
     sc = parse_scenario(run.scenario)
     out = search(sc, top=3, pareto_sizes=[])
-    best = out["best"][0]
-    assert best["fits"] and best["memory_gib"]["total"] <= best["memory_capacity_gib"]
-    assert best["step_time_s"] <= run.predict()["step_time_s"] * (1 + 1e-12)
+    best = out.best[0]
+    assert best.fits and best.memory_gib.total <= best.memory_capacity_gib
+    assert best.step_time_s <= run.predict().step_time_s * (1 + 1e-12)
     assert_same_estimate(sc, best)
 
 
@@ -48,8 +48,8 @@ def test_small_model_on_one_node_is_pure_data_parallel():
     # 1.3B GPT (Megatron's smallest config family) on 8 H100: sharding only adds communication
     sc = parse_scenario({"model": gpt(24, 2048, 16), "training": {"seq_len": 2048, "global_batch_size": 256, "total_tokens": 1e11},
                          "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8}})
-    best = search(sc, top=1, pareto_sizes=[])["best"][0]["layout"]
-    assert (best["tp"], best["pp"], best["cp"], best["dp"]) == (1, 1, 1, 8)
+    best = search(sc, top=1, pareto_sizes=[]).best[0].layout
+    assert (best.tp, best.pp, best.cp, best.dp) == (1, 1, 1, 8)
 
 
 def test_model_too_big_for_replicas_must_shard():
@@ -61,28 +61,28 @@ def test_model_too_big_for_replicas_must_shard():
     unsharded = (lay.tp == 1) & (lay.pp == 1) & (lay.zero < 3)
     assert unsharded.any() and not cs.feasible[unsharded].any()
     out = search(sc, top=20, pareto_sizes=[])
-    assert out["feasible"] > 0 and "does not fit in accelerator memory" in out["rejected"]
-    for r in out["best"]:
-        lo = r["layout"]
-        assert lo["tp"] * lo["pp"] > 1 or lo["zero_stage"] == 3
+    assert out.feasible > 0 and "does not fit in accelerator memory" in out.rejected
+    for r in out.best:
+        lo = r.layout
+        assert lo.tp * lo.pp > 1 or lo.zero_stage == 3
 
 
 def test_candidates_satisfy_every_rule_and_counts_add_up():
     sc = parse_scenario(scenario(**{"model.preset": "mixtral-8x7b", "cluster.n_gpus": 64, "layout": None}))
     out = search(sc, top=50, pareto_sizes=[])
-    assert out["feasible"] + sum(out["rejected"].values()) == out["candidates_evaluated"]
+    assert out.feasible + sum(out.rejected.values()) == out.candidates_evaluated
     arch = sc.arch
-    for r in out["best"]:
-        lo = r["layout"]
-        assert lo["tp"] * lo["pp"] * lo["dp"] * lo["cp"] == 64
-        assert arch.n_heads % lo["tp"] == 0 and arch.kv_heads % lo["tp"] == 0
-        stage_layers(arch.n_layers, lo["pp"], lo["virtual_stages"], lo["first_stage_layers"], lo["last_stage_layers"])
-        assert sc.training.global_batch_size % (lo["dp"] * lo["micro_batch_size"]) == 0
-        etp = lo["expert_tp"] or lo["tp"]          # MoE parallel folding: expert groups over tp x cp x dp ranks
-        assert arch.n_experts % lo["ep"] == 0 and (lo["tp"] * lo["dp"] * lo["cp"]) % (lo["ep"] * etp) == 0
-        assert lo["tp"] <= 8                       # tensor parallelism stays inside an 8-GPU node
-        assert r["fits"]
-    times = [r["train_days"] for r in out["best"]]
+    for r in out.best:
+        lo = r.layout
+        assert lo.tp * lo.pp * lo.dp * lo.cp == r.n_gpus == 64
+        assert arch.n_heads % lo.tp == 0 and arch.kv_heads % lo.tp == 0
+        stage_layers(arch.n_layers, lo.pp, lo.virtual_stages, lo.first_stage_layers, lo.last_stage_layers)
+        assert sc.training.global_batch_size % (lo.dp * lo.micro_batch_size) == 0
+        etp = lo.expert_tp or lo.tp          # MoE parallel folding: expert groups over tp x cp x dp ranks
+        assert arch.n_experts % lo.ep == 0 and (lo.tp * lo.dp * lo.cp) % (lo.ep * etp) == 0
+        assert lo.tp <= 8                       # tensor parallelism stays inside an 8-GPU node
+        assert r.fits
+    times = [r.train_days for r in out.best]
     assert times == sorted(times)
 
 
@@ -90,8 +90,8 @@ def test_search_agrees_with_single_estimate_for_moe_and_pipeline():
     sc = parse_scenario(scenario(**{"model.preset": "deepseek-v3", "cluster.n_gpus": 1024, "layout": None,
                                     "training.global_batch_size": 2048}))
     out = search(sc, top=5, pareto_sizes=[])
-    assert out["best"]
-    for r in out["best"]:
+    assert out.best
+    for r in out.best:
         assert_same_estimate(sc, r)
 
 
@@ -106,7 +106,7 @@ def test_why_not_tp16():
                                                                  "layout": None})), 256), tp=16)
     assert "tensor-parallel group would span nodes (allow_span_nodes to permit)" in spanning["rejected"]
     ok = explain(cs, tp=8, pp=4)
-    assert ok["feasible"] > 0 and ok["best"]["layout"]["tp"] == 8 and ok["best"]["layout"]["pp"] == 4
+    assert ok["feasible"] > 0 and ok["best"].layout.tp == 8 and ok["best"].layout.pp == 4
 
 
 def test_allow_span_nodes_admits_cross_node_tensor_parallel():
@@ -122,19 +122,19 @@ def test_cluster_size_search_for_a_deadline():
                                     "training.global_batch_size": 1024, "training.total_tokens": 2e12, "cluster.n_gpus": 1024}))
     tight = cluster_search(sc, deadline_days=20)
     loose = cluster_search(sc, deadline_days=120)
-    assert tight["met"] and loose["met"]
-    assert tight["best"]["wall_days"] <= 20 and loose["best"]["wall_days"] <= 120
-    assert loose["n_gpus"] < tight["n_gpus"] and tight["n_gpus"] % 8 == 0        # whole 8-GPU nodes
+    assert tight.met and loose.met
+    assert tight.best.wall_days <= 20 and loose.best.wall_days <= 120
+    assert loose.n_gpus < tight.n_gpus and tight.n_gpus % 8 == 0        # whole 8-GPU nodes
     # the next smaller size the layouts allow misses the deadline, and the answer says by how much
-    assert tight["neighbour"]["wall_days"] > 20
+    assert tight.neighbour.wall_days > 20
     smaller = search(parse_scenario({**sc.model_dump(), "cluster": {**sc.cluster.model_dump(),
-                                                                    "n_gpus": tight["n_gpus"] - 8}}), top=1,
-                     pareto_sizes=[])["best"]
-    assert not smaller or smaller[0]["wall_days"] > 20 or (tight["n_gpus"] - 8) // 8 not in node_counts(1 << 17)
+                                                                    "n_gpus": tight.n_gpus - 8}}), top=1,
+                     pareto_sizes=[]).best
+    assert not smaller or smaller[0].wall_days > 20 or (tight.n_gpus - 8) // 8 not in node_counts(1 << 17)
     impossible = cluster_search(sc, deadline_days=0.5)
-    assert not impossible["met"] and "no cluster size meets" in impossible["reason"]
+    assert not impossible.met and "no cluster size meets" in impossible.reason
     budget = cluster_search(sc, deadline_days=20, gpu_hour_budget=1000)
-    assert not budget["met"]
+    assert not budget.met
 
 
 def test_node_counts_are_the_sizes_layouts_can_use():
@@ -143,9 +143,9 @@ def test_node_counts_are_the_sizes_layouts_can_use():
 
 def test_pareto_front_is_non_dominated():
     sc = parse_scenario(scenario(**{"model.preset": "llama3.1-8b", "cluster.n_gpus": 64, "layout": None}))
-    front = search(sc, top=1)["pareto"]
-    assert [p["n_gpus"] for p in front] == sorted(p["n_gpus"] for p in front)
-    days = [p["wall_days"] for p in front]
+    front = search(sc, top=1).pareto
+    assert [p.n_gpus for p in front] == sorted(p.n_gpus for p in front)
+    days = [p.wall_days for p in front]
     assert all(a > b for a, b in zip(days, days[1:]))          # more GPUs only where it is faster
 
 
@@ -179,8 +179,8 @@ def test_cost_objective_without_a_price_says_why():
         search(sc, objective="cost", pareto_sizes=[])
     assert "cannot rank by cost" in str(info.value) and "TPU-v5p" in str(info.value)
     priced = parse_scenario(scenario(**{"cluster.n_gpus": 64, "layout": None}))
-    by_cost = search(priced, objective="cost", top=3, pareto_sizes=[])["best"]
-    assert [r["cost_usd"] for r in by_cost] == sorted(r["cost_usd"] for r in by_cost)
+    by_cost = search(priced, objective="cost", top=3, pareto_sizes=[]).best
+    assert [r.cost_usd for r in by_cost] == sorted(r.cost_usd for r in by_cost)
 
 
 def test_an_absurdly_divisible_cluster_is_refused_with_a_reason():

@@ -153,18 +153,18 @@ def test_the_search_enumerates_exactly_the_layouts_the_rules_allow(sc, allow_spa
 def test_returned_layouts_obey_rules_fit_and_match_the_single_estimate(sc, allow_span):
     n, arch, tr = sc.cluster.n_gpus, sc.arch, sc.training
     out = search(sc, top=5, allow_span_nodes=allow_span, pareto_sizes=[])
-    assert out["feasible"] + sum(out["rejected"].values()) == out["candidates_evaluated"]
-    for r in out["best"]:
-        lo = r["layout"]
-        assert lo["tp"] * lo["pp"] * lo["dp"] * lo["cp"] == n
-        assert arch.n_heads % lo["tp"] == 0 and arch.kv_heads % lo["tp"] == 0
-        stage_layers(arch.n_layers, lo["pp"], lo["virtual_stages"], lo["first_stage_layers"], lo["last_stage_layers"])
-        assert tr.global_batch_size % (lo["dp"] * lo["micro_batch_size"]) == 0
-        etp = lo["expert_tp"] or lo["tp"]
-        assert arch.n_experts % lo["ep"] == 0 and (lo["tp"] * lo["dp"] * lo["cp"]) % (lo["ep"] * etp) == 0
-        assert tr.seq_len % lo["cp"] == 0
-        assert r["fits"] and r["memory_gib"]["total"] <= r["memory_capacity_gib"]
-        assert r["step_time_s"] > 0 and np.isfinite(r["train_days"])
+    assert out.feasible + sum(out.rejected.values()) == out.candidates_evaluated
+    for r in out.best:
+        lo = r.layout
+        assert lo.tp * lo.pp * lo.dp * lo.cp == r.n_gpus == n
+        assert arch.n_heads % lo.tp == 0 and arch.kv_heads % lo.tp == 0
+        stage_layers(arch.n_layers, lo.pp, lo.virtual_stages, lo.first_stage_layers, lo.last_stage_layers)
+        assert tr.global_batch_size % (lo.dp * lo.micro_batch_size) == 0
+        etp = lo.expert_tp or lo.tp
+        assert arch.n_experts % lo.ep == 0 and (lo.tp * lo.dp * lo.cp) % (lo.ep * etp) == 0
+        assert tr.seq_len % lo.cp == 0
+        assert r.fits and r.memory_gib.total <= r.memory_capacity_gib
+        assert r.step_time_s > 0 and np.isfinite(r.train_days)
         assert_same_estimate(sc, r)
     if not allow_span:
         cs = search_cluster(sc, n)

@@ -24,10 +24,10 @@ def _mt530b(recompute: str, sp: bool) -> dict:
 
 def test_korthikanti_530b_mfu_with_and_without_recompute():
     selective, full = _mt530b("selective", True), _mt530b("full", False)
-    assert selective["fits"] and full["fits"]
-    assert selective["mfu"] == pytest.approx(0.542, rel=0.15)
-    assert full["mfu"] == pytest.approx(0.421, rel=0.15)
-    assert selective["mfu"] / full["mfu"] == pytest.approx(0.542 / 0.421, abs=0.1)
+    assert selective.fits and full.fits
+    assert selective.mfu == pytest.approx(0.542, rel=0.15)
+    assert full.mfu == pytest.approx(0.421, rel=0.15)
+    assert selective.mfu / full.mfu == pytest.approx(0.542 / 0.421, abs=0.1)
 
 
 def fa2_gpt3_2p7b_8k_best() -> dict:
@@ -37,12 +37,12 @@ def fa2_gpt3_2p7b_8k_best() -> dict:
     sc = parse_scenario({"model": gpt(32, 2560, 32, seq=8192),
                          "training": {"seq_len": 8192, "global_batch_size": 32, "total_tokens": 1e10},
                          "cluster": {"accelerator": "A100-SXM4-80GB", "n_gpus": 8}})
-    return search(sc, top=1, pareto_sizes=[], summaries=False)["best"][0]
+    return search(sc, top=1, pareto_sizes=[], summaries=False).best[0]
 
 
 def test_flash_attention_2_small_model_on_one_a100_node():
     best = fa2_gpt3_2p7b_8k_best()
-    assert best["mfu_full_square"] == pytest.approx(0.72, rel=0.10)
+    assert best.mfu_full_square == pytest.approx(0.72, rel=0.10)
 
 
 # Dubey et al. 2024, The Llama 3 Herd of Models, Table 4: Llama 3 405B in BF16 on H100, TP 8, PP 16, with the
@@ -68,9 +68,9 @@ def test_llama3_405b_published_layouts(row):
     # Meta ran both in 80 GB without activation checkpointing, on its own pipeline schedule (sec. 3.3.2). Under
     # Megatron-LM's default interleaved schedule the second stage is the heaviest: with 32 micro-batches per step it
     # keeps 141 one-layer chunks alive and fits only without the engine's 5% allowance for allocator fragmentation
-    live_gib = e["memory_gib"]["total"] - e["memory_detail_gib"]["framework_overhead"]
-    assert e["worst_stage"] == "middle"
-    assert live_gib + FRAMEWORK_OVERHEAD_BYTES / GIB <= e["memory_capacity_gib"]
+    live_gib = e.memory_gib.total - e.memory_detail_gib["framework_overhead"]
+    assert e.worst_stage == "middle"
+    assert live_gib + FRAMEWORK_OVERHEAD_BYTES / GIB <= e.memory_capacity_gib
     if per_dp <= 16:                # 16 micro-batches: 128 chunks alive on the second stage, allowance included
-        assert e["fits"]
-    assert e["model_tflops_per_gpu"] == pytest.approx(published_tflops, rel=0.15)
+        assert e.fits
+    assert e.model_tflops_per_gpu == pytest.approx(published_tflops, rel=0.15)

@@ -23,66 +23,66 @@ def result():
 
 
 def test_every_accelerator_has_a_row(result):
-    assert {r["accelerator"] for r in result["rows"]} == set(load_catalog().accelerators)
-    ranked = [r for r in result["rows"] if r["rank"]]
-    assert [r["rank"] for r in ranked] == list(range(1, len(ranked) + 1))
-    scores = [r["decision_score"] for r in ranked]
+    assert {r.accelerator for r in result.rows} == set(load_catalog().accelerators)
+    ranked = [r for r in result.rows if r.rank]
+    assert [r.rank for r in ranked] == list(range(1, len(ranked) + 1))
+    scores = [r.decision_score for r in ranked]
     assert scores == sorted(scores, reverse=True) and all(0 <= x <= 1 for x in scores)
-    assert result["recommendation"] == ranked[0]["accelerator"]
+    assert result.recommendation == ranked[0].accelerator
 
 
 def test_rows_are_the_search_best_layouts(result):
-    row = next(r for r in result["rows"] if r["accelerator"] == "MI300X")
+    row = next(r for r in result.rows if r.accelerator == "MI300X")
     data = {**SC, "cluster": {"accelerator": "MI300X", "n_gpus": 64}}
-    best = search(parse_scenario(data), top=1, pareto_sizes=[])["best"][0]
-    assert row["layout"] == best["layout"] and row["train_days"] == best["train_days"]
+    best = search(parse_scenario(data), top=1, pareto_sizes=[]).best[0]
+    assert row.layout == best.layout and row.train_days == best.train_days
 
 
 def test_best_value_of_each_criterion_scores_one(result):
-    ranked = [r for r in result["rows"] if r["rank"]]
+    ranked = [r for r in result.rows if r.rank]
     for c, (key, lower) in CRITERIA.items():
-        known = [r for r in ranked if r.get(key) is not None]
+        known = [r for r in ranked if getattr(r, key) is not None]
         if known:
-            top = min(known, key=lambda r: r[key]) if lower else max(known, key=lambda r: r[key])
-            assert top["scores"][c] == pytest.approx(1.0)
+            top = min(known, key=lambda r: getattr(r, key)) if lower else max(known, key=lambda r: getattr(r, key))
+            assert top.scores[c] == pytest.approx(1.0)
 
 
 def test_weights_steer_the_recommendation():
     fast = compare(parse_scenario(SC), weights={"time": 1})
-    ranked = [r for r in fast["rows"] if r["rank"]]
-    assert ranked[0]["wall_days"] == min(r["wall_days"] for r in ranked)
+    ranked = [r for r in fast.rows if r.rank]
+    assert ranked[0].wall_days == min(r.wall_days for r in ranked)
     eco = compare(parse_scenario(SC), weights={"ecosystem": 1}, accelerators=["MI300X", "H100-SXM5-80GB", "TPU-v5p"])
-    assert eco["recommendation"] == "H100-SXM5-80GB"     # CUDA rates first-class on every ecosystem criterion
+    assert eco.recommendation == "H100-SXM5-80GB"     # CUDA rates first-class on every ecosystem criterion
     assert ecosystem_table()["CUDA"]["score"] == 1.0
 
 
 def test_precision_falls_back_where_unsupported():
     fp8 = compare(parse_scenario({**SC, "training": {**SC["training"], "precision": "fp8"}}),
                   accelerators=["A100-SXM4-80GB", "H100-SXM5-80GB"])
-    rows = {r["accelerator"]: r for r in fp8["rows"]}
-    assert rows["A100-SXM4-80GB"]["precision"] == "bf16" and "no fp8 support" in rows["A100-SXM4-80GB"]["precision_note"]
-    assert rows["H100-SXM5-80GB"]["precision"] == "fp8"
+    rows = {r.accelerator: r for r in fp8.rows}
+    assert rows["A100-SXM4-80GB"].precision == "bf16" and "no fp8 support" in rows["A100-SXM4-80GB"].precision_note
+    assert rows["H100-SXM5-80GB"].precision == "fp8"
 
 
 def test_deadline_mode_sizes_each_cluster():
     out = compare(parse_scenario(SC), deadline_days=20, accelerators=["H100-SXM5-80GB", "A100-SXM4-80GB", "GB200"])
-    for r in out["rows"]:
-        assert r["rank"] and r["wall_days"] <= 20 and r["meets_deadline"]
-    slow = {r["accelerator"]: r["n_gpus"] for r in out["rows"]}
+    for r in out.rows:
+        assert r.rank and r.wall_days <= 20 and r.meets_deadline
+    slow = {r.accelerator: r.n_gpus for r in out.rows}
     assert slow["A100-SXM4-80GB"] > slow["H100-SXM5-80GB"]       # A100 needs more GPUs for the same deadline
 
 
 def test_calibration_replaces_defaults():
-    base = compare(parse_scenario(SC), accelerators=["H100-SXM5-80GB"])["rows"][0]
+    base = compare(parse_scenario(SC), accelerators=["H100-SXM5-80GB"]).rows[0]
     slow = compare(parse_scenario(SC), accelerators=["H100-SXM5-80GB"],
-                   calibrations={"H100-SXM5-80GB": {"matmul_efficiency": 0.4}})["rows"][0]
-    assert slow["calibrated"] and not base["calibrated"] and slow["train_days"] > 1.5 * base["train_days"]
+                   calibrations={"H100-SXM5-80GB": {"matmul_efficiency": 0.4}}).rows[0]
+    assert slow.calibrated and not base.calibrated and slow.train_days > 1.5 * base.train_days
 
 
 def test_reasons_are_plain_language(result):
-    ranked = [r for r in result["rows"] if r["rank"]]
-    assert ranked[0]["name"] in result["why"] and "days on" in result["why"]
-    assert "compared with" in ranked[1]["why"] and "x the time" in ranked[1]["why"]
+    ranked = [r for r in result.rows if r.rank]
+    assert ranked[0].name in result.why and "days on" in result.why
+    assert "compared with" in ranked[1].why and "x the time" in ranked[1].why
 
 
 def test_bad_weights_are_refused():
@@ -110,8 +110,8 @@ def test_rescore_equals_a_fresh_comparison_under_new_weights(result):
     weights = {"memory_headroom": 1.0, "ecosystem": 0.5}
     fresh = compare(parse_scenario(SC), weights=weights)
     again = rescore(result, weights)
-    assert again["recommendation"] == fresh["recommendation"] and again["why"] == fresh["why"]
-    assert [(r["accelerator"], r["rank"], r.get("decision_score")) for r in again["rows"]] == \
-           [(r["accelerator"], r["rank"], r.get("decision_score")) for r in fresh["rows"]]
+    assert again.recommendation == fresh.recommendation and again.why == fresh.why
+    assert [(r.accelerator, r.rank, r.decision_score) for r in again.rows] == \
+           [(r.accelerator, r.rank, r.decision_score) for r in fresh.rows]
     back = rescore(again, None)
-    assert [r["accelerator"] for r in back["rows"]] == [r["accelerator"] for r in result["rows"]]
+    assert [r.accelerator for r in back.rows] == [r.accelerator for r in result.rows]

@@ -1,0 +1,285 @@
+"""The engine's results as frozen, typed models: one layout's Estimate (what the search ranks, the sizing compares and
+every output prints), the layout search's SearchResult with its Pareto front and cluster sizing, the vendor
+comparison and the plan. The headline figures are typed attributes; a figure that is not known, or that a layout
+which does not fit or a run which never finishes does not have, is None, with `problem` saying why.
+
+Each model's JSON form is `as_json()`: the keys the engine built, in the same order (a field it did not set, such as
+an estimate's nearest_fit in a search row, is left out), so the command line prints the same document."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.scenario import Layout
+
+
+class Result(BaseModel):
+    # the typed fields are the contract; a detail block added later rides along as an extra field
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def as_json(self) -> dict:
+        """Plain JSON-ready data: the fields that were set, in declaration order."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class MemoryGiB(Result):
+    """Memory per GPU on the fullest pipeline stage, GiB."""
+    weights: float
+    gradients: float
+    optimizer_states: float
+    activations: float
+    other: float
+    total: float
+
+
+class NearestFit(Result):
+    """For a layout that does not fit: the fastest layout that does, on this cluster or the nearest size."""
+    n_gpus: int
+    layout: Layout
+    wall_days: float | None
+
+
+class Estimate(Result):
+    """One layout's figures (engine.planning.evaluation.row; engine.planning.estimate.estimate adds nearest_fit and
+    assumptions). A layout that does not fit has no days, GPU-hours, cost, energy or CO2 (None) and says why in
+    `problem`; so does a run that never finishes (failures outpace recovery: wall_days None)."""
+    layout: Layout
+    memory_gib: MemoryGiB
+    memory_detail_gib: dict[str, float]
+    memory_capacity_gib: float
+    worst_stage: str = Field(description="first, middle or last pipeline stage; only without pipeline parallelism")
+    fits: bool
+    micro_batches_per_step: int
+    step_time_s: float = Field(description="one optimizer step")
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    hardware_tflops_per_gpu: float
+    mfu: float = Field(description="model FLOP utilisation, causal attention counted (current Megatron-LM)")
+    hfu: float = Field(description="hardware FLOP utilisation: recomputed work included")
+    model_tflops_per_gpu_full_square: float
+    hardware_tflops_per_gpu_full_square: float
+    mfu_full_square: float = Field(description="the same with the full attention square (PaLM, Megatron-LM 2024)")
+    flop_convention: dict[str, str]
+    time_breakdown_s: dict[str, float]
+    params_total: int
+    params_active: int
+    train_days: float | None = Field(description="compute days of the whole run: steps, phases, evaluation "
+                                                 "(None: the layout does not fit)")
+    whole_run: dict[str, Any]
+    gpu_hours: float | None
+    wall_days: float | None = Field(description="with failures, checkpoints and restarts (None: the layout does not "
+                                                "fit, or the run never finishes: failures outpace recovery)")
+    goodput: float | None
+    cost_usd: float | None
+    energy_mwh: float | None
+    co2_t: float | None
+    problem: str | None = Field(description="why days, cost, energy and CO2 are None")
+    reliability: dict[str, Any]
+    cost: dict[str, Any]
+    energy: dict[str, Any]
+    nearest_fit: NearestFit | None = Field(default=None, description="for a layout that does not fit: the fastest "
+                                                                     "layout that does, here or at the nearest size")
+    assumptions: dict[str, Any] | None = None
+    warnings: list[str] | None = Field(default=None, description="plausibility and memory-headroom warnings "
+                                                                 "(engine.planning.sanity)")
+
+    @property
+    def n_gpus(self) -> int:
+        """The GPUs it runs on (its layout's)."""
+        return self.layout.n_gpus
+
+    @property
+    def never_finishes(self) -> bool:
+        """The layout fits but failures come faster than the run recovers: it has no wall time."""
+        return self.fits and self.wall_days is None
+
+    @property
+    def days(self) -> float:
+        """Wall-clock days, the one figure deadlines, rankings and sizing compare: infinite where the run never
+        finishes or the layout does not fit."""
+        return math.inf if self.wall_days is None else self.wall_days
+
+    @property
+    def memory_headroom(self) -> float:
+        """The share of the accelerator's memory left free on the fullest stage."""
+        return 1 - self.memory_gib.total / self.memory_capacity_gib
+
+
+class ParetoPoint(Result):
+    """The best layout of one cluster size on the time front (sizes whose run never finishes are on none)."""
+    n_gpus: int
+    train_days: float | None
+    wall_days: float
+    gpu_hours: float | None
+    cost_usd: float | None
+    layout: Layout
+
+
+class ClusterSearch(Result):
+    """engine.planning.sizing.cluster_search: the smallest cluster for a deadline (and GPU-hour budget), or the
+    largest within the budget; best on that size, the neighbour that misses, and why when none meets it."""
+    met: bool
+    n_gpus: int | None
+    nodes: int | None
+    gpus_per_node: int
+    best: Estimate | None
+    neighbour: Estimate | None
+    sizes_tried: list[int]
+    efficiency_factor: float
+    reason: str | None = None
+    deadline_days: float | None = None
+    gpu_hour_budget: float | None = None
+
+
+class SearchResult(Result):
+    """engine.planning.search.search: the best layouts of the scenario's cluster, what the rules rejected, the Pareto
+    front over cluster sizes and (added by the callers given a deadline or budget) the cluster sizing."""
+    n_gpus: int
+    objective: str
+    candidates_evaluated: int
+    model_evaluated: int
+    feasible: int
+    best: list[Estimate]
+    rejected: dict[str, int]
+    by_dimension: dict[str, Any] | None = None
+    problem: str | None = Field(default=None, description="layouts fit, but no run on this cluster finishes: why")
+    pareto: list[ParetoPoint]
+    cluster_search: ClusterSearch | None = None
+
+    @property
+    def never_finishes(self) -> bool:
+        """Layouts fit, but failures outpace recovery on every one: there is no best layout."""
+        return not self.best and self.feasible > 0
+
+
+class VendorRow(Result):
+    """One accelerator in a comparison: its best layout and figures (None where it has none: no layout fits, the run
+    never finishes, no price or power figure), the scores that ranked it, its rank (None: not ranked, see reason) and
+    why, in words."""
+    accelerator: str
+    name: str
+    vendor: str
+    software_stack: str
+    precision: str | None
+    precision_note: str
+    calibrated: bool
+    fits: bool
+    n_gpus: int | None
+    meets_deadline: bool | None
+    layout: Layout | None = None
+    train_days: float | None = None
+    wall_days: float | None = None
+    gpu_hours: float | None = None
+    mfu: float | None = None
+    cost_usd: float | None = None
+    energy_mwh: float | None = None
+    co2_t: float | None = None
+    memory_gib: float | None = Field(default=None, description="per GPU, on the fullest pipeline stage")
+    memory_capacity_gib: float | None = None
+    memory_headroom: float | None = None
+    reason: str | None = None
+    ecosystem_score: float
+    ecosystem_levels: dict[str, str]
+    scores: dict[str, float | None] | None = None
+    unknown: list[str] | None = None
+    decision_score: float | None = None
+    rank: int | None
+    why: str
+
+
+class Comparison(Result):
+    """engine.planning.vendor.compare: every accelerator with its best layout, ranked by the weighted decision score."""
+    mode: str
+    n_gpus: int | None
+    deadline_days: float | None
+    ecosystem_sources: dict[str, Any]
+    weights: dict[str, float]
+    recommendation: str | None
+    why: str
+    rows: list[VendorRow]
+
+    @property
+    def top(self) -> VendorRow | None:
+        """The recommended accelerator's row."""
+        return next((r for r in self.rows if r.accelerator == self.recommendation), None)
+
+
+class Figure(Result):
+    """A time-proportional figure with its range for the chosen software stack (engine.economics.ranges.band)."""
+    value: float
+    low: float
+    high: float
+
+
+class PlanOption(Result):
+    """One accelerator sized for the plan's target (met or not, and why not), with its figures where it has a best
+    layout (None: not known, or the run never finishes)."""
+    accelerator: str
+    name: str
+    vendor: str
+    precision: str | None
+    met: bool
+    n_gpus: int | None
+    nodes: int | None
+    global_batch_size: int | None
+    wall_days: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
+    energy_mwh: float | None = None
+    co2_t: float | None = None
+    ranges: dict[str, Figure | None] | None = None
+    price_known: bool | None = None
+    reason: str | None = None
+
+
+class Alternative(Result):
+    """One size smaller or larger, the cheapest or fastest other accelerator, another vendor: with its text."""
+    kind: str
+    accelerator: str
+    n_gpus: int
+    wall_days: float | None
+    gpu_hours: float | None
+    cost_usd: float | None
+    energy_mwh: float | None
+    co2_t: float | None
+    ranges: dict[str, Figure | None]
+    text: str
+
+
+class PlanAnswer(Result):
+    """The chosen accelerator and cluster (whole nodes), its best layout and figures with their ranges, and the full
+    estimate of that layout."""
+    accelerator: str
+    name: str
+    vendor: str
+    precision: str
+    n_gpus: int
+    nodes: int
+    gpus_per_node: int
+    global_batch_size: int
+    layout: Layout
+    mfu: float
+    memory_gib: float = Field(description="per GPU, on the fullest pipeline stage")
+    memory_capacity_gib: float
+    wall_days: float
+    gpu_hours: float
+    cost_usd: float | None
+    energy_mwh: float | None
+    co2_t: float | None
+    ranges: dict[str, Figure | None]
+    estimate: Estimate
+
+
+class Plan(Result):
+    """engine.planning.plan.plan: the cluster for a deadline or budget, with ranges and the nearest alternatives
+    (answer None and the reason when no accelerator meets the target)."""
+    target: str
+    answer: PlanAnswer | None
+    alternatives: list[Alternative]
+    efficiency: str
+    efficiency_explain: str
+    vendor: str
+    options: list[PlanOption]
+    reason: str | None = None
