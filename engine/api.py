@@ -100,14 +100,17 @@ class ParetoPoint(_Result):
 
 
 class ClusterSearch(_Result):
-    """engine.planning.sizing.cluster_search: the smallest cluster for a deadline (and GPU-hour budget), or the
-    largest within the budget; best on that size, the neighbour that misses, and why when none meets it."""
+    """engine.planning.sizing.cluster_search: the cheapest cluster for a deadline (and GPU-hour budget), or the
+    fastest within the budget; best on that size, the neighbouring size and why it is not the answer, and why when
+    none meets it."""
     met: bool
     n_gpus: int | None
     nodes: int | None
     gpus_per_node: int
     best: Estimate | None
     neighbour: Estimate | None
+    neighbour_gpus: int | None = None
+    neighbour_why: str | None = None
     sizes_tried: list[int]
     efficiency_factor: float
     reason: str | None = None
@@ -198,6 +201,22 @@ class Alternative(PlanFigures):
     text: str
 
 
+class DeadlineChance(_Result):
+    """The chance of meeting the deadline where the answer's range of days crosses it (None: beyond the measured
+    10th-90th percentiles, said in text)."""
+    chance: float | None
+    text: str
+
+
+class Lever(_Result):
+    """What would bring the cheapest priced option within a money budget (owning, a commitment, a tuned stack, fewer
+    tokens, a later deadline), with its text."""
+    kind: str
+    text: str
+    meets_budget: bool
+    cost_usd: float | None = None
+
+
 class PlanAnswer(_Result):
     accelerator: str
     name: str
@@ -213,17 +232,20 @@ class PlanAnswer(_Result):
     energy_mwh: float | None
     co2_t: float | None
     ranges: dict[str, Figure | None]
+    deadline_chance: DeadlineChance | None = None
 
 
 class Plan(_Result):
     """engine.planning.plan.plan: the cluster for a deadline or budget, with ranges and the nearest alternatives."""
     target: str
+    ranked_by: str
     efficiency: str
     efficiency_explain: str
     answer: PlanAnswer | None
     alternatives: list[Alternative]
     options: list[PlanOption]
     reason: str | None = None
+    levers: list[Lever] | None = None
 
 
 def estimate(scenario: ScenarioLike) -> Estimate:
@@ -262,11 +284,13 @@ def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, dea
 
 def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd: float | None = None,
          gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
-         batch_range: tuple[int, int] | None = None) -> Plan:
-    """The manager's answer for a deadline, a money budget or a GPU-hour budget (see engine.planning.plan)."""
+         batch_range: tuple[int, int] | None = None, max_gpus: int | None = None) -> Plan:
+    """The manager's answer for a deadline, a money budget or a GPU-hour budget, on at most max_gpus accelerators
+    (see engine.planning.plan)."""
     from engine.planning.plan import plan as run
     return Plan.model_validate(run(load(scenario), deadline_days=deadline_days, budget_usd=budget_usd,
-                                   gpu_hours=gpu_hours, vendor=vendor, efficiency=efficiency, batch_range=batch_range))
+                                   gpu_hours=gpu_hours, vendor=vendor, efficiency=efficiency, batch_range=batch_range,
+                                   max_gpus=max_gpus))
 
 
 def as_dict(result: Any) -> dict:

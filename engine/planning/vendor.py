@@ -11,8 +11,8 @@ from engine.catalog import DATA_DIR, load_catalog
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.evaluation import Row
-from engine.planning.search import best_at, search
-from engine.planning.sizing import Target, meets_deadline, size_for
+from engine.planning.search import search
+from engine.planning.sizing import Target, size_for
 
 CRITERIA = {  # name: (row key, lower is better)
     "time": ("wall_days", True),
@@ -111,11 +111,8 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective) -> Candi
         sized = size_for(probe, target, objective, full=False)
         if not sized.met:
             return replace(base, fits=sized.best is not None, meets_deadline=False, reason=sized.reason)
-        # the size was found in the quick layout space; the row shown is the full search's best on it, the same
-        # figure the plan and the estimate give for that cluster
-        full = best_at(probe, sized.n_gpus, objective)
-        best = full if meets_deadline(full, target) else sized.best
-        return _with_best(replace(base, n_gpus=sized.n_gpus, meets_deadline=True), best)
+        # the row the plan shows for this accelerator and size (the sizing's), so both give the same figures
+        return _with_best(replace(base, n_gpus=sized.n_gpus, meets_deadline=True), sized.best)
     n = sc.cluster.n_gpus
     out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                  summaries=False)
@@ -159,11 +156,14 @@ def _fmt_money(x):
     return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x:,.0f}"
 
 
-def _why_first(r: dict, fitting: list[dict]) -> str:
+def _why_first(r: dict, fitting: list[dict], deadline_days: float | None = None) -> str:
     def place(key, lower=True):
         vals = sorted((x[key] for x in fitting if x.get(key) is not None), reverse=not lower)
         return "" if r.get(key) is None else (" (best)" if vals and r[key] == vals[0] else f" (#{vals.index(r[key]) + 1} of {len(vals)})")
-    parts = [f"{r['name']} ranks first with a decision score of {r['decision_score']:.2f}:",
+    rule = (f"as the cheapest that trains within {deadline_days:g} days (the plan's rule)" if deadline_days is not None
+            else "with a decision score of")
+    parts = [f"{r['name']} ranks first {rule}" + (f" (decision score {r['decision_score']:.2f}):"
+                                                   if deadline_days is not None else f" {r['decision_score']:.2f}:"),
              f"{r['wall_days']:.1f} days on {r['n_gpus']:,} GPUs{place('wall_days')}"]
     parts.append(f"costs {_fmt_money(r['cost_usd'])}{place('cost_usd')}" if r.get("cost_usd") is not None
                  else "no price: enter one (ranked on what is known)")
@@ -192,7 +192,8 @@ def _why_other(r: dict, top: dict, rank: int) -> str:
     if r["software_stack"] != top["software_stack"]:
         bits.append(f"{r['software_stack']} ecosystem {r['ecosystem_score']:.2f} vs {top['ecosystem_score']:.2f}")
     note = f" ({r['precision_note']})" if r.get("precision_note") else ""
-    unknown = f"; scored without {', '.join(UNKNOWN_LABEL.get(c, c) for c in r['unknown'])}" if r.get("unknown") else ""
+    unknown = (f"; scored without {', '.join(UNKNOWN_LABEL.get(c, c) for c in r['unknown'])}, so ranked after every "
+               "accelerator scored on all weighted criteria") if r.get("unknown") else ""
     return (f"#{rank} {r['name']} (score {r['decision_score']:.2f}): {', '.join(bits)} compared with {top['name']}"
             f"{note}{unknown}.")
 
@@ -225,7 +226,7 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         "n_gpus": None if deadline_days is not None else sc.cluster.n_gpus,
         "deadline_days": deadline_days,
         "ecosystem_sources": {s: e["source"] for s, e in eco.items()},
-        **_rank(rows, w),
+        **_rank(rows, w, deadline_days),
     }
 
 
@@ -235,18 +236,29 @@ RANKING_KEYS = ("scores", "decision_score", "rank", "why", "unknown")
 def rescore(result: dict, weights: dict | None) -> dict:
     """The same comparison under other weights: no search is rerun, only the scores, ranks and reasons change."""
     rows = [{k: v for k, v in r.items() if k not in RANKING_KEYS} for r in result["rows"]]
-    return {**result, **_rank(rows, normalise_weights(weights))}
+    return {**result, **_rank(rows, normalise_weights(weights), result.get("deadline_days"))}
 
 
-def _rank(rows: list[dict], w: dict[str, float]) -> dict:
+def rank_key(r: dict, deadline_days: float | None) -> tuple:
+    """The one ranking rule. With a deadline, the plan's (engine.planning.plan): the cheapest that meets it, every
+    priced accelerator before any without a price (by billed GPU-hours), ties to fewer GPUs; the decision score is
+    shown beside it. Without one, the decision score, every accelerator scored on all weighted criteria before any
+    scored without one (a cost-weighted score never puts an accelerator without a price first)."""
+    if deadline_days is not None:
+        billed = r["n_gpus"] * r["wall_days"] * 24.0
+        return (r["cost_usd"] is None, billed if r["cost_usd"] is None else r["cost_usd"], r["n_gpus"])
+    return (bool(r["unknown"]), -r["decision_score"])
+
+
+def _rank(rows: list[dict], w: dict[str, float], deadline_days: float | None = None) -> dict:
     _score(rows, w)
     order = {a: i for i, a in enumerate(load_catalog().accelerators)}      # ties keep catalog order
     rows = sorted(rows, key=lambda r: order[r["accelerator"]])
-    ranked = sorted((r for r in rows if "decision_score" in r), key=lambda r: -r["decision_score"])
+    ranked = sorted((r for r in rows if "decision_score" in r), key=lambda r: rank_key(r, deadline_days))
     others = [r for r in rows if "decision_score" not in r]
     for i, r in enumerate(ranked):
         r["rank"] = i + 1
-        r["why"] = _why_first(r, ranked) if i == 0 else _why_other(r, ranked[0], i + 1)
+        r["why"] = _why_first(r, ranked, deadline_days) if i == 0 else _why_other(r, ranked[0], i + 1)
     for r in others:
         r["rank"] = None
         r["why"] = f"{r['name']} is not ranked: {r.get('reason', 'it does not meet the target')}."
