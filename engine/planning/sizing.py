@@ -6,13 +6,14 @@ the layout rules, in whole nodes), so 1,792 GPUs (7 x 256) is a size and 1,800 i
 cluster size until the global batch runs out of data-parallel room, while GPU-hours and cost grow with it, but
 neither is monotonic: a size whose factors fit the heads, the batch and the layers well beats its neighbours. So the
 search is coarse to fine: sizes double from one node until the target is met (or stops improving), the boundary is
-bisected, and then every size within a factor of two either side of it (WINDOW) is searched, where each odd factor
-of the GPU count (the pipeline's share) has its one member; the cheapest (deadline) or fastest (budget) of those
-that meet the target is the answer. tests/engine/test_plan.py checks that this finds the optimum of a dense sweep
-of every node count. Each size is searched in the quick layout space (engine.planning.search, quick=True: the
-choices tuned runs use); the answer's size is then searched in the full space. Best layouts come from the search's
-per-process cache (engine.planning.search.best_at), shared with the Pareto front, the whole run's phases, the plan
-and the vendor comparison.
+bisected, and then every size within a factor of WINDOW either side of it is searched (a size with a large odd
+factor - a deep pipeline - among powers of two); the cheapest (deadline) or fastest (budget) of those that meet the
+target is the answer. tests/engine/test_plan.py checks that this finds the optimum of a dense sweep of every node
+count on several models, accelerators and deadlines. Each size is searched in the quick layout space
+(engine.planning.search, quick=True: the choices tuned runs use); the plan and the vendor comparison show that row
+(full=False), the Layout search page's sizing searches the answer's size in the full space. Best layouts come from
+the search's per-process cache (engine.planning.search.best_at), shared with the Pareto front, the whole run's
+phases, the plan and the vendor comparison.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from engine.planning.search import MIN_TOKENS_PER_CP_RANK, best_at
 from engine.scenario import Scenario, ScenarioError, divisors
 
 MAX_GPUS = 1 << 20
-WINDOW = 2.0        # the fine search covers every size within this factor of the coarse search's boundary
+WINDOW = 1.5        # the fine search covers every size within this factor of the coarse search's boundary
 
 
 @dataclass(frozen=True)
