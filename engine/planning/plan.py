@@ -176,44 +176,49 @@ def _nothing_meets(options: list[Option], target: Target, factor: float, efficie
     return {"reason": (f"no priced accelerator meets {target.describe()}; the cheapest is {o.best.n_gpus:,} x "
                        f"{o.name}: ${f['cost_usd']:,.0f}, {f['wall_days']:.1f} days"),
             "cheapest": {"accelerator": o.accelerator, "name": o.name, "n_gpus": o.best.n_gpus, **f},
-            "levers": _levers(o, target, factor, efficiency, objective)}
+            "levers": _levers(priced, target, factor, efficiency, objective)}
 
 
-def _levers(o: Option, target: Target, factor: float, efficiency: str, objective: str) -> list[dict]:
-    """What would bring the cheapest priced option within the money budget, each with its cost (engine.economics.cost:
-    owning the cluster, committed-use rows of data/prices.json; the tuned stack's factor; tokens; no deadline)."""
-    row, budget = o.best, target.budget_usd
-    cost = row.detail["cost"]
-    out = []
+def _levers(priced: list[Option], target: Target, factor: float, efficiency: str, objective: str) -> list[dict]:
+    """What would bring a priced option within the money budget, each with its cost: owning the cluster (on-premises
+    cost per used GPU-hour, engine.economics.cost) and a committed-use price (the reserved rows of data/prices.json
+    sold for the cluster), the cheapest of each over every priced option; for the cheapest option, a tuned stack
+    (where the typical one was asked), fewer tokens and, with a deadline, the fastest size within the budget."""
+    budget, out = target.budget_usd, []
 
-    def add(kind, usd, text):
-        if usd is not None:
-            out.append({"kind": kind, "cost_usd": usd, "meets_budget": usd <= budget,
-                        "text": f"{text}: ${usd:,.0f}" + (" (within the budget)" if usd <= budget else "")})
-    add("own the cluster", None if cost["on_prem"]["cost_usd"] is None else cost["on_prem"]["cost_usd"] * factor,
-        f"owning the {row.n_gpus:,} GPUs (on-premises cost per used GPU-hour, cost.on_prem)")
-    for term in ("reserved_1y", "reserved_3y"):
-        rows = [p for p in cost["cloud_prices"] if p["pricing"] == term and p["sold_for_this_cluster"]
-                and p["cost_usd"] is not None]
-        if rows:
-            p = min(rows, key=lambda p: p["cost_usd"])
-            add(term, p["cost_usd"] * factor, f"a {term[-2:]} commitment ({p['provider']} {p['instance']}, "
-                                              f"${p['usd_per_gpu_hour']:.2f} per GPU-hour)")
+    def add(kind, found):            # found: (usd, option, what) candidates, the cheapest kept
+        if found:
+            usd, o, what = min(found, key=lambda x: x[0])
+            out.append({"kind": kind, "accelerator": o.accelerator, "n_gpus": o.best.n_gpus, "cost_usd": usd,
+                        "meets_budget": usd <= budget,
+                        "text": f"{what} ({o.best.n_gpus:,} x {o.name}): ${usd:,.0f}"
+                                + (" - within the budget" if usd <= budget else "")})
+    owned = [(o.best.detail["cost"]["on_prem"]["cost_usd"] * factor, o, "owning the cluster")
+             for o in priced if o.best.detail["cost"]["on_prem"]["cost_usd"] is not None]
+    add("own the cluster", owned)
+    for term, words in (("reserved_1y", "a 1-year commitment"), ("reserved_3y", "a 3-year commitment"),
+                        ("reserved", "a reserved (committed-use) price")):
+        add(term, [(p["cost_usd"] * factor, o, f"{words}, {p['provider']} {p['instance']} at "
+                                               f"${p['usd_per_gpu_hour']:.2f} per GPU-hour")
+                   for o in priced for p in o.best.detail["cost"]["cloud_prices"]
+                   if p["pricing"] == term and p["sold_for_this_cluster"] and p["cost_usd"] is not None])
+    o = min(priced, key=lambda o: spend(o.best))
+    row, sc = o.best, o.scenario
     if efficiency == "typical":
-        add("tuned stack", row.cost_usd, "a well-tuned stack instead of a typical one")
-    sc = o.scenario
+        add("tuned stack", [(row.cost_usd, o, "a well-tuned stack instead of a typical one")])
     tokens = sc.training.total_tokens * budget / (row.cost_usd * factor)
-    out.append({"kind": "fewer tokens", "tokens": tokens, "meets_budget": True,
-                "text": f"training on about {tokens / 1e12:,.2f}T tokens instead of "
-                        f"{sc.training.total_tokens / 1e12:,.2f}T (cost grows with the tokens)"})
+    out.append({"kind": "fewer tokens", "accelerator": o.accelerator, "n_gpus": row.n_gpus, "tokens": tokens,
+                "meets_budget": True,
+                "text": f"about {tokens / 1e12:,.2f}T tokens instead of {sc.training.total_tokens / 1e12:,.2f}T "
+                        f"({row.n_gpus:,} x {o.name}; the cost grows with the tokens)"})
     if target.deadline_days is not None:
         relaxed = size_for(sc, replace(target, deadline_days=None), objective, factor, full=False)
         if relaxed.met:
             r = relaxed.best
-            out.append({"kind": "later deadline", "n_gpus": r.n_gpus, "wall_days": r.wall_days * factor,
+            out.append({"kind": "later deadline", "accelerator": o.accelerator, "n_gpus": r.n_gpus,
                         "cost_usd": r.cost_usd * factor, "meets_budget": True,
-                        "text": f"a later deadline: {r.n_gpus:,} GPUs finish in {r.wall_days * factor:.1f} days for "
-                                f"${r.cost_usd * factor:,.0f}"})
+                        "text": f"a later deadline: {r.n_gpus:,} x {o.name} finish in {r.wall_days * factor:.1f} "
+                                f"days for ${r.cost_usd * factor:,.0f}"})
     return out
 
 

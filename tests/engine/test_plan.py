@@ -254,3 +254,41 @@ def test_at_most_the_gpus_one_has():
     none = plan(sc, deadline_days=60, vendor="same", max_gpus=3072)
     assert none["answer"] is None and "on at most 3,072 accelerators" in none["reason"]
     assert "3,072 GPUs" in none["reason"]          # the fastest it can do, on all it has
+
+
+def test_a_budget_is_met_only_with_a_price_and_unpriced_options_are_listed_apart():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB", "GB300", "TPU-v7"]        # GB300 and TPU7x have no published price
+    out = plan(sc, budget_usd=20e6, accelerators=ids)
+    a = out["answer"]
+    assert a["cost_usd"] <= 20e6 and a["accelerator"] in ("H100-SXM5-80GB", "B200-SXM-180GB")
+    unpriced = {o["accelerator"]: o for o in out["options"] if o["accelerator"] in ("GB300", "TPU-v7")}
+    assert all(not o["met"] and "enter one" in o["reason"] for o in unpriced.values())
+    from engine.presentation.answer import option_rows
+    rows = option_rows(out)
+    assert rows[0]["accelerator"] == a["name"]                  # the fastest within the budget first
+    assert [r["cost USD"] is None for r in rows if r["meets the target"] == "no"][-2:] == [True, True]
+
+
+def test_a_budget_nothing_meets_names_the_cheapest_priced_option_and_what_would_make_it_work():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB", "A100-SXM4-80GB", "GB300"]
+    out = plan(sc, deadline_days=60, budget_usd=13e6, accelerators=ids)
+    assert out["answer"] is None
+    cheapest = out["cheapest"]
+    priced = [o for o in out["options"] if o.get("cost_usd") is not None]
+    assert cheapest["cost_usd"] == min(o["cost_usd"] for o in priced) and cheapest["accelerator"] != "GB300"
+    assert f"${cheapest['cost_usd']:,.0f}" in out["reason"]
+    levers = {lv["kind"]: lv for lv in out["levers"]}
+    # fewer tokens: the cost is proportional to the tokens at a fixed size
+    assert levers["fewer tokens"]["tokens"] == pytest.approx(15.6e12 * 13e6 / cheapest["cost_usd"])
+    # owning: the on-premises cost per used GPU-hour times the billed GPU-hours of that cluster
+    own = levers["own the cluster"]
+    row = next(o for o in out["options"] if o["accelerator"] == own["accelerator"])
+    from engine.economics.cost import resolve
+    from engine.economics.energy import resolve as power_of
+    scn = scenario_on(sc, load_catalog().accelerator(own["accelerator"]), row["precision"], own["n_gpus"], {})
+    price = resolve(scn, power_of(scn))
+    assert own["cost_usd"] == pytest.approx(price.onprem_usd_per_gpu_hour * row["gpu_hours"], rel=1e-9)
+    # a committed-use row of data/prices.json sold for the cluster: the A100's 3-year reservation
+    assert "reserved_3y" in levers and levers["reserved_3y"]["cost_usd"] < levers["reserved_1y"]["cost_usd"]
