@@ -1,6 +1,8 @@
 """Vendor choice: every accelerator in the catalog on the same scenario, each with its own best layout, compared on
 time, cost, energy, CO2, memory headroom and software ecosystem, with a decision score from user weights and a
-plain-language reason for each rank."""
+plain-language reason for each rank. With a deadline every accelerator is sized and ranked as the plan sizes and
+ranks it (engine.planning.plan), so the answer, this comparison and the report recommend one accelerator with one
+set of figures."""
 from __future__ import annotations
 
 import json
@@ -201,8 +203,9 @@ def _why_other(r: dict, top: dict, rank: int) -> str:
 def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | None = None,
             calibrations: dict[str, dict] | None = None, accelerators: list[str] | None = None,
             objective: str = "time", progress=None) -> dict:
-    """Compare accelerators for one scenario: a fixed cluster size (the scenario's n_gpus), or the smallest size
-    meeting deadline_days for each. calibrations maps accelerator id -> measured cluster overrides
+    """Compare accelerators for one scenario: a fixed cluster size (the scenario's n_gpus), ranked by the weighted
+    score, or for each the cheapest size meeting deadline_days (the plan's sizing and row), ranked by the plan's rule
+    (rank_key). calibrations maps accelerator id -> measured cluster overrides
     (matmul_efficiency, intra_node_busbw_gbs, inter_node_busbw_gbs) that replace the published defaults."""
     cat = load_catalog()
     w = normalise_weights(weights)

@@ -124,7 +124,7 @@ def _answer_section(sc: Scenario, result: dict) -> str:
 def _vendor_section(sc: Scenario, est: dict, vendor: dict) -> str:
     top = next(r for r in vendor["rows"] if r["accelerator"] == vendor["recommendation"])
     ranked = [r for r in vendor["rows"] if r["rank"] is not None][:8]
-    basis = (f"the smallest cluster of each that trains within {vendor['deadline_days']:g} days"
+    basis = (f"the cheapest cluster of each that trains within {vendor['deadline_days']:g} days, ranked by cost as the answer is"
              if vendor.get("deadline_days") else f"{vendor['n_gpus']:,} accelerators of each kind")
     own = ""
     if top["accelerator"] == sc.cluster.accelerator and top.get("layout") and sc.layout is not None \
