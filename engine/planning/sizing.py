@@ -29,6 +29,7 @@ from engine.scenario import Scenario, ScenarioError, divisors
 
 MAX_GPUS = 1 << 20
 WINDOW = 1.5        # the fine search covers every size within this factor of the coarse search's boundary
+NEAR_CHEAPEST = 1.05  # sizes within 5% of the cheapest count as the cheapest when nothing meets a budget
 
 
 @dataclass(frozen=True)
@@ -306,12 +307,12 @@ def fastest_within_budget(sc: Scenario, target: Target, objective: str = "time",
         previous = r if r is not None else previous
         i = max(i + 1, ladder.index_of(ladder.counts[i] * 2))
     if i_in is None:
-        found = [r for r in ladder.tried.values() if r is not None and r.wall_days is not None]
-        cheapest = min(found, key=lambda r: spend(r, factor), default=None)
+        cheapest = _practical_cheapest(ladder, i, factor)
         return _result(False, None if cheapest is None else cheapest.n_gpus, cheapest, None, ladder, factor,
                        reason=f"no cluster size trains {target.describe()}" + (
                            "" if cheapest is None else
-                           f": the cheapest size, {cheapest.n_gpus:,} GPUs, needs {_spend_text(cheapest, factor)}"
+                           f": {cheapest.n_gpus:,} GPUs (the fastest size within {NEAR_CHEAPEST - 1:.0%} of the "
+                           f"cheapest) need {_spend_text(cheapest, factor)}"
                            if cheapest.cost_usd is not None or target.budget_usd is None else
                            ": no price for this accelerator, so no money budget can be checked: enter one"))
     lo, hi = i_in, i_out if i_out is not None and i_out > i_in else len(ladder.counts)
@@ -325,6 +326,23 @@ def fastest_within_budget(sc: Scenario, target: Target, objective: str = "time",
     j = min(within, key=lambda k: (_days(ladder.at(k), factor), spend(ladder.at(k), factor), k))
     return _finish(ladder, ladder.gpus(j), ladder.gpus(j + 1) if j + 1 < len(ladder.counts) else None, factor, ok,
                    full, target)
+
+
+def _practical_cheapest(ladder: Ladder, i: int, factor: float) -> Row | None:
+    """The size to name when nothing is within the budget: the fastest of the sizes that cost within NEAR_CHEAPEST of
+    the cheapest (spend is nearly flat in size, and the cheapest - one or two nodes of a large model - takes years).
+    Sizes keep doubling from the i-th while they stay that cheap."""
+    found = lambda: [r for r in ladder.tried.values() if r is not None and r.wall_days is not None]
+    if not found():
+        return None
+    paid = lambda r: r.cost_usd if r.cost_usd is not None else billed_gpu_hours(r)      # no price: GPU-hours
+    floor = lambda: min(paid(r) for r in found())
+    while i < len(ladder.counts):
+        r = ladder.at(i)
+        if r is not None and r.wall_days is not None and paid(r) > NEAR_CHEAPEST * floor():
+            break
+        i = max(i + 1, ladder.index_of(ladder.counts[i] * 2))
+    return min((r for r in found() if paid(r) <= NEAR_CHEAPEST * floor()), key=lambda r: r.days)
 
 
 def _days(r: Row, factor: float) -> float:

@@ -292,3 +292,17 @@ def test_a_budget_nothing_meets_names_the_cheapest_priced_option_and_what_would_
     assert own["cost_usd"] == pytest.approx(price.onprem_usd_per_gpu_hour * row["gpu_hours"], rel=1e-9)
     # a committed-use row of data/prices.json sold for the cluster: the A100's 3-year reservation
     assert "reserved_3y" in levers and levers["reserved_3y"]["cost_usd"] < levers["reserved_1y"]["cost_usd"]
+
+
+def test_a_budget_nothing_meets_names_a_practical_size_not_a_run_of_years():
+    """Spend is nearly flat in cluster size, so the literally cheapest size of a 70B model is one or two nodes for
+    years; the plan names the fastest size within 5% of the cheapest, checked here against a dense sweep of sizes
+    doubling from one node."""
+    sc = _on("llama3.1-70b", "B200-SXM-180GB", 15.6e12)
+    sized = size_for(sc, Target(budget_usd=10e6), full=False)
+    assert not sized.met
+    rows = [r for r in (best_at(sc, 8 * 2 ** k, quick=True) for k in range(0, 12)) if r is not None]
+    floor = min(r.cost_usd for r in rows)
+    near = [r for r in rows if r.cost_usd <= 1.05 * floor]
+    assert sized.best.days <= min(r.days for r in near) + 1e-9 and sized.best.cost_usd <= 1.05 * floor
+    assert sized.best.wall_days < 365 < max(r.wall_days for r in near if r.cost_usd == floor)
