@@ -82,7 +82,7 @@ def cmd_compare(args) -> dict:
         raise ScenarioError([("--deadline-days", "must be a positive number")])
     accelerators = [a.strip() for a in args.accelerators.split(",")] if args.accelerators else None
     return compare(parse_scenario(data), weights=_weights(args.weights), deadline_days=args.deadline_days,
-                   accelerators=accelerators)
+                   accelerators=accelerators, efficiency=args.efficiency)
 
 
 def cmd_energy(args) -> dict:
@@ -183,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "rank by cost as the plan does (default: the scenario's n_gpus, ranked by the weights)")
     p.add_argument("--weights", help="decision weights, e.g. time=0.3,cost=0.3,energy=0.05,co2=0.1,memory_headroom=0.05,ecosystem=0.2")
     p.add_argument("--accelerators", help="comma-separated catalog ids (default: all)")
+    p.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",
+                   help="tuned: a well-tuned Megatron-class stack; typical: as published whole-run GPU-hours imply")
     p = sub.add_parser("plan", help="the answer for a deadline or budget: accelerator, cluster size, days, cost, "
                                     "energy, CO2 with ranges, and the nearest alternatives")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin (its cluster size and layout are ignored)")

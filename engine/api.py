@@ -275,11 +275,12 @@ def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadl
 
 
 def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,
-            accelerators: list[str] | None = None) -> Comparison:
+            accelerators: list[str] | None = None, efficiency: str = "tuned") -> Comparison:
     """Every catalog accelerator (or the given ids) on the scenario, each with its own best layout, ranked."""
     from engine.planning.vendor import compare as run
     return Comparison.model_validate(run(load(scenario).model_copy(update={"layout": None}), weights=weights,
-                                         deadline_days=deadline_days, accelerators=accelerators))
+                                         deadline_days=deadline_days, accelerators=accelerators,
+                                         efficiency=efficiency))
 
 
 def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd: float | None = None,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from engine.catalog import DATA_DIR, load_catalog
+from engine.economics import ranges
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.evaluation import Row
@@ -81,13 +82,16 @@ class Candidate:
     best: Row | None = None
     meets_deadline: bool | None = None
     reason: str | None = None
+    efficiency_factor: float = 1.0
 
     def as_row(self) -> dict:
-        """The comparison's JSON row (before scores and rank): figures None where there are none."""
+        """The comparison's JSON row (before scores and rank): figures None where there are none, the
+        time-proportional ones for the chosen stack (engine.economics.ranges.factor, as the plan gives them)."""
         b = self.best
+        k = lambda x: None if x is None else x * self.efficiency_factor
         figures = {} if b is None else {
-            "layout": b.layout, "train_days": b.train_days, "wall_days": b.wall_days, "gpu_hours": b.gpu_hours,
-            "mfu": b.mfu, "cost_usd": b.cost_usd, "energy_mwh": b.energy_mwh, "co2_t": b.co2_t,
+            "layout": b.layout, "train_days": k(b.train_days), "wall_days": k(b.wall_days), "gpu_hours": k(b.gpu_hours),
+            "mfu": b.mfu, "cost_usd": k(b.cost_usd), "energy_mwh": k(b.energy_mwh), "co2_t": k(b.co2_t),
             "memory_gib": b.memory_gib, "memory_capacity_gib": b.memory_capacity_gib,
             "memory_headroom": 1 - b.memory_gib / b.memory_capacity_gib}
         return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
@@ -97,10 +101,10 @@ class Candidate:
                 **({"reason": self.reason} if self.reason is not None else {})}
 
 
-def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective) -> Candidate:
+def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective, factor: float = 1.0) -> Candidate:
     precision, note = trained_precision(acc, sc.training.precision)
     base = Candidate(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
-                     precision=precision, precision_note=note, calibrated=bool(overrides))
+                     precision=precision, precision_note=note, calibrated=bool(overrides), efficiency_factor=factor)
     if precision is None:
         if acc.device_class == "workstation":
             note = (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
@@ -110,7 +114,7 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective) -> Candi
     if deadline_days is not None:
         probe = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
         target = Target(deadline_days=deadline_days)
-        sized = size_for(probe, target, objective, full=False)
+        sized = size_for(probe, target, objective, factor, full=False)
         if not sized.met:
             return replace(base, fits=sized.best is not None, meets_deadline=False, reason=sized.reason)
         # the row the plan shows for this accelerator and size (the sizing's), so both give the same figures
@@ -202,13 +206,14 @@ def _why_other(r: dict, top: dict, rank: int) -> str:
 
 def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | None = None,
             calibrations: dict[str, dict] | None = None, accelerators: list[str] | None = None,
-            objective: str = "time", progress=None) -> dict:
-    """Compare accelerators for one scenario: a fixed cluster size (the scenario's n_gpus), ranked by the weighted
+            objective: str = "time", progress=None, efficiency: str = "tuned") -> dict:
+    """Compare accelerators for one scenario (efficiency: the stack, as the plan's: tuned or typical): a fixed cluster size (the scenario's n_gpus), ranked by the weighted
     score, or for each the cheapest size meeting deadline_days (the plan's sizing and row), ranked by the plan's rule
     (rank_key). calibrations maps accelerator id -> measured cluster overrides
     (matmul_efficiency, intra_node_busbw_gbs, inter_node_busbw_gbs) that replace the published defaults."""
     cat = load_catalog()
     w = normalise_weights(weights)
+    factor = ranges.factor(efficiency)
     ids = accelerators or list(cat.accelerators)
     unknown = [a for a in ids if a not in cat.accelerators]
     if unknown:
@@ -219,7 +224,7 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         if progress:
             progress(k / len(ids), f"{acc_id}: searching layouts")
         acc = cat.accelerator(acc_id)
-        c = _evaluate_accelerator(sc, acc, deadline_days, (calibrations or {}).get(acc_id, {}), objective)
+        c = _evaluate_accelerator(sc, acc, deadline_days, (calibrations or {}).get(acc_id, {}), objective, factor)
         rows.append({**c.as_row(), "ecosystem_score": eco[acc.software_stack]["score"],
                      "ecosystem_levels": eco[acc.software_stack]["levels"]})
     if progress:
@@ -228,6 +233,7 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         "mode": "deadline" if deadline_days is not None else "fixed cluster",
         "n_gpus": None if deadline_days is not None else sc.cluster.n_gpus,
         "deadline_days": deadline_days,
+        "efficiency": efficiency,
         "ecosystem_sources": {s: e["source"] for s, e in eco.items()},
         **_rank(rows, w, deadline_days),
     }

@@ -306,3 +306,20 @@ def test_a_budget_nothing_meets_names_a_practical_size_not_a_run_of_years():
     near = [r for r in rows if r.cost_usd <= 1.05 * floor]
     assert sized.best.days <= min(r.days for r in near) + 1e-9 and sized.best.cost_usd <= 1.05 * floor
     assert sized.best.wall_days < 365 < max(r.wall_days for r in near if r.cost_usd == floor)
+
+
+def test_a_typical_stack_sizes_and_scales_alike_in_the_plan_and_the_comparison():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB"]
+    planned = plan(sc, deadline_days=60, accelerators=ids, efficiency="typical")
+    compared = compare(sc, deadline_days=60, accelerators=ids, efficiency="typical")
+    tuned = {r["accelerator"]: r for r in compare(sc, deadline_days=60, accelerators=ids)["rows"]}
+    rows = {r["accelerator"]: r for r in compared["rows"]}
+    factor = ranges.accuracy()["typical"]["factor"]
+    for o in planned["options"]:
+        r = rows[o["accelerator"]]
+        assert (o["n_gpus"], o["wall_days"], o["cost_usd"]) == (r["n_gpus"], r["wall_days"], r["cost_usd"])
+        assert o["wall_days"] <= 60 and o["n_gpus"] >= tuned[o["accelerator"]]["n_gpus"]
+        if o["n_gpus"] == tuned[o["accelerator"]]["n_gpus"]:
+            assert o["wall_days"] == pytest.approx(tuned[o["accelerator"]]["wall_days"] * factor)
+    assert compared["recommendation"] == planned["answer"]["accelerator"]
