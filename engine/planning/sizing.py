@@ -197,8 +197,9 @@ class Ladder:
 def size_for(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0, full: bool = True) -> Sizing:
     """The cluster size for a target: with a deadline the cheapest that meets it (and the budgets,
     cheapest_for_deadline), with budgets only the fastest within them (fastest_within_budget). factor scales
-    time-proportional figures (the typical-stack efficiency); full=False keeps the quick search's rows (the vendor
-    comparison re-searches only what it shows in full)."""
+    time-proportional figures (the typical-stack efficiency); full=False keeps the quick search's rows (the plan and
+    the vendor comparison show those), full=True shows the full search's best on the sizes chosen (the Layout search
+    page)."""
     if target.deadline_days is not None:
         return cheapest_for_deadline(sc, target, objective, factor, full)
     return fastest_within_budget(sc, target, objective, factor, full)
@@ -227,7 +228,7 @@ def cheapest_for_deadline(sc: Scenario, target: Target, objective: str = "time",
     if hi == 0 and ladder.unit > 1:              # a fraction of one node may be enough for a small model
         for n in (d for d in (1, 2, 4) if d < ladder.unit and ladder.unit % d == 0):
             if ok(ladder.on(n)):
-                return _finish(ladder, n, n // 2 or None, factor, ok, full)
+                return _finish(ladder, n, n // 2 or None, factor, ok, full, target)
     meeting = [i for i in ladder.window(hi) if ok(ladder.at(i))]
     if not meeting:                              # the budgets exclude every size that meets the deadline
         cheapest = min((r for r in ladder.tried.values() if meets_deadline(r, target, factor)),
