@@ -373,7 +373,7 @@ def jump_reason(ladder: Ladder, n: int, best: Row, other: int, row: Row | None, 
                      f"with tp dividing the {sc.arch.n_heads} heads, cp the sequence, dp the batch of "
                      f"{sc.training.global_batch_size:,} and pp stages splitting the {sc.arch.n_layers} layers)")
     if row is None:
-        parts.append(f"on {other:,} GPUs no layout fits in memory")
+        parts.append(f"on {other:,} GPU{'s' if other > 1 else ''} no layout fits in memory")
     elif row.wall_days is None:
         parts.append(f"on {other:,} GPUs {row.problem}")
     else:
