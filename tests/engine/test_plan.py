@@ -134,6 +134,13 @@ def test_cli_plan_with_a_deadline_and_with_a_budget(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "engine", "plan", str(f)], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "--deadline-days" in bad.stderr
+    capped = subprocess.run([sys.executable, "-m", "engine", "plan", str(f), "--deadline-days", "60", "--vendor", "same",
+                             "--max-gpus", "3072"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    res = json.loads(capped.stdout)
+    assert capped.returncode == 0 and res["answer"] is None and "on at most 3,072 accelerators" in res["reason"]
+    zero = subprocess.run([sys.executable, "-m", "engine", "plan", str(f), "--deadline-days", "60", "--max-gpus", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert zero.returncode == 2 and "--max-gpus" in zero.stderr
 
 
 def _on(preset: str, accelerator: str, tokens: float, batch: int = 1024, seq: int = 8192):
