@@ -166,7 +166,7 @@ def _why_first(r: dict, fitting: list[dict], deadline_days: float | None = None)
     def place(key, lower=True):
         vals = sorted((x[key] for x in fitting if x.get(key) is not None), reverse=not lower)
         return "" if r.get(key) is None else (" (best)" if vals and r[key] == vals[0] else f" (#{vals.index(r[key]) + 1} of {len(vals)})")
-    rule = (f"as the cheapest that trains within {deadline_days:g} days (the plan's rule)" if deadline_days is not None
+    rule = (f"as the cheapest that trains within {deadline_days:g} days, the plan's rule" if deadline_days is not None
             else "with a decision score of")
     parts = [f"{r['name']} ranks first {rule}" + (f" (decision score {r['decision_score']:.2f}):"
                                                    if deadline_days is not None else f" {r['decision_score']:.2f}:"),
