@@ -82,7 +82,7 @@ def cmd_compare(args) -> dict:
         raise ScenarioError([("--deadline-days", "must be a positive number")])
     accelerators = [a.strip() for a in args.accelerators.split(",")] if args.accelerators else None
     return compare(parse_scenario(data), weights=_weights(args.weights), deadline_days=args.deadline_days,
-                   accelerators=accelerators).as_json()
+                   accelerators=accelerators, efficiency=args.efficiency).as_json()
 
 
 def cmd_energy(args) -> dict:
@@ -110,9 +110,11 @@ def cmd_plan(args) -> dict:
     data.pop("layout", None)
     if args.deadline_days is None and args.budget_usd is None and args.gpu_hours is None:
         raise ScenarioError([("--deadline-days", "give --deadline-days, --budget-usd or --gpu-hours")])
+    if args.max_gpus is not None and args.max_gpus < 1:
+        raise ScenarioError([("--max-gpus", "must be a whole number of accelerators, at least 1")])
     result = plan(parse_scenario(data), deadline_days=args.deadline_days, budget_usd=args.budget_usd,
                   gpu_hours=args.gpu_hours, vendor=args.vendor, efficiency=args.efficiency,
-                  batch_range=_batch_range(args.batch_range))
+                  batch_range=_batch_range(args.batch_range), max_gpus=args.max_gpus)
     out = result.as_json()
     if result.answer is not None:               # the layout search's full estimate is long; keep its key figures
         out["answer"]["estimate"] = {k: out["answer"]["estimate"][k] for k in ("layout", "memory_gib", "step_time_s",
@@ -172,21 +174,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
     p.add_argument("--top", type=int, default=10, help="how many layouts to return (default 10)")
     p.add_argument("--objective", choices=["time", "cost", "energy"], default="time")
-    p.add_argument("--deadline-days", type=float, dest="deadline_days", help="also find the smallest cluster that trains within this many days")
-    p.add_argument("--gpu-hour-budget", type=float, dest="gpu_hour_budget", help="also find the smallest cluster within this GPU-hour budget")
+    p.add_argument("--deadline-days", type=float, dest="deadline_days", help="also find the cheapest cluster that trains within this many days")
+    p.add_argument("--gpu-hour-budget", type=float, dest="gpu_hour_budget", help="also find the fastest cluster within this GPU-hour budget")
     p.add_argument("--allow-span-nodes", action="store_true", help="let tensor/context/expert-parallel groups span nodes")
     p = sub.add_parser("compare", help="every accelerator on this scenario, each with its best layout, ranked")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
     p.add_argument("--deadline-days", type=float, dest="deadline_days",
-                   help="size each accelerator's cluster to meet this deadline (default: the scenario's n_gpus)")
+                   help="size each accelerator's cluster to meet this deadline, the cheapest size that does, and "
+                        "rank by cost as the plan does (default: the scenario's n_gpus, ranked by the weights)")
     p.add_argument("--weights", help="decision weights, e.g. time=0.3,cost=0.3,energy=0.05,co2=0.1,memory_headroom=0.05,ecosystem=0.2")
     p.add_argument("--accelerators", help="comma-separated catalog ids (default: all)")
+    p.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",
+                   help="tuned: a well-tuned Megatron-class stack; typical: as published whole-run GPU-hours imply")
     p = sub.add_parser("plan", help="the answer for a deadline or budget: accelerator, cluster size, days, cost, "
                                     "energy, CO2 with ranges, and the nearest alternatives")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin (its cluster size and layout are ignored)")
     p.add_argument("--deadline-days", type=float, dest="deadline_days", help="finish within this many days (wall clock)")
     p.add_argument("--budget-usd", type=float, dest="budget_usd", help="spend at most this much")
     p.add_argument("--gpu-hours", type=float, dest="gpu_hours", help="use at most this many GPU-hours")
+    p.add_argument("--max-gpus", type=int, dest="max_gpus", help="on at most this many accelerators (what you have)")
     p.add_argument("--vendor", default="any", help="any (default), same (the scenario's accelerator), or a vendor: "
                                                    "NVIDIA, AMD, Intel, Google, AWS")
     p.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",

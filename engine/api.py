@@ -64,20 +64,21 @@ def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadl
 
 
 def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,
-            accelerators: list[str] | None = None) -> Comparison:
+            accelerators: list[str] | None = None, efficiency: str = "tuned") -> Comparison:
     """Every catalog accelerator (or the given ids) on the scenario, each with its own best layout, ranked."""
     from engine.planning.vendor import compare as run
     return run(load(scenario).model_copy(update={"layout": None}), weights=weights, deadline_days=deadline_days,
-               accelerators=accelerators)
+               accelerators=accelerators, efficiency=efficiency)
 
 
 def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd: float | None = None,
          gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
-         batch_range: tuple[int, int] | None = None) -> Plan:
-    """The manager's answer for a deadline, a money budget or a GPU-hour budget (see engine.planning.plan)."""
+         batch_range: tuple[int, int] | None = None, max_gpus: int | None = None) -> Plan:
+    """The manager's answer for a deadline, a money budget or a GPU-hour budget, on at most max_gpus accelerators
+    (see engine.planning.plan)."""
     from engine.planning.plan import plan as run
     return run(load(scenario), deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours, vendor=vendor,
-               efficiency=efficiency, batch_range=batch_range)
+               efficiency=efficiency, batch_range=batch_range, max_gpus=max_gpus)
 
 
 def as_dict(result: Any) -> dict:

@@ -75,11 +75,11 @@ with cols[0]:
            format_func=OBJECTIVES.get)
 with cols[1]:
     binding.bind_option("deadline_days", st.number_input, "Deadline (days, optional)",
-           "Also find the smallest cluster whose best layout trains within this many days.", step=1.0,
+           "Also find the cheapest cluster whose best layout trains within this many days.", step=1.0,
            placeholder="none")
 with cols[2]:
     binding.bind_option("gpu_hour_budget", st.number_input, "GPU-hour budget (optional)",
-           "Also check the smallest cluster against this many GPU-hours.", step=10_000.0, placeholder="none")
+           "Also check the cheapest cluster against this many GPU-hours.", step=10_000.0, placeholder="none")
 with cols[3]:
     binding.bind_option("allow_span_nodes", st.checkbox, "Span nodes (TP/CP/EP)",
            "Normally tensor-, context- and expert-parallel groups stay inside one node, on its fast links.")

@@ -102,8 +102,8 @@ def onprem_inputs() -> list[dict]:
 
 
 st.title("Vendor choice")
-mode = (f"the smallest cluster of each that trains within {opts.deadline_days:g} days" if opts.deadline_days
-        else f"{sc.cluster.n_gpus:,} accelerators of each kind")
+mode = (f"the cheapest cluster of each that trains within {opts.deadline_days:g} days, ranked by cost as the answer is"
+        if opts.deadline_days else f"{sc.cluster.n_gpus:,} accelerators of each kind")
 st.caption(f"Every accelerator in the catalog on this scenario, each with its own best layout, on {mode}. "
            + ("" if opts.deadline_days else "Give a deadline at the top of the Scenario page to compare cluster sizes "
                                             "instead.")

@@ -11,7 +11,8 @@ from engine.catalog import load_catalog
 from engine.economics import ranges
 from engine.planning.plan import plan
 from engine.planning.results import Plan
-from engine.presentation.answer import alternative_rows, answer_figures, answer_scenario, headline, option_rows
+from engine.presentation.answer import (alternative_rows, answer_figures, answer_scenario, headline, lever_rows,
+                                        option_rows)
 from engine.presentation.edit import Edit, layout_words
 from engine.presentation.share import PlannerOptions
 from engine.inputs import parse_scenario
@@ -158,6 +159,10 @@ def _draw(sc: Scenario, result: Plan) -> None:
     answer = result.answer
     if answer is None:
         st.warning(escape.md_escape(result.reason[0].upper() + result.reason[1:] + "."))
+        levers = lever_rows(result)
+        if levers:
+            st.markdown("**What would make the budget work**\n" + "\n".join(
+                f"- {escape.md_escape(r['what it takes'])}" for r in levers))
         _options(result)
         return
     st.success(escape.md_escape(headline(result)))

@@ -42,10 +42,11 @@ def layout_choices_of(scenario_json: str) -> dict:
 
 
 @st.cache_data(max_entries=32, show_spinner="Searching the best layout on every accelerator ...")
-def comparison_of(scenario_json: str, deadline_days: float | None, calibrations_json: str) -> Comparison:
+def comparison_of(scenario_json: str, deadline_days: float | None, calibrations_json: str,
+                  efficiency: str = "tuned") -> Comparison:
     with work_limits.slot("vendor comparison"):
         return compare(parse_scenario(scenario_json), deadline_days=deadline_days,
-                       calibrations=json.loads(calibrations_json))
+                       calibrations=json.loads(calibrations_json), efficiency=efficiency)
 
 
 @st.cache_data(max_entries=256, show_spinner="Choosing the fastest layout that fits ...")
@@ -111,7 +112,8 @@ def current_comparison() -> Comparison:
                         if (cal := calibration_for(sc, acc)["overrides"])}
     calibrations[sc.cluster.accelerator] = {f: getattr(sc.cluster, f) for f in CALIBRATION_FIELDS
                                             if getattr(sc.cluster, f) is not None}
-    searched = comparison_of(scenario_json(), options().deadline_days, json.dumps(calibrations, sort_keys=True))
+    searched = comparison_of(scenario_json(), options().deadline_days, json.dumps(calibrations, sort_keys=True),
+                             options().efficiency)
     return rescore(searched, vendor_weights())       # weights only re-rank: no search reruns
 
 

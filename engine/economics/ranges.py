@@ -50,3 +50,19 @@ def explain(efficiency: str) -> str:
     a = accuracy()
     t = a["tuned"]
     return EXPLAIN[efficiency].format(low=t["low"], high=t["high"], n=t["n_runs"], factor=a["typical"]["factor"])
+
+
+def chance_within(value: float, limit: float, efficiency: str = "tuned") -> dict:
+    """The chance that a time-proportional figure the engine computed for a tuned stack (value) comes in at or under
+    limit, read off the measured published/predicted quantiles (10th, 50th, 90th percentile of data/accuracy.json),
+    linearly between them: {"chance": 0.1-0.9, or None outside the measured quantiles, "text"}."""
+    t = accuracy()["tuned"]
+    scale = value if efficiency == "tuned" else value * factor(efficiency) / t["median"]
+    points = [(scale * t["low"], 0.1), (scale * t["median"], 0.5), (scale * t["high"], 0.9)]
+    if limit < points[0][0]:
+        return {"chance": None, "text": "under 10%"}
+    if limit >= points[-1][0]:
+        return {"chance": None, "text": "over 90%"}
+    (x0, p0), (x1, p1) = next((a, b) for a, b in zip(points, points[1:]) if a[0] <= limit < b[0])
+    chance = p0 + (p1 - p0) * (limit - x0) / (x1 - x0)
+    return {"chance": chance, "text": f"about {chance:.0%}"}

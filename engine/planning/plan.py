@@ -1,12 +1,18 @@
 """The manager's answer: a deadline or a budget in; the cluster (accelerator, vendor, size in whole nodes, layout),
 wall days, cost, energy and CO2 out, each with its range, and the nearest alternatives.
 
-For every accelerator of the chosen vendor(s) the cluster is sized for the target (engine.planning.sizing, quick search);
-the answer is the cheapest option that meets a deadline (by GPU-hours where prices are unknown), or the fastest
-within a budget; its size is then searched in full. Alternatives: the next smaller size (how many days), the
-cheapest and the fastest other accelerator that also meets the target (how much slower or dearer), and the best of
-another vendor. Optionally the global batch may vary within a range the user accepts (tokens fixed): bigger clusters
-need bigger batches to keep their data-parallel ranks busy.
+For every accelerator of the chosen vendor(s) the cluster is sized for the target (engine.planning.sizing: the cheapest
+size meeting a deadline, the fastest within a budget, on at most max_gpus), each size with the best layout of the quick
+layout space that sized it: the vendor comparison shows the same row for the same accelerator and size, and the
+estimate of that layout gives the same figures. The answer is the cheapest
+option that meets a deadline (a priced one before any without a price, which is listed with 'no price: enter one'),
+or the fastest within a budget (only a priced option can be within a money budget); where the range of days crosses
+the deadline, the chance of meeting it. When nothing meets a budget, the cheapest priced option and what would make
+the budget work (owning the cluster, a committed-use price, a tuned stack, fewer tokens, a later deadline).
+Alternatives: the neighbouring size and why it is not the answer, the cheapest and the fastest other accelerator
+that also meets the target (how much slower or dearer), and the best of another vendor. Optionally the global batch
+may vary within a range the user accepts (tokens fixed): bigger clusters need bigger batches to keep their
+data-parallel ranks busy.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.results import Estimate, Plan
-from engine.planning.sizing import Sizing, Target, billed_gpu_hours, size_for
+from engine.planning.sizing import Sizing, Target, billed_gpu_hours, size_for, spend
 from engine.planning.vendor import scenario_on
 from engine.precision import trained_precision
 
@@ -89,11 +95,12 @@ def _option(sc, acc, target, factor, batches, objective) -> Option:
     return found
 
 
-def _key(best: Estimate, target: Target) -> float:
-    """Smaller is better: the cost (or GPU-hours) for a deadline, the days for a budget."""
+def _key(best: Estimate, target: Target) -> tuple:
+    """Smaller is better: the cost (GPU-hours past every priced option where there is no price) for a deadline, the
+    days for a budget; ties go to fewer GPUs."""
     if target.deadline_days is not None:
-        return best.cost_usd if best.cost_usd is not None else 1e30 + billed_gpu_hours(best)
-    return best.days
+        return spend(best), best.n_gpus
+    return best.days, spend(best), best.n_gpus
 
 
 def _figures(row: Estimate, factor: float, efficiency: str) -> dict:
@@ -110,9 +117,10 @@ def _figures(row: Estimate, factor: float, efficiency: str) -> dict:
 def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | None = None,
          gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
          batch_range: tuple[int, int] | None = None, accelerators: list[str] | None = None,
-         objective: str = "time", progress=None) -> Plan:
-    """See the module docstring. vendor: 'any', 'same' (the scenario's accelerator only) or a vendor name."""
-    target = Target(deadline_days, budget_usd, gpu_hours)
+         objective: str = "time", progress=None, max_gpus: int | None = None) -> Plan:
+    """See the module docstring. vendor: 'any', 'same' (the scenario's accelerator only) or a vendor name; max_gpus:
+    at most this many accelerators (what one has)."""
+    target = Target(deadline_days, budget_usd, gpu_hours, max_gpus)
     factor = ranges.factor(efficiency)
     cat = load_catalog()
     if accelerators:
@@ -136,36 +144,97 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
             progress(k / len(pool), f"sizing a cluster of {acc.name}")
         options.append(_option(sc, acc, target, factor, batches, objective))
     met = sorted((o for o in options if o.met), key=lambda o: _key(o.best, target))
-    result = {"target": target.describe(), "answer": None, "alternatives": [], "efficiency": efficiency,
+    result = {"target": target.describe(), "ranked_by": "cost" if target.deadline_days is not None else "days",
+              "answer": None, "alternatives": [], "efficiency": efficiency,
               "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,
               "options": [_summary(o, factor, efficiency) for o in options]}
     if not met:
-        closest = min((o for o in options if o.best), key=lambda o: o.best.days, default=None)
-        result.update(answer=None, reason=("no accelerator meets " + target.describe() + (
-            f"; the closest is {closest.name}: {closest.reason or ''}" if closest else "")))
+        result.update(answer=None, **_nothing_meets(options, target, factor, efficiency, objective))
         return Plan.model_validate(result)
     chosen = met[0]
-    if progress:
-        progress(0.95, f"searching every layout of {chosen.sizing.n_gpus:,} {chosen.name}")
-    full = size_for(chosen.scenario, target, objective, factor, full=True)
-    if full.met:
-        chosen = replace(chosen, sizing=full)
-    result["answer"] = _answer(chosen, factor, efficiency)
+    result["answer"] = _answer(chosen, factor, efficiency, target)
     result["alternatives"] = _alternatives(chosen, met, target, factor, efficiency)
-    result["options"] = [_summary(chosen if o.accelerator == chosen.accelerator else o, factor, efficiency)
-                         for o in options]
     if progress:
         progress(1.0, "done")
     return Plan.model_validate(result)
 
 
-def _answer(o: Option, factor: float, efficiency: str) -> dict:
+def _nothing_meets(options: list[Option], target: Target, factor: float, efficiency: str, objective: str) -> dict:
+    """Why nothing meets the target, the closest option and, for a money budget, the cheapest priced option with
+    what would make the budget work (levers)."""
+    found = [o for o in options if o.best is not None and o.best.wall_days is not None]
+    if target.budget_usd is None:
+        closest = min(found, key=lambda o: o.best.days, default=None)
+        return {"reason": "no accelerator meets " + target.describe() + (
+            f"; the closest is {closest.name}: {closest.reason or ''}" if closest else "")}
+    priced = [o for o in found if o.best.cost_usd is not None]
+    if not priced:
+        return {"reason": f"no accelerator meets {target.describe()}: none of them has a price; enter one",
+                "levers": []}
+    o = min(priced, key=lambda o: spend(o.best))
+    f = _figures(o.best, factor, efficiency)
+    return {"reason": (f"no priced accelerator meets {target.describe()}; the cheapest is {o.best.n_gpus:,} x "
+                       f"{o.name}: ${f['cost_usd']:,.0f}, {f['wall_days']:.1f} days"),
+            "cheapest": {"accelerator": o.accelerator, "name": o.name, "n_gpus": o.best.n_gpus, **f},
+            "levers": _levers(priced, target, factor, efficiency, objective)}
+
+
+def _levers(priced: list[Option], target: Target, factor: float, efficiency: str, objective: str) -> list[dict]:
+    """What would bring a priced option within the money budget, each with its cost: owning the cluster (on-premises
+    cost per used GPU-hour, engine.economics.cost) and a committed-use price (the reserved rows of data/prices.json
+    sold for the cluster), the cheapest of each over every priced option; for the cheapest option, a tuned stack
+    (where the typical one was asked), fewer tokens and, with a deadline, the fastest size within the budget."""
+    budget, out = target.budget_usd, []
+
+    def add(kind, found):            # found: (usd, option, what) candidates, the cheapest kept
+        if found:
+            usd, o, what = min(found, key=lambda x: x[0])
+            out.append({"kind": kind, "accelerator": o.accelerator, "n_gpus": o.best.n_gpus, "cost_usd": usd,
+                        "meets_budget": usd <= budget,
+                        "text": f"{what} ({o.best.n_gpus:,} x {o.name}): ${usd:,.0f}"
+                                + (" - within the budget" if usd <= budget else "")})
+    owned = [(o.best.cost["on_prem"]["cost_usd"] * factor, o, "owning the cluster")
+             for o in priced if o.best.cost["on_prem"]["cost_usd"] is not None]
+    add("own the cluster", owned)
+    for term, words in (("reserved_1y", "a 1-year commitment"), ("reserved_3y", "a 3-year commitment"),
+                        ("reserved", "a reserved (committed-use) price")):
+        add(term, [(p["cost_usd"] * factor, o, f"{words}, {p['provider']} {p['instance']} at "
+                                               f"${p['usd_per_gpu_hour']:.2f} per GPU-hour")
+                   for o in priced for p in o.best.cost["cloud_prices"]
+                   if p["pricing"] == term and p["sold_for_this_cluster"] and p["cost_usd"] is not None])
+    o = min(priced, key=lambda o: spend(o.best))
+    row, sc = o.best, o.scenario
+    if efficiency == "typical":
+        add("tuned stack", [(row.cost_usd, o, "a well-tuned stack instead of a typical one")])
+    tokens = sc.training.total_tokens * budget / (row.cost_usd * factor)
+    out.append({"kind": "fewer tokens", "accelerator": o.accelerator, "n_gpus": row.n_gpus, "tokens": tokens,
+                "meets_budget": True,
+                "text": f"about {tokens / 1e12:,.2f}T tokens instead of {sc.training.total_tokens / 1e12:,.2f}T "
+                        f"({row.n_gpus:,} x {o.name}; the cost grows with the tokens)"})
+    if target.deadline_days is not None:
+        relaxed = size_for(sc, replace(target, deadline_days=None), objective, factor, full=False)
+        if relaxed.met:
+            r = relaxed.best
+            out.append({"kind": "later deadline", "accelerator": o.accelerator, "n_gpus": r.n_gpus,
+                        "cost_usd": r.cost_usd * factor, "meets_budget": True,
+                        "text": f"a later deadline: {r.n_gpus:,} x {o.name} finish in {r.wall_days * factor:.1f} "
+                                f"days for ${r.cost_usd * factor:,.0f}"})
+    return out
+
+
+def _answer(o: Option, factor: float, efficiency: str, target: Target) -> dict:
     best, s = o.best, o.sizing
-    return {"accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision,
+    figures = _figures(best, factor, efficiency)
+    deadline = None
+    if target.deadline_days is not None and figures["ranges"]["wall_days"]["high"] > target.deadline_days:
+        chance = ranges.chance_within(best.wall_days, target.deadline_days, efficiency)
+        deadline = {**chance, "text": f"the range of days crosses the {target.deadline_days:g}-day deadline: "
+                                      f"{chance['text']} chance of meeting it (measured published/predicted times)"}
+    return {"deadline_chance": deadline, "accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision,
             "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
             "global_batch_size": o.global_batch_size, "layout": best.layout, "mfu": best.mfu,
             "memory_gib": best.memory_gib.total, "memory_capacity_gib": best.memory_capacity_gib,
-            **_figures(best, factor, efficiency), "estimate": best}
+            **figures, "estimate": best}
 
 
 def _summary(o: Option, factor: float, efficiency: str) -> dict:
@@ -184,20 +253,15 @@ def _summary(o: Option, factor: float, efficiency: str) -> dict:
 def _alternatives(chosen: Option, met: list[Option], target: Target, factor: float, efficiency: str) -> list[dict]:
     mine = _figures(chosen.best, factor, efficiency)
     out = []
-    near = chosen.sizing.neighbour
-    if near is not None:
-        n = near.n_gpus
-        f = _figures(near, factor, efficiency)
-        kind = "smaller" if n < chosen.sizing.n_gpus else "larger"
-        if f["wall_days"] is None:
-            text = f"{n:,} GPUs: the run never finishes ({near.problem})"
-        else:
-            text = (f"{n:,} GPUs: {f['wall_days']:.1f} days"
-                    + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "")
-                    + (" - misses the deadline by " + f"{f['wall_days'] - target.deadline_days:.1f} days"
-                       if target.deadline_days is not None and kind == "smaller"
-                       else " - over the budget" if kind == "larger" else ""))
-        out.append({"kind": f"one size {kind}", "accelerator": chosen.accelerator, "n_gpus": n, **f, "text": text})
+    s = chosen.sizing
+    if s.neighbour_gpus is not None:
+        n, near = s.neighbour_gpus, s.neighbour
+        f = _figures(near, factor, efficiency) if near is not None else {k: None for k in (*HEADLINE, "gpu_hours")}
+        kind = "smaller" if n < s.n_gpus else "larger"
+        figures = "" if f["wall_days"] is None else (
+            f" {f['wall_days']:.1f} days" + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "") + ";")
+        out.append({"kind": f"one size {kind}", "accelerator": chosen.accelerator, "n_gpus": n, **f,
+                    "text": f"{n:,} GPUs:{figures} {s.neighbour_why}"})
     others = [o for o in met if o.accelerator != chosen.accelerator]
     priced = [o for o in others if o.best.cost_usd is not None]
     picks = []

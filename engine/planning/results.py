@@ -126,6 +126,8 @@ class ClusterSearch(Result):
     gpus_per_node: int
     best: Estimate | None
     neighbour: Estimate | None
+    neighbour_gpus: int | None = None
+    neighbour_why: str | None = Field(default=None, description="why the neighbouring size is not the answer")
     sizes_tried: list[int]
     efficiency_factor: float
     reason: str | None = None
@@ -231,6 +233,7 @@ class PlanOption(Result):
     co2_t: float | None = None
     ranges: dict[str, Figure | None] | None = None
     price_known: bool | None = None
+    price_known: bool | None = None
     reason: str | None = None
 
 
@@ -251,6 +254,8 @@ class Alternative(Result):
 class PlanAnswer(Result):
     """The chosen accelerator and cluster (whole nodes), its best layout and figures with their ranges, and the full
     estimate of that layout."""
+    deadline_chance: dict[str, Any] | None = Field(default=None, description="where the range of days crosses the "
+                                                  "deadline: the chance of meeting it (engine.economics.ranges)")
     accelerator: str
     name: str
     vendor: str
@@ -283,3 +288,6 @@ class Plan(Result):
     vendor: str
     options: list[PlanOption]
     reason: str | None = None
+    ranked_by: str | None = Field(default=None, description="cost (for a deadline) or days (for a budget)")
+    levers: list[dict[str, Any]] | None = Field(default=None, description="when nothing meets a money budget: what "
+                                                                         "would make it work")

@@ -87,17 +87,23 @@ def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: boo
     (GROUP and each of BLOCK_DIMENSIONS), so a block is the product of each dimension's choices that the rules allow
     with the group (tp, cp, pp, dp) held; a group whose own rules fail, or where a dimension has no valid choice,
     is counted as rejected under that rule's reason. The search space itself is bounded here (enumeration limits
-    and dominated choices, each named where it is set)."""
-    arch, tr = sc.arch, sc.training
-    facts = layout_rules.facts_of(arch, tr, n_gpus)
+    and dominated choices, each named where it is set). The enumeration reads only the rules' facts, so it is cached
+    per facts and size: every accelerator with the same node size shares it (the plan sizes them all)."""
+    blocks, rejected = _blocks_of(layout_rules.facts_of(sc.arch, sc.training, n_gpus), sc.training.attention, n_gpus,
+                                  gpus_per_node, allow_span_nodes, quick)
+    return list(blocks), list(rejected)          # the cached tuples stay as they are
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_span_nodes: bool, quick: bool):
     divs = divisors(n_gpus)
-    tps = [d for d in divs if d <= arch.n_heads]
-    cp_space = [d for d in divs if d == 1 or tr.seq_len // d >= MIN_TOKENS_PER_CP_RANK]
+    tps = [d for d in divs if d <= facts.n_heads]
+    cp_space = [d for d in divs if d == 1 or facts.seq_len // d >= MIN_TOKENS_PER_CP_RANK]
     cp_alone = layout_rules.allowed(facts, layout_rules.columns(cp=cp_space), layout_rules.within(("cp",)))
     cps = [c for c, ok in zip(cp_space, cp_alone) if ok]
-    pps = [d for d in divs if d <= arch.n_layers]
-    rcs = [0, 1, 2] if tr.attention == "standard" else [0, 2]   # flash attention already recomputes its scores
-    gbs = tr.global_batch_size
+    pps = [d for d in divs if d <= facts.n_layers]
+    rcs = [0, 1, 2] if attention == "standard" else [0, 2]   # flash attention already recomputes its scores
+    gbs = facts.global_batch
     n_batch_divs = len(divisors(gbs))
     groups = np.array([(t, c, p, n_gpus // (t * c * p)) for t in tps for c in cps for p in pps
                        if n_gpus % (t * c * p) == 0], dtype=np.int64).reshape(-1, 4)
@@ -108,18 +114,18 @@ def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: boo
     for j, (t, c, p, d) in enumerate(groups.tolist()):
         span_bad = not allow_span_nodes and (t > gpus_per_node or gpus_per_node % t)
         splits = _splits(facts, p, quick)
-        mbss = _micro_batches(facts, d, tr.seq_len // c, quick)
+        mbss = _micro_batches(facts, d, facts.seq_len // c, quick)
         reason = next((rule.reason for rule, bad in zip(group_rules, group_bad) if bad[j]), None)
         reason = reason or (layout_rules.BATCH.reason if not mbss else SPAN_REASON if span_bad
                             else layout_rules.SPLIT.reason if not splits else None)
         if reason is not None:
             if not quick:                    # the quick space is for sizing; nobody reads its rejections
-                count = max(len(splits), 1) * n_batch_divs * len(rcs) * 5 * (2 if arch.is_moe else 1)
+                count = max(len(splits), 1) * n_batch_divs * len(rcs) * 5 * (2 if facts.moe else 1)
                 rejected.append(({"tp": t, "cp": c, "pp": p, "dp": d}, count, reason))
             continue
         blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=_experts(facts, t, c, d, quick),
                             zero=_zero_options(facts, d, c, t, gpus_per_node, quick), rc=rcs))
-    return blocks, rejected
+    return tuple(blocks), tuple(rejected)
 
 
 GROUP = ("tp", "cp", "pp", "dp")

@@ -1,11 +1,17 @@
-"""Cluster sizing: the smallest cluster (in whole nodes - scale-up domains - of the accelerator) whose best layout
-meets a deadline, or the largest that stays within a money or GPU-hour budget.
+"""Cluster sizing: the cheapest cluster (in whole nodes - scale-up domains - of the accelerator) whose best layout
+meets a deadline (and the budgets), or the fastest that stays within a money or GPU-hour budget.
 
-Time to train falls with cluster size until the global batch runs out of data-parallel room, while GPU-hours and cost
-grow with it. Sizes double from one node until the target is met (or stops improving), then the node count is
-bisected between the last miss and the first hit, so any count of nodes the layouts allow can be the answer, not
-only powers of two. Each size is searched in the quick layout space (engine.planning.search, quick=True: the choices tuned
-runs use); the answer's size, and the one node smaller, are then searched in the full space. Best layouts come from
+The sizes tried are the GPU counts some layout can use (layout_sizes: tp x cp x pp x dp with each degree allowed by
+the layout rules, in whole nodes), so 1,792 GPUs (7 x 256) is a size and 1,800 is not. Time to train falls with
+cluster size until the global batch runs out of data-parallel room, while GPU-hours and cost grow with it, but
+neither is monotonic: a size whose factors fit the heads, the batch and the layers well beats its neighbours. So the
+search is coarse to fine: sizes double from one node until the target is met (or stops improving), the boundary is
+bisected, and then every size within a factor of WINDOW either side of it is searched (a size with a large odd
+factor - a deep pipeline - among powers of two); the cheapest (deadline) or fastest (budget) of those that meet the
+target is the answer. tests/engine/test_plan.py checks that this finds the optimum of a dense sweep of every node
+count on several models, accelerators and deadlines. Each size is searched in the quick layout space
+(engine.planning.search, quick=True: the choices tuned runs use); the plan and the vendor comparison show that row
+(full=False), the Layout search page's sizing searches the answer's size in the full space. Best layouts come from
 the search's per-process cache (engine.planning.search.best_at), shared with the Pareto front, the whole run's
 phases, the plan and the vendor comparison.
 """
@@ -16,26 +22,30 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.physics import layout_rules
 from engine.planning.results import ClusterSearch, Estimate, NearestFit
-from engine.planning.search import best_at
-from engine.scenario import Scenario, ScenarioError
+from engine.planning.search import MIN_TOKENS_PER_CP_RANK, best_at
+from engine.scenario import Scenario, ScenarioError, divisors
 
 MAX_GPUS = 1 << 20
+WINDOW = 1.5        # the fine search covers every size within this factor of the coarse search's boundary
+NEAR_CHEAPEST = 1.05  # sizes within 5% of the cheapest count as the cheapest when nothing meets a budget
 
 
 @dataclass(frozen=True)
 class Target:
     """What the cluster must achieve: finish within deadline_days (wall clock), and/or cost at most budget_usd,
-    and/or use at most gpu_hours (billed: GPUs x wall hours)."""
+    and/or use at most gpu_hours (billed: GPUs x wall hours), on at most max_gpus accelerators (what one has)."""
 
     deadline_days: float | None = None
     budget_usd: float | None = None
     gpu_hours: float | None = None
+    max_gpus: int | None = None
 
     def __post_init__(self):
         if self.deadline_days is None and self.budget_usd is None and self.gpu_hours is None:
             raise ScenarioError([("target", "give a deadline in days, a budget in USD or a GPU-hour budget")])
-        for name in ("deadline_days", "budget_usd", "gpu_hours"):
+        for name in ("deadline_days", "budget_usd", "gpu_hours", "max_gpus"):
             value = getattr(self, name)
             if value is not None and not (value > 0):
                 raise ScenarioError([(name, "must be a positive number")])
@@ -48,7 +58,8 @@ class Target:
             parts.append(f"for at most ${self.budget_usd:,.0f}")
         if self.gpu_hours is not None:
             parts.append(f"in at most {self.gpu_hours:,.0f} GPU-hours")
-        return " and ".join(parts)
+        text = " and ".join(parts)
+        return text + (f" on at most {self.max_gpus:,} accelerators" if self.max_gpus is not None else "")
 
 
 def billed_gpu_hours(row: Estimate, factor: float = 1.0) -> float:
@@ -62,6 +73,7 @@ def meets_deadline(row: Estimate | None, target: Target, factor: float = 1.0) ->
 
 
 def within_budget(row: Estimate | None, target: Target, factor: float = 1.0) -> bool:
+    """Within the money budget (only a priced row can be) and the GPU-hour budget."""
     if row is None:
         return False
     if target.budget_usd is not None and (row.cost_usd is None or row.cost_usd * factor > target.budget_usd):
@@ -69,29 +81,50 @@ def within_budget(row: Estimate | None, target: Target, factor: float = 1.0) -> 
     return target.gpu_hours is None or billed_gpu_hours(row, factor) <= target.gpu_hours
 
 
-@lru_cache(maxsize=64)
-def node_counts(max_nodes: int) -> tuple[int, ...]:
-    """Node counts a cluster can have: every count of the form 2^a 3^b 5^c (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, ...), the
-    sizes whose divisors give tensor, pipeline, context and data parallelism room; other counts (7, 11, 13, ...
-    nodes) leave a prime factor that no power-of-two batch or head count can use."""
-    out, p2 = [], 1
-    while p2 <= max_nodes:
-        p3 = p2
-        while p3 <= max_nodes:
-            p5 = p3
-            while p5 <= max_nodes:
-                out.append(p5)
-                p5 *= 5
-            p3 *= 3
-        p2 *= 2
-    return tuple(sorted(out))
+def spend(row: Estimate, factor: float = 1.0) -> float:
+    """What a deadline's answer minimises: the cost, or billed GPU-hours past every priced row where there is no
+    price (so a priced option always ranks before an unpriced one)."""
+    return row.cost_usd * factor if row.cost_usd is not None else 1e30 + billed_gpu_hours(row, factor)
+
+
+def layout_sizes(sc: Scenario, max_gpus: int = MAX_GPUS) -> tuple[int, ...]:
+    """GPU counts some layout can use, ascending: products tp x cp x pp x dp of degrees that the layout rules reading
+    one degree each allow (tp divides the heads and widths and stays within a node, cp the sequence with at least
+    MIN_TOKENS_PER_CP_RANK tokens per rank, dp the global batch, pp stages that split the layers), in whole nodes
+    (or a fraction of one node that divides it). A count outside this set has no valid layout; one inside may still
+    have none (the rules reading two degrees, memory)."""
+    facts = layout_rules.facts_of(sc.arch, sc.training, 1)
+    return _layout_sizes(facts, sc.gpus_per_node, max_gpus)
+
+
+@lru_cache(maxsize=256)
+def _layout_sizes(facts, unit: int, max_gpus: int) -> tuple[int, ...]:
+    def allowed(name, values, **fixed):
+        ok = layout_rules.allowed(facts, layout_rules.columns(**{name: values}, **fixed),
+                                  layout_rules.within((name, *fixed)))
+        return np.array(values, dtype=np.int64)[ok]
+    tp = allowed("tp", [d for d in divisors(facts.n_heads) if d <= unit and unit % d == 0])
+    cp = allowed("cp", [d for d in divisors(facts.seq_len) if d == 1 or facts.seq_len // d >= MIN_TOKENS_PER_CP_RANK])
+    dp = allowed("dp", divisors(facts.global_batch), mbs=1)
+    pp = np.array([p for p in range(1, facts.n_layers + 1) if any(
+        layout_rules.split_error(facts.n_layers, p, 1, a, b) is None for a, b in layout_rules.split_choices(facts.n_layers, p))],
+        dtype=np.int64)
+    n = np.unique(np.multiply.outer(np.multiply.outer(tp, cp), np.multiply.outer(pp, dp)).reshape(-1))
+    n = n[n <= max_gpus]
+    return tuple(int(x) for x in n if x % unit == 0 or (x < unit and unit % x == 0))
+
+
+def node_counts(sc: Scenario, max_gpus: int = MAX_GPUS) -> tuple[int, ...]:
+    """The node counts of layout_sizes (whole nodes only)."""
+    unit = sc.gpus_per_node
+    return tuple(n // unit for n in layout_sizes(sc, max_gpus) if n >= unit)
 
 
 @dataclass(frozen=True)
 class Sizing:
     """A sizing search's answer: the cluster size (None when no size meets the target), the best row on it, the
-    neighbour (the next smaller size for a deadline, the next larger for a budget: how far it misses), the sizes
-    tried and, when not met, the reason."""
+    neighbour (the next smaller size the layouts allow for a deadline, the next larger for a budget) with why it is
+    not the answer, the sizes tried and, when not met, the reason."""
 
     met: bool
     n_gpus: int | None
@@ -101,6 +134,8 @@ class Sizing:
     sizes_tried: tuple[int, ...]
     efficiency_factor: float
     reason: str | None = None
+    neighbour_gpus: int | None = None
+    neighbour_why: str | None = None
 
     @property
     def nodes(self) -> int | None:
@@ -108,18 +143,19 @@ class Sizing:
 
 @dataclass
 class Ladder:
-    """The cluster sizes one sizing search walks (node counts of node_counts, whole nodes of the accelerator) and the
-    quick-search best rows it has met on them (None: no layout fits)."""
+    """The cluster sizes one sizing search walks (node counts of node_counts, whole nodes of the accelerator, up to
+    the target's max_gpus) and the quick-search best rows it has met on them (None: no layout fits)."""
 
     sc: Scenario
     objective: str
+    max_gpus: int = MAX_GPUS
     unit: int = field(init=False)
     counts: tuple[int, ...] = field(init=False)
     tried: dict = field(init=False, default_factory=dict)      # n_gpus -> the quick search's best row (or None)
 
     def __post_init__(self):
         self.unit = self.sc.gpus_per_node
-        self.counts = node_counts(MAX_GPUS // self.unit)
+        self.counts = node_counts(self.sc, self.max_gpus)
 
     def gpus(self, i: int) -> int:
         return self.counts[i] * self.unit
@@ -140,50 +176,62 @@ class Ladder:
     def index_of(self, nodes: float) -> int:
         return min(len(self.counts) - 1, max(0, int(np.searchsorted(self.counts, nodes))))
 
+    def window(self, i: int) -> range:
+        """Ladder indices within WINDOW of the i-th size, either side: every odd factor's member near it."""
+        n = self.counts[i]
+        return range(int(np.searchsorted(self.counts, n / WINDOW, side="right")),
+                     int(np.searchsorted(self.counts, n * WINDOW, side="left")))
+
 
 def size_for(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0, full: bool = True) -> Sizing:
-    """The cluster size for a target: with a deadline the smallest that meets it (and the budgets,
-    smallest_for_deadline), with budgets only the largest within them (largest_within_budget). factor scales
-    time-proportional figures (the typical-stack efficiency); full=False keeps the quick search's rows (the vendor
-    comparison re-searches only what it shows in full)."""
+    """The cluster size for a target: with a deadline the cheapest that meets it (and the budgets,
+    cheapest_for_deadline), with budgets only the fastest within them (fastest_within_budget). factor scales
+    time-proportional figures (the typical-stack efficiency); full=False keeps the quick search's rows (the plan and
+    the vendor comparison show those), full=True shows the full search's best on the sizes chosen (the Layout search
+    page)."""
     if target.deadline_days is not None:
-        return smallest_for_deadline(sc, target, objective, factor, full)
-    return largest_within_budget(sc, target, objective, factor, full)
+        return cheapest_for_deadline(sc, target, objective, factor, full)
+    return fastest_within_budget(sc, target, objective, factor, full)
 
 
-def smallest_for_deadline(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0,
+def cheapest_for_deadline(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0,
                           full: bool = True) -> Sizing:
-    """The smallest cluster whose best layout meets target.deadline_days (and its budgets): sizes grow from one node
-    until the deadline is met (_grow), the node count is then narrowed between the last miss and the first hit
-    (_narrow), and the answer and the size below it are searched in full, which can meet the deadline a size lower."""
-    ladder = Ladder(sc, objective)
+    """The cheapest cluster (by cost, or billed GPU-hours without a price) whose best layout meets
+    target.deadline_days and its budgets. Coarse: sizes grow from one node until the deadline is met (_grow) and the
+    boundary is narrowed between the last miss and the first hit (_narrow). Fine: every size within WINDOW of that
+    boundary is searched, and the cheapest that meets the target wins (ties: fewer GPUs)."""
+    ladder = Ladder(sc, objective, target.max_gpus or MAX_GPUS)
+    if not ladder.counts:
+        return _result(False, None, None, None, ladder, factor, reason="no cluster size can hold a layout of this model")
     lo, hi = _grow(ladder, target, factor)
+    ok = lambda r: meets_deadline(r, target, factor) and within_budget(r, target, factor)
     if hi is None:
         days = lambda r: _days(r, factor)
         fastest = min((r for r in ladder.tried.values() if r is not None), key=days, default=None)
+        limit = f" on at most {target.max_gpus:,} accelerators" if target.max_gpus else ""
         return _result(False, None, fastest, None, ladder, factor,
-                       reason=(f"no cluster size meets {target.deadline_days:g} days: the fastest found is "
+                       reason=(f"no cluster size{limit} meets {target.deadline_days:g} days: the fastest found is "
                                f"{days(fastest):.1f} days on {fastest.n_gpus:,} GPUs" if fastest else
                                "no cluster size tried can hold the model"))
     hi = _narrow(ladder, target, factor, lo, hi)
-    ok = lambda r: meets_deadline(r, target, factor) and within_budget(r, target, factor)
     if hi == 0 and ladder.unit > 1:              # a fraction of one node may be enough for a small model
         for n in (d for d in (1, 2, 4) if d < ladder.unit and ladder.unit % d == 0):
-            if meets_deadline(ladder.on(n), target, factor):
-                return _finish(ladder, n, n // 2 or None, factor, ok, full)
-    below = lambda j: next((k for k in range(j - 1, -1, -1) if ladder.at(k) is not None), None)
-    shown = lambda k: ladder.shown(ladder.gpus(k), True) if full else ladder.at(k)
-    j, near_j = hi, below(hi)
-    best = shown(j)
-    near = None if near_j is None else shown(near_j)
-    for _ in range(4):                           # the full search can meet the deadline a size below the quick one
-        if near is None or not ok(near):
-            break
-        j, best, near_j = near_j, near, below(near_j)
-        near = None if near_j is None else shown(near_j)
-    if not ok(best) and ok(ladder.at(j)):
-        best = ladder.at(j)
-    return _result(ok(best), ladder.gpus(j), best, near, ladder, factor)
+            if ok(ladder.on(n)):
+                return _finish(ladder, n, n // 2 or None, factor, ok, full, target)
+    meeting = [i for i in ladder.window(hi) if ok(ladder.at(i))]
+    if not meeting:                              # the budgets exclude every size that meets the deadline
+        cheapest = min((r for r in ladder.tried.values() if meets_deadline(r, target, factor)),
+                       key=lambda r: spend(r, factor))
+        return _result(False, None, cheapest, None, ladder, factor,
+                       reason=f"no cluster size meets {target.describe()}: the cheapest that meets the deadline is "
+                              f"{cheapest.n_gpus:,} GPUs, {_spend_text(cheapest, factor)}")
+    j = min(meeting, key=lambda i: (spend(ladder.at(i), factor), i))
+    return _finish(ladder, ladder.gpus(j), ladder.gpus(j - 1) if j > 0 else None, factor, ok, full, target)
+
+
+def _spend_text(r: Estimate, factor: float) -> str:
+    return (f"${r.cost_usd * factor:,.0f}" if r.cost_usd is not None else "no price") + \
+        f", {billed_gpu_hours(r, factor):,.0f} GPU-hours, {_days(r, factor):.1f} days"
 
 
 def _grow(ladder: Ladder, target: Target, factor: float) -> tuple[int, int | None]:
@@ -228,14 +276,15 @@ def _narrow(ladder: Ladder, target: Target, factor: float, lo: int, hi: int) -> 
     return hi
 
 
-def largest_within_budget(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0,
+def fastest_within_budget(sc: Scenario, target: Target, objective: str = "time", factor: float = 1.0,
                           full: bool = True) -> Sizing:
-    """The largest (fastest) cluster within target's money and/or GPU-hour budget: cost and GPU-hours grow with size,
-    so sizes double from one node until one is over budget (or spend starts rising past the cheapest size), then the
-    node count is bisected between the last size within budget and the first over it."""
-    ladder = Ladder(sc, objective)
+    """The fastest cluster within target's money and/or GPU-hour budget (only a priced row meets a money budget).
+    Coarse: cost and GPU-hours grow with size, so sizes double from one node until one is over budget (or spend
+    starts rising past the cheapest size) and the boundary is bisected. Fine: every size within WINDOW of the
+    largest within budget is searched and the fastest within budget wins (ties: the cheaper)."""
+    ladder = Ladder(sc, objective, target.max_gpus or MAX_GPUS)
     ok = lambda r: within_budget(r, target, factor)
-    spend = lambda r: r.cost_usd if target.budget_usd is not None else billed_gpu_hours(r)
+    cost_of = lambda r: r.cost_usd if target.budget_usd is not None else billed_gpu_hours(r)
     i_in, i_out, i, previous = None, None, 0, None
     while i < len(ladder.counts):
         r = ladder.at(i)
@@ -244,20 +293,21 @@ def largest_within_budget(sc: Scenario, target: Target, objective: str = "time",
         elif r is not None:
             i_out = i
             # past the cheapest size (tiny clusters pay for long checkpoint writes), spend only grows from here
-            rising = previous is not None and spend(previous) is not None and spend(r) is not None \
-                and spend(r) > spend(previous)
-            if i_in is not None or rising:
+            rising = previous is not None and cost_of(previous) is not None and cost_of(r) is not None \
+                and cost_of(r) > cost_of(previous)
+            if i_in is not None or rising or (target.budget_usd is not None and r.cost_usd is None):
                 break
         previous = r if r is not None else previous
         i = max(i + 1, ladder.index_of(ladder.counts[i] * 2))
     if i_in is None:
-        cheapest = min((r for r in ladder.tried.values() if r is not None),
-                       key=lambda r: r.cost_usd or billed_gpu_hours(r), default=None)
-        return _result(False, None, cheapest, None, ladder, factor,
+        cheapest = _practical_cheapest(ladder, i, factor)
+        return _result(False, None if cheapest is None else cheapest.n_gpus, cheapest, None, ladder, factor,
                        reason=f"no cluster size trains {target.describe()}" + (
-                           "" if cheapest is None else f": the smallest that holds the model needs "
-                           f"{billed_gpu_hours(cheapest, factor):,.0f} GPU-hours"
-                           + (f" and ${cheapest.cost_usd * factor:,.0f}" if cheapest.cost_usd else "")))
+                           "" if cheapest is None else
+                           f": {cheapest.n_gpus:,} GPUs (the fastest size within {NEAR_CHEAPEST - 1:.0%} of the "
+                           f"cheapest) need {_spend_text(cheapest, factor)}"
+                           if cheapest.cost_usd is not None or target.budget_usd is None else
+                           ": no price for this accelerator, so no money budget can be checked: enter one"))
     lo, hi = i_in, i_out if i_out is not None and i_out > i_in else len(ladder.counts)
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -265,33 +315,85 @@ def largest_within_budget(sc: Scenario, target: Target, objective: str = "time",
             lo = mid
         else:
             hi = mid
-    above = ladder.gpus(hi) if hi < len(ladder.counts) else None
-    return _finish(ladder, ladder.gpus(lo), above, factor, ok, full)
+    within = [k for k in ladder.window(lo) if ok(ladder.at(k))]
+    j = min(within, key=lambda k: (_days(ladder.at(k), factor), spend(ladder.at(k), factor), k))
+    return _finish(ladder, ladder.gpus(j), ladder.gpus(j + 1) if j + 1 < len(ladder.counts) else None, factor, ok,
+                   full, target)
+
+
+def _practical_cheapest(ladder: Ladder, i: int, factor: float) -> Estimate | None:
+    """The size to name when nothing is within the budget: the fastest of the sizes that cost within NEAR_CHEAPEST of
+    the cheapest (spend is nearly flat in size, and the cheapest - one or two nodes of a large model - takes years).
+    Sizes keep doubling from the i-th while they stay that cheap."""
+    found = lambda: [r for r in ladder.tried.values() if r is not None and r.wall_days is not None]
+    if not found():
+        return None
+    paid = lambda r: r.cost_usd if r.cost_usd is not None else billed_gpu_hours(r)      # no price: GPU-hours
+    floor = lambda: min(paid(r) for r in found())
+    while i < len(ladder.counts):
+        r = ladder.at(i)
+        if r is not None and r.wall_days is not None and paid(r) > NEAR_CHEAPEST * floor():
+            break
+        i = max(i + 1, ladder.index_of(ladder.counts[i] * 2))
+    return min((r for r in found() if paid(r) <= NEAR_CHEAPEST * floor()), key=lambda r: r.days)
 
 
 def _days(r: Estimate, factor: float) -> float:
     return r.days * factor
 
 
-def _finish(ladder: Ladder, n: int, neighbour: int | None, factor: float, ok, full: bool) -> Sizing:
+def _finish(ladder: Ladder, n: int, neighbour: int | None, factor: float, ok, full: bool,
+            target: Target | None = None) -> Sizing:
     best = ladder.shown(n, full)
-    if not ok(best) and ok(ladder.tried.get(n)):  # keep the answer the target was met with
+    if not ok(best) and ok(ladder.on(n)):       # keep the answer the target was met with
         best = ladder.tried[n]
-    near = ladder.shown(neighbour, full) if neighbour else None
-    return _result(ok(best), n, best, near, ladder, factor)
+    near = None if neighbour is None else (ladder.shown(neighbour, full) if full else ladder.on(neighbour))
+    why = None if neighbour is None or target is None else jump_reason(ladder, n, best, neighbour, near, target, factor)
+    return _result(ok(best), n, best, near, ladder, factor, neighbour_gpus=neighbour, neighbour_why=why)
 
 
-def _result(met, n, best, near, ladder: Ladder, factor, reason=None) -> Sizing:
+def jump_reason(ladder: Ladder, n: int, best: Estimate, other: int, row: Estimate | None, target: Target,
+                factor: float) -> str:
+    """Why the neighbouring size the layouts allow is not the answer: which rule leaves the sizes between without a
+    layout, whether any layout fits in memory, and which target it breaks (or how much more it costs or takes)."""
+    lo, hi = sorted((n, other))
+    gap = (hi - lo) // ladder.unit - 1
+    parts = []
+    if gap > 0:
+        sc = ladder.sc
+        parts.append(f"no size between {lo:,} and {hi:,} GPUs has a layout (tp x cp x pp x dp must make the GPU count "
+                     f"with tp dividing the {sc.arch.n_heads} heads, cp the sequence, dp the batch of "
+                     f"{sc.training.global_batch_size:,} and pp stages splitting the {sc.arch.n_layers} layers)")
+    if row is None:
+        parts.append(f"on {other:,} GPU{'s' if other > 1 else ''} no layout fits in memory")
+    elif row.wall_days is None:
+        parts.append(f"on {other:,} GPUs {row.problem}")
+    else:
+        L = row.layout
+        shape = f"its best layout is tp={L.tp}, cp={L.cp}, pp={L.pp}, dp={L.dp}"
+        if target.deadline_days is not None and not meets_deadline(row, target, factor):
+            parts.append(f"{shape}, {_days(row, factor):.1f} days: misses the deadline by "
+                         f"{_days(row, factor) - target.deadline_days:.1f} days")
+        elif not within_budget(row, target, factor):
+            parts.append(f"{shape}: {_spend_text(row, factor)}, over the budget")
+        elif target.deadline_days is not None:
+            parts.append(f"{shape}: it meets the target but costs more ({_spend_text(row, factor)})")
+        else:
+            parts.append(f"{shape}: within the budget but slower ({_days(row, factor):.1f} days)")
+    return "; ".join(parts)
+
+
+def _result(met, n, best, near, ladder: Ladder, factor, reason=None, neighbour_gpus=None, neighbour_why=None) -> Sizing:
     return Sizing(met=met, n_gpus=n, gpus_per_node=ladder.unit, best=best, neighbour=near,
-                  sizes_tried=tuple(sorted(ladder.tried)), efficiency_factor=factor, reason=reason)
+                  sizes_tried=tuple(sorted(ladder.tried)), efficiency_factor=factor, reason=reason,
+                  neighbour_gpus=neighbour_gpus, neighbour_why=neighbour_why)
 
 
 def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
     """Cluster sizes near n_gpus (whole nodes whose count the layouts can use) that have a layout for this model and
     batch, nearest first, with the best layout's days: what to suggest when n_gpus itself has none."""
     unit = sc.gpus_per_node
-    ladder = node_counts(max(1, MAX_GPUS // unit))
-    candidates = sorted((k * unit for k in ladder), key=lambda n: (abs(n - n_gpus), n))
+    candidates = sorted((k * unit for k in node_counts(sc)), key=lambda n: (abs(n - n_gpus), n))
     out = []
     for n in candidates[:12]:
         if n == n_gpus:
@@ -313,7 +415,8 @@ def cluster_search(sc: Scenario, deadline_days: float | None = None, gpu_hour_bu
         return None
     s = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
     return ClusterSearch(met=s.met, n_gpus=s.n_gpus, nodes=s.nodes, gpus_per_node=s.gpus_per_node, best=s.best,
-                         neighbour=s.neighbour, sizes_tried=list(s.sizes_tried), efficiency_factor=s.efficiency_factor,
+                         neighbour=s.neighbour, neighbour_gpus=s.neighbour_gpus, neighbour_why=s.neighbour_why,
+                         sizes_tried=list(s.sizes_tried), efficiency_factor=s.efficiency_factor,
                          **({"reason": s.reason} if s.reason else {}), deadline_days=deadline_days,
                          gpu_hour_budget=gpu_hour_budget)
 

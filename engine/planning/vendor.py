@@ -1,6 +1,8 @@
 """Vendor choice: every accelerator in the catalog on the same scenario, each with its own best layout, compared on
 time, cost, energy, CO2, memory headroom and software ecosystem, with a decision score from user weights and a
-plain-language reason for each rank."""
+plain-language reason for each rank. With a deadline every accelerator is sized and ranked as the plan sizes and
+ranks it (engine.planning.plan), so the answer, this comparison and the report recommend one accelerator with one
+set of figures."""
 from __future__ import annotations
 
 import json
@@ -8,11 +10,12 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from engine.catalog import DATA_DIR, load_catalog
+from engine.economics import ranges
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.results import Comparison, Estimate
-from engine.planning.search import best_at, search
-from engine.planning.sizing import Target, meets_deadline, size_for
+from engine.planning.search import search
+from engine.planning.sizing import Target, size_for
 
 CRITERIA = {  # name: (row key, lower is better)
     "time": ("wall_days", True),
@@ -79,13 +82,16 @@ class Candidate:
     best: Estimate | None = None
     meets_deadline: bool | None = None
     reason: str | None = None
+    efficiency_factor: float = 1.0
 
     def as_row(self) -> dict:
-        """The comparison's JSON row (before scores and rank): figures None where there are none."""
+        """The comparison's JSON row (before scores and rank): figures None where there are none, the
+        time-proportional ones for the chosen stack (engine.economics.ranges.factor, as the plan gives them)."""
         b = self.best
+        k = lambda x: None if x is None else x * self.efficiency_factor
         figures = {} if b is None else {
-            "layout": b.layout, "train_days": b.train_days, "wall_days": b.wall_days, "gpu_hours": b.gpu_hours,
-            "mfu": b.mfu, "cost_usd": b.cost_usd, "energy_mwh": b.energy_mwh, "co2_t": b.co2_t,
+            "layout": b.layout, "train_days": k(b.train_days), "wall_days": k(b.wall_days), "gpu_hours": k(b.gpu_hours),
+            "mfu": b.mfu, "cost_usd": k(b.cost_usd), "energy_mwh": k(b.energy_mwh), "co2_t": k(b.co2_t),
             "memory_gib": b.memory_gib.total, "memory_capacity_gib": b.memory_capacity_gib,
             "memory_headroom": b.memory_headroom}
         return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
@@ -95,10 +101,10 @@ class Candidate:
                 **({"reason": self.reason} if self.reason is not None else {})}
 
 
-def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective) -> Candidate:
+def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective, factor: float = 1.0) -> Candidate:
     precision, note = trained_precision(acc, sc.training.precision)
     base = Candidate(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
-                     precision=precision, precision_note=note, calibrated=bool(overrides))
+                     precision=precision, precision_note=note, calibrated=bool(overrides), efficiency_factor=factor)
     if precision is None:
         if acc.device_class == "workstation":
             note = (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
@@ -108,14 +114,11 @@ def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective) -> Candi
     if deadline_days is not None:
         probe = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
         target = Target(deadline_days=deadline_days)
-        sized = size_for(probe, target, objective, full=False)
+        sized = size_for(probe, target, objective, factor, full=False)
         if not sized.met:
             return replace(base, fits=sized.best is not None, meets_deadline=False, reason=sized.reason)
-        # the size was found in the quick layout space; the row shown is the full search's best on it, the same
-        # figure the plan and the estimate give for that cluster
-        full = best_at(probe, sized.n_gpus, objective)
-        best = full if meets_deadline(full, target) else sized.best
-        return _with_best(replace(base, n_gpus=sized.n_gpus, meets_deadline=True), best)
+        # the row the plan shows for this accelerator and size (the sizing's), so both give the same figures
+        return _with_best(replace(base, n_gpus=sized.n_gpus, meets_deadline=True), sized.best)
     n = sc.cluster.n_gpus
     out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                  summaries=False)
@@ -159,11 +162,14 @@ def _fmt_money(x):
     return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x:,.0f}"
 
 
-def _why_first(r: dict, fitting: list[dict]) -> str:
+def _why_first(r: dict, fitting: list[dict], deadline_days: float | None = None) -> str:
     def place(key, lower=True):
         vals = sorted((x[key] for x in fitting if x.get(key) is not None), reverse=not lower)
         return "" if r.get(key) is None else (" (best)" if vals and r[key] == vals[0] else f" (#{vals.index(r[key]) + 1} of {len(vals)})")
-    parts = [f"{r['name']} ranks first with a decision score of {r['decision_score']:.2f}:",
+    rule = (f"as the cheapest that trains within {deadline_days:g} days, the plan's rule" if deadline_days is not None
+            else "with a decision score of")
+    parts = [f"{r['name']} ranks first {rule}" + (f" (decision score {r['decision_score']:.2f}):"
+                                                   if deadline_days is not None else f" {r['decision_score']:.2f}:"),
              f"{r['wall_days']:.1f} days on {r['n_gpus']:,} GPUs{place('wall_days')}"]
     parts.append(f"costs {_fmt_money(r['cost_usd'])}{place('cost_usd')}" if r.get("cost_usd") is not None
                  else "no price: enter one (ranked on what is known)")
@@ -192,19 +198,22 @@ def _why_other(r: dict, top: dict, rank: int) -> str:
     if r["software_stack"] != top["software_stack"]:
         bits.append(f"{r['software_stack']} ecosystem {r['ecosystem_score']:.2f} vs {top['ecosystem_score']:.2f}")
     note = f" ({r['precision_note']})" if r.get("precision_note") else ""
-    unknown = f"; scored without {', '.join(UNKNOWN_LABEL.get(c, c) for c in r['unknown'])}" if r.get("unknown") else ""
+    unknown = (f"; scored without {', '.join(UNKNOWN_LABEL.get(c, c) for c in r['unknown'])}, so ranked after every "
+               "accelerator scored on all weighted criteria") if r.get("unknown") else ""
     return (f"#{rank} {r['name']} (score {r['decision_score']:.2f}): {', '.join(bits)} compared with {top['name']}"
             f"{note}{unknown}.")
 
 
 def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | None = None,
             calibrations: dict[str, dict] | None = None, accelerators: list[str] | None = None,
-            objective: str = "time", progress=None) -> Comparison:
-    """Compare accelerators for one scenario: a fixed cluster size (the scenario's n_gpus), or the smallest size
-    meeting deadline_days for each. calibrations maps accelerator id -> measured cluster overrides
+            objective: str = "time", progress=None, efficiency: str = "tuned") -> Comparison:
+    """Compare accelerators for one scenario (efficiency: the stack, as the plan's: tuned or typical): a fixed cluster size (the scenario's n_gpus), ranked by the weighted
+    score, or for each the cheapest size meeting deadline_days (the plan's sizing and row), ranked by the plan's rule
+    (rank_key). calibrations maps accelerator id -> measured cluster overrides
     (matmul_efficiency, intra_node_busbw_gbs, inter_node_busbw_gbs) that replace the published defaults."""
     cat = load_catalog()
     w = normalise_weights(weights)
+    factor = ranges.factor(efficiency)
     ids = accelerators or list(cat.accelerators)
     unknown = [a for a in ids if a not in cat.accelerators]
     if unknown:
@@ -215,7 +224,7 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         if progress:
             progress(k / len(ids), f"{acc_id}: searching layouts")
         acc = cat.accelerator(acc_id)
-        c = _evaluate_accelerator(sc, acc, deadline_days, (calibrations or {}).get(acc_id, {}), objective)
+        c = _evaluate_accelerator(sc, acc, deadline_days, (calibrations or {}).get(acc_id, {}), objective, factor)
         rows.append({**c.as_row(), "ecosystem_score": eco[acc.software_stack]["score"],
                      "ecosystem_levels": eco[acc.software_stack]["levels"]})
     if progress:
@@ -224,8 +233,9 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         "mode": "deadline" if deadline_days is not None else "fixed cluster",
         "n_gpus": None if deadline_days is not None else sc.cluster.n_gpus,
         "deadline_days": deadline_days,
+        "efficiency": efficiency,
         "ecosystem_sources": {s: e["source"] for s, e in eco.items()},
-        **_rank(rows, w),
+        **_rank(rows, w, deadline_days),
     })
 
 
@@ -235,19 +245,30 @@ RANKING_KEYS = ("scores", "decision_score", "rank", "why", "unknown")
 def rescore(result: Comparison, weights: dict | None) -> Comparison:
     """The same comparison under other weights: no search is rerun, only the scores, ranks and reasons change."""
     rows = [r.model_dump(exclude_unset=True, exclude=set(RANKING_KEYS)) for r in result.rows]
-    ranked = _rank(rows, normalise_weights(weights))
+    ranked = _rank(rows, normalise_weights(weights), result.deadline_days)
     return Comparison.model_validate({**result.model_dump(exclude_unset=True), **ranked})
 
 
-def _rank(rows: list[dict], w: dict[str, float]) -> dict:
+def rank_key(r: dict, deadline_days: float | None) -> tuple:
+    """The one ranking rule. With a deadline, the plan's (engine.planning.plan): the cheapest that meets it, every
+    priced accelerator before any without a price (by billed GPU-hours), ties to fewer GPUs; the decision score is
+    shown beside it. Without one, the decision score, every accelerator scored on all weighted criteria before any
+    scored without one (a cost-weighted score never puts an accelerator without a price first)."""
+    if deadline_days is not None:
+        billed = r["n_gpus"] * r["wall_days"] * 24.0
+        return (r["cost_usd"] is None, billed if r["cost_usd"] is None else r["cost_usd"], r["n_gpus"])
+    return (bool(r["unknown"]), -r["decision_score"])
+
+
+def _rank(rows: list[dict], w: dict[str, float], deadline_days: float | None = None) -> dict:
     _score(rows, w)
     order = {a: i for i, a in enumerate(load_catalog().accelerators)}      # ties keep catalog order
     rows = sorted(rows, key=lambda r: order[r["accelerator"]])
-    ranked = sorted((r for r in rows if "decision_score" in r), key=lambda r: -r["decision_score"])
+    ranked = sorted((r for r in rows if "decision_score" in r), key=lambda r: rank_key(r, deadline_days))
     others = [r for r in rows if "decision_score" not in r]
     for i, r in enumerate(ranked):
         r["rank"] = i + 1
-        r["why"] = _why_first(r, ranked) if i == 0 else _why_other(r, ranked[0], i + 1)
+        r["why"] = _why_first(r, ranked, deadline_days) if i == 0 else _why_other(r, ranked[0], i + 1)
     for r in others:
         r["rank"] = None
         r["why"] = f"{r['name']} is not ranked: {r.get('reason', 'it does not meet the target')}."

@@ -31,7 +31,9 @@ def headline(result: Plan) -> str:
         parts.append(f"{fmt_num(a.energy_mwh)} MWh")
     if a.co2_t is not None:
         parts.append(f"{fmt_num(a.co2_t)} t CO2e")
-    return f"{cluster_text(a)} train it {result.target}: " + ", ".join(parts[:-1]) + " and " + parts[-1] + "."
+    chance = a.deadline_chance
+    return (f"{cluster_text(a)} train it {result.target}: " + ", ".join(parts[:-1]) + " and " + parts[-1] + "."
+            + (f" Note: {chance['text']}." if chance else ""))
 
 
 def answer_figures(answer: PlanAnswer) -> list[Figure]:
@@ -64,16 +66,26 @@ def alternative_rows(result: Plan) -> list[dict]:
             for a in result.alternatives]
 
 
+def lever_rows(result: Plan) -> list[dict]:
+    """When nothing meets a money budget: what would make it work for the cheapest priced option, in words."""
+    return [{"lever": lv["kind"], "what it takes": lv["text"]} for lv in result.levers or []]
+
+
 def option_rows(result: Plan) -> list[dict]:
     """Every accelerator sized for the target: meets it or why not, size, days, cost (or 'no price: enter one'),
-    energy and CO2; those that meet it first, fastest first."""
+    energy and CO2, in the plan's order: those that meet it first (for a deadline the cheapest first, for a budget the
+    fastest first), priced before unpriced (listed apart with 'no price: enter one'), then those that do not."""
+    by_days = result.ranked_by == "days"
     rows = []
     for o in result.options:
+        priced = o.cost_usd is not None
         rows.append({"accelerator": o.name, "vendor": o.vendor, "meets the target": "yes" if o.met else "no",
                      "GPUs": o.n_gpus, "nodes": o.nodes, "days": o.wall_days, "cost USD": o.cost_usd,
                      "energy MWh": o.energy_mwh, "CO2 t": o.co2_t,
-                     "note": (o.reason or "") if not o.met else ("" if o.price_known else NO_PRICE)})
-    return sorted(rows, key=lambda r: (r["meets the target"] != "yes", r["days"] is None, r["days"] or 0))
+                     "note": (o.reason or "") if not o.met else ("" if priced else NO_PRICE)})
+    order = lambda r: (r["meets the target"] != "yes", r["cost USD"] is None,
+                       (r["days"] if by_days else r["cost USD"]) or 0, r["days"] or 0)
+    return sorted(rows, key=order)
 
 
 def answer_scenario(sc: Scenario, answer: PlanAnswer) -> Scenario:

@@ -57,9 +57,9 @@ class PlannerOptions(BaseModel):
     objective: Literal["time", "cost", "energy"] = Field(
         default="time", description="what the layout search ranks by: wall-clock time, cost or energy")
     deadline_days: float | None = Field(default=None, gt=0, le=36_500,
-                                        description="find the smallest cluster that trains within this many days")
+                                        description="find the cheapest cluster that trains within this many days")
     gpu_hour_budget: float | None = Field(default=None, gt=0, le=1e12,
-                                          description="find the smallest cluster within this many GPU-hours")
+                                          description="find the fastest cluster within this many GPU-hours")
     allow_span_nodes: bool = Field(default=False, description="let tensor/context/expert-parallel groups span nodes")
     budget_usd: float | None = Field(default=None, gt=0, le=1e13, description="money budget of the budget planner")
     budget_warn_gpu_hours: float | None = Field(default=None, gt=0, le=1e12,

@@ -13,7 +13,10 @@ from engine.planning.plan import plan
 from engine.planning.sanity import warnings_for
 from engine.scenario import ScenarioError
 from engine.inputs import parse_scenario
+from engine.planning.search import best_at
 from engine.planning.sizing import Target, nearest_sizes, size_for
+from engine.planning.vendor import compare, scenario_on
+from engine.catalog import load_catalog
 from tests.conftest import ROOT
 
 README = {"model": {"preset": "llama3.1-70b"},
@@ -23,7 +26,7 @@ README = {"model": {"preset": "llama3.1-70b"},
                      "sequence_parallel": True, "recompute": "selective"}}
 
 
-def test_deadline_sizing_is_the_smallest_size_in_whole_nodes():
+def test_deadline_sizing_is_in_whole_nodes_and_matches_the_estimate():
     sc = default_scenario()
     sized = size_for(sc, Target(deadline_days=30))
     assert sized.met and sized.n_gpus % 8 == 0 and sized.nodes == sized.n_gpus // 8
@@ -33,7 +36,9 @@ def test_deadline_sizing_is_the_smallest_size_in_whole_nodes():
     data = sc.model_dump(mode="json", exclude_none=True)
     data.update(cluster={**data["cluster"], "n_gpus": sized.n_gpus}, layout=best.layout.model_dump())
     assert estimate(parse_scenario(data)).wall_days == pytest.approx(best.wall_days)
-    assert sized.neighbour.wall_days > 30                  # one size smaller misses, and by how much is shown
+    # one size smaller misses the deadline or costs more, and the answer says which
+    assert sized.neighbour.wall_days > 30 or sized.neighbour.cost_usd > best.cost_usd
+    assert "misses the deadline" in sized.neighbour_why or "costs more" in sized.neighbour_why
 
 
 def test_the_size_for_a_deadline_does_not_depend_on_the_scenarios_cluster_size():
@@ -130,3 +135,199 @@ def test_cli_plan_with_a_deadline_and_with_a_budget(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "engine", "plan", str(f)], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "--deadline-days" in bad.stderr
+    capped = subprocess.run([sys.executable, "-m", "engine", "plan", str(f), "--deadline-days", "60", "--vendor", "same",
+                             "--max-gpus", "3072"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    res = json.loads(capped.stdout)
+    assert capped.returncode == 0 and res["answer"] is None and "on at most 3,072 accelerators" in res["reason"]
+    zero = subprocess.run([sys.executable, "-m", "engine", "plan", str(f), "--deadline-days", "60", "--max-gpus", "0"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert zero.returncode == 2 and "--max-gpus" in zero.stderr
+
+
+def _on(preset: str, accelerator: str, tokens: float, batch: int = 1024, seq: int = 8192):
+    data = {"model": {"preset": preset}, "training": {"seq_len": seq, "global_batch_size": batch,
+                                                      "total_tokens": tokens, "precision": "bf16"},
+            "cluster": {"accelerator": accelerator, "n_gpus": 8}}
+    return parse_scenario(data)
+
+
+def _dense(sc, top_nodes: int) -> dict:
+    """Every node count from 1 to top_nodes, each with its quick search's best (None: no layout)."""
+    unit = sc.gpus_per_node
+    return {k * unit: best_at(sc, k * unit, quick=True) for k in range(1, top_nodes + 1)}
+
+
+DENSE = [("llama3.1-70b", "B200-SXM-180GB", 15.6e12, 60), ("llama3.1-70b", "H100-SXM5-80GB", 15.6e12, 30),
+         ("llama3.1-70b", "MI300X", 15.6e12, 30), ("qwen3-32b", "GB200", 5e12, 20),
+         ("llama3.1-8b", "TPU-v6e", 15e12, 30)]
+
+
+@pytest.mark.parametrize("preset,accelerator,tokens,deadline", DENSE)
+def test_deadline_answer_is_the_cheapest_of_a_dense_sweep(preset, accelerator, tokens, deadline):
+    """Brute force: every node count up to twice the answer, searched, the cheapest that meets the deadline."""
+    sc = _on(preset, accelerator, tokens, batch=512 if preset == "llama3.1-8b" else 1024,
+             seq=4096 if preset == "qwen3-32b" else 8192)
+    target = Target(deadline_days=deadline)
+    sized = size_for(sc, target, full=False)
+    assert sized.met
+    rows = _dense(sc, 2 * sized.n_gpus // sc.gpus_per_node)
+    meeting = {n: r for n, r in rows.items() if r is not None and r.wall_days is not None and r.wall_days <= deadline}
+    cheapest = min(meeting, key=lambda n: (meeting[n].cost_usd, n))
+    assert sized.n_gpus == cheapest
+    assert sized.best.cost_usd == pytest.approx(meeting[cheapest].cost_usd, rel=1e-12)
+    # the smallest size that meets the deadline is not always the cheapest (B200: 1,920 GPUs in 240 nodes need 15
+    # pipeline stages); either way the answer is never dearer than it
+    smallest = min(meeting)
+    assert sized.best.cost_usd <= meeting[smallest].cost_usd
+
+
+def test_the_cheapest_b200_for_60_days_is_not_the_smallest():
+    sc = _on("llama3.1-70b", "B200-SXM-180GB", 15.6e12)
+    rows = _dense(sc, 256)
+    ok = {n: r for n, r in rows.items() if r is not None and r.wall_days <= 60}
+    assert min(ok) < 2048 and ok[min(ok)].cost_usd > ok[2048].cost_usd
+    assert size_for(sc, Target(deadline_days=60), full=False).n_gpus == 2048
+
+
+def test_budget_answer_is_the_fastest_of_a_dense_sweep():
+    sc = _on("llama3.1-70b", "H100-SXM5-80GB", 15.6e12)
+    budget = 20e6
+    sized = size_for(sc, Target(budget_usd=budget), full=False)
+    assert sized.met and sized.best.cost_usd <= budget
+    rows = _dense(sc, 2 * sized.n_gpus // 8)
+    within = {n: r for n, r in rows.items() if r is not None and r.cost_usd is not None and r.cost_usd <= budget}
+    fastest = min(within, key=lambda n: (within[n].wall_days, within[n].cost_usd))
+    assert sized.n_gpus == fastest
+
+
+def test_no_size_off_the_ladder_has_a_layout():
+    """The sizes the sizing walks (layout_sizes) hold every node count a layout can use: a dense sweep finds none
+    outside them."""
+    from engine.planning.sizing import layout_sizes
+    for preset, acc in (("llama3.1-70b", "H100-SXM5-80GB"), ("mixtral-8x7b", "MI300X"), ("qwen3-32b", "GB200")):
+        sc = _on(preset, acc, 1e12)
+        allowed = set(layout_sizes(sc))
+        rows = _dense(sc, 300 if sc.gpus_per_node == 8 else 40)
+        assert not [n for n, r in rows.items() if r is not None and n not in allowed]
+
+
+def test_plan_compare_and_estimate_give_one_set_of_figures():
+    """The same accelerator, size and layout: the plan's options, the vendor comparison's rows and the estimate of
+    that layout agree to the last digit."""
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB", "MI300X"]
+    planned = plan(sc, deadline_days=60, accelerators=ids).as_json()
+    compared = compare(sc, deadline_days=60, accelerators=ids).as_json()
+    rows = {r["accelerator"]: r for r in compared["rows"]}
+    assert compared["recommendation"] == planned["answer"]["accelerator"]      # one rule: the cheapest that meets it
+    for o in planned["options"]:
+        r = rows[o["accelerator"]]
+        assert (o["n_gpus"], o["wall_days"], o["cost_usd"], o["co2_t"]) == (r["n_gpus"], r["wall_days"],
+                                                                            r["cost_usd"], r["co2_t"])
+        acc = load_catalog().accelerator(o["accelerator"])
+        data = scenario_on(sc, acc, o["precision"], o["n_gpus"], {}).model_dump(mode="json", exclude_none=True)
+        data["layout"] = {k: v for k, v in r["layout"].items() if v is not None}
+        est = estimate(parse_scenario(data))
+        assert (est.wall_days, est.cost_usd) == (r["wall_days"], r["cost_usd"])
+    a = planned["answer"]
+    assert (a["wall_days"], a["cost_usd"]) == (rows[a["accelerator"]]["wall_days"], rows[a["accelerator"]]["cost_usd"])
+
+
+def test_a_deadline_inside_the_range_gets_its_chance_from_the_measured_errors():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    out = plan(sc, deadline_days=60, vendor="same").as_json()
+    a = out["answer"]
+    t = ranges.accuracy()["tuned"]
+    # H100: the cheapest size for 60 days is 4,096 GPUs at about 49.8 days, whose 10th-90th percentile band
+    # (x0.724-x1.111) reaches past 55 days; a 52-day deadline sits inside it
+    days = a["wall_days"]
+    chance = ranges.chance_within(days, 52.0)
+    ratio = 52.0 / days                         # published/predicted ratio the deadline allows
+    lo, mid, hi = t["low"], t["median"], t["high"]
+    expected = 0.1 + 0.4 * (ratio - lo) / (mid - lo) if ratio < mid else 0.5 + 0.4 * (ratio - mid) / (hi - mid)
+    assert chance["chance"] == pytest.approx(expected)
+    assert ranges.chance_within(days, days * hi * 1.01)["text"] == "over 90%"
+    assert ranges.chance_within(days, days * lo * 0.99)["text"] == "under 10%"
+    tight = plan(sc, deadline_days=days * hi * 0.999, vendor="same").as_json()
+    assert tight["answer"]["deadline_chance"]["chance"] < 0.9 and "crosses" in tight["answer"]["deadline_chance"]["text"]
+
+
+def test_at_most_the_gpus_one_has():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    # H100 for 60 days: 4,096 GPUs (49.8 days) is the cheapest; 3,072 GPUs take 69 days, so 3,072 is not enough
+    free = plan(sc, deadline_days=60, vendor="same").as_json()
+    assert free["answer"]["n_gpus"] == 4096
+    capped = plan(sc, deadline_days=60, vendor="same", max_gpus=4096).as_json()
+    assert capped["answer"]["n_gpus"] == 4096 and "on at most 4,096 accelerators" in capped["target"]
+    none = plan(sc, deadline_days=60, vendor="same", max_gpus=3072).as_json()
+    assert none["answer"] is None and "on at most 3,072 accelerators" in none["reason"]
+    assert "3,072 GPUs" in none["reason"]          # the fastest it can do, on all it has
+
+
+def test_a_budget_is_met_only_with_a_price_and_unpriced_options_are_listed_apart():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB", "GB300", "TPU-v7"]        # GB300 and TPU7x have no published price
+    out = plan(sc, budget_usd=20e6, accelerators=ids)
+    a = out.answer
+    assert a.cost_usd <= 20e6 and a.accelerator in ("H100-SXM5-80GB", "B200-SXM-180GB")
+    unpriced = {o.accelerator: o for o in out.options if o.accelerator in ("GB300", "TPU-v7")}
+    assert all(not o.met and "enter one" in o.reason for o in unpriced.values())
+    from engine.presentation.answer import option_rows
+    rows = option_rows(out)
+    assert rows[0]["accelerator"] == a.name                  # the fastest within the budget first
+    assert [r["cost USD"] is None for r in rows if r["meets the target"] == "no"][-2:] == [True, True]
+
+
+def test_a_budget_nothing_meets_names_the_cheapest_priced_option_and_what_would_make_it_work():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB", "A100-SXM4-80GB", "GB300"]
+    out = plan(sc, deadline_days=60, budget_usd=13e6, accelerators=ids).as_json()
+    assert out["answer"] is None
+    cheapest = out["cheapest"]
+    priced = [o for o in out["options"] if o.get("cost_usd") is not None]
+    assert cheapest["cost_usd"] == min(o["cost_usd"] for o in priced) and cheapest["accelerator"] != "GB300"
+    assert f"${cheapest['cost_usd']:,.0f}" in out["reason"]
+    levers = {lv["kind"]: lv for lv in out["levers"]}
+    # fewer tokens: the cost is proportional to the tokens at a fixed size
+    assert levers["fewer tokens"]["tokens"] == pytest.approx(15.6e12 * 13e6 / cheapest["cost_usd"])
+    # owning: the on-premises cost per used GPU-hour times the billed GPU-hours of that cluster
+    own = levers["own the cluster"]
+    row = next(o for o in out["options"] if o["accelerator"] == own["accelerator"])
+    from engine.economics.cost import resolve
+    from engine.economics.energy import resolve as power_of
+    scn = scenario_on(sc, load_catalog().accelerator(own["accelerator"]), row["precision"], own["n_gpus"], {})
+    price = resolve(scn, power_of(scn))
+    assert own["cost_usd"] == pytest.approx(price.onprem_usd_per_gpu_hour * row["gpu_hours"], rel=1e-9)
+    # a committed-use row of data/prices.json sold for the cluster: the A100's 3-year reservation
+    assert "reserved_3y" in levers and levers["reserved_3y"]["cost_usd"] < levers["reserved_1y"]["cost_usd"]
+
+
+def test_a_budget_nothing_meets_names_a_practical_size_not_a_run_of_years():
+    """Spend is nearly flat in cluster size, so the literally cheapest size of a 70B model is one or two nodes for
+    years; the plan names the fastest size within 5% of the cheapest, checked here against a dense sweep of sizes
+    doubling from one node."""
+    sc = _on("llama3.1-70b", "B200-SXM-180GB", 15.6e12)
+    sized = size_for(sc, Target(budget_usd=10e6), full=False)
+    assert not sized.met
+    rows = [r for r in (best_at(sc, 8 * 2 ** k, quick=True) for k in range(0, 12)) if r is not None]
+    floor = min(r.cost_usd for r in rows)
+    near = [r for r in rows if r.cost_usd <= 1.05 * floor]
+    assert sized.best.days <= min(r.days for r in near) + 1e-9 and sized.best.cost_usd <= 1.05 * floor
+    assert sized.best.wall_days < 365 < max(r.wall_days for r in near if r.cost_usd == floor)
+
+
+def test_a_typical_stack_sizes_and_scales_alike_in_the_plan_and_the_comparison():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB"]
+    planned = plan(sc, deadline_days=60, accelerators=ids, efficiency="typical").as_json()
+    compared = compare(sc, deadline_days=60, accelerators=ids, efficiency="typical").as_json()
+    tuned = {r["accelerator"]: r for r in compare(sc, deadline_days=60, accelerators=ids).as_json()["rows"]}
+    rows = {r["accelerator"]: r for r in compared["rows"]}
+    factor = ranges.accuracy()["typical"]["factor"]
+    for o in planned["options"]:
+        r = rows[o["accelerator"]]
+        assert (o["n_gpus"], o["wall_days"], o["cost_usd"]) == (r["n_gpus"], r["wall_days"], r["cost_usd"])
+        assert o["wall_days"] <= 60 and o["n_gpus"] >= tuned[o["accelerator"]]["n_gpus"]
+        if o["n_gpus"] == tuned[o["accelerator"]]["n_gpus"]:
+            assert o["wall_days"] == pytest.approx(tuned[o["accelerator"]]["wall_days"] * factor)
+    assert compared["recommendation"] == planned["answer"]["accelerator"]

@@ -9,7 +9,7 @@ import pytest
 from engine.planning.estimate import estimate
 from engine.inputs import parse_scenario
 from engine.physics.schedule import stage_layers
-from engine.planning.search import enumerate_layouts, explain, search, search_cluster
+from engine.planning.search import best_at, enumerate_layouts, explain, search, search_cluster
 from engine.planning.sizing import cluster_search, node_counts
 from tests.conftest import ROOT
 from tests.engine.helpers import gpt, scenario
@@ -125,12 +125,15 @@ def test_cluster_size_search_for_a_deadline():
     assert tight.met and loose.met
     assert tight.best.wall_days <= 20 and loose.best.wall_days <= 120
     assert loose.n_gpus < tight.n_gpus and tight.n_gpus % 8 == 0        # whole 8-GPU nodes
-    # the next smaller size the layouts allow misses the deadline, and the answer says by how much
-    assert tight.neighbour.wall_days > 20
+    # the next smaller size the layouts allow misses the deadline or costs more, and the answer says which
+    near = tight.neighbour
+    assert tight.neighbour_gpus < tight.n_gpus
+    assert near.wall_days > 20 and "misses the deadline" in tight.neighbour_why or (
+        near.cost_usd > tight.best.cost_usd and "costs more" in tight.neighbour_why)
     smaller = search(parse_scenario({**sc.model_dump(), "cluster": {**sc.cluster.model_dump(),
                                                                     "n_gpus": tight.n_gpus - 8}}), top=1,
                      pareto_sizes=[]).best
-    assert not smaller or smaller[0].wall_days > 20 or (tight.n_gpus - 8) // 8 not in node_counts(1 << 17)
+    assert not smaller or smaller[0].wall_days > 20 or smaller[0].cost_usd >= tight.best.cost_usd
     impossible = cluster_search(sc, deadline_days=0.5)
     assert not impossible.met and "no cluster size meets" in impossible.reason
     budget = cluster_search(sc, deadline_days=20, gpu_hour_budget=1000)
@@ -138,7 +141,17 @@ def test_cluster_size_search_for_a_deadline():
 
 
 def test_node_counts_are_the_sizes_layouts_can_use():
-    assert node_counts(16) == (1, 2, 3, 4, 5, 6, 8, 9, 10, 12, 15, 16)        # 2^a 3^b 5^c: no 7, 11, 13, 14
+    # Llama 3.1 70B (64 heads, 80 layers), batch 1,024, sequence 8,192 on 8-GPU nodes: tp, cp and dp are powers of
+    # two, so a GPU count is a power of two times a pipeline depth of at most 80 stages: 7 nodes (56 = 7 x 8) and
+    # 224 nodes (1,792 = 7 x 256) are sizes, 11 x 8 = 88 is too (pp=11), 1,800 GPUs (225 nodes: 9 x 25) is not
+    sc = parse_scenario(scenario(**{"model.preset": "llama3.1-70b", "layout": None, "training.seq_len": 8192,
+                                    "training.global_batch_size": 1024}))
+    counts = node_counts(sc, 1 << 17)
+    assert counts[:16] == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+    assert 224 in counts and 225 not in counts and 226 not in counts
+    # no other count has a layout: every node count from 220 to 232 searched
+    for nodes in range(220, 233):
+        assert (best_at(sc, nodes * 8, quick=True) is not None) <= (nodes in counts), nodes
 
 
 def test_pareto_front_is_non_dominated():

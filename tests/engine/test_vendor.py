@@ -26,9 +26,26 @@ def test_every_accelerator_has_a_row(result):
     assert {r.accelerator for r in result.rows} == set(load_catalog().accelerators)
     ranked = [r for r in result.rows if r.rank]
     assert [r.rank for r in ranked] == list(range(1, len(ranked) + 1))
-    scores = [r.decision_score for r in ranked]
-    assert scores == sorted(scores, reverse=True) and all(0 <= x <= 1 for x in scores)
+    # every accelerator scored on all weighted criteria ranks before any scored without one (no price: cost weighs
+    # 30%), each group by its score
+    full = [r for r in ranked if not r.unknown]
+    partial = [r for r in ranked if r.unknown]
+    assert ranked == full + partial and full and partial
+    for group in (full, partial):
+        scores = [r.decision_score for r in group]
+        assert scores == sorted(scores, reverse=True) and all(0 <= x <= 1 for x in scores)
     assert result.recommendation == ranked[0].accelerator
+
+
+def test_an_accelerator_without_a_price_is_never_ranked_first_on_a_cost_weighted_score():
+    # GB300 has no published price; scored on time alone it is the fastest, so it would lead the renormalised score
+    out = compare(parse_scenario(SC), weights={"time": 0.5, "cost": 0.5},
+                  accelerators=["GB300", "H100-SXM5-80GB", "A100-SXM4-80GB"]).as_json()
+    gb300 = next(r for r in out["rows"] if r["accelerator"] == "GB300")
+    assert gb300["cost_usd"] is None and gb300["scores"]["time"] == pytest.approx(1.0)
+    assert gb300["decision_score"] == pytest.approx(1.0)            # what it can be scored on, it wins
+    assert out["recommendation"] != "GB300" and gb300["rank"] == 3
+    assert "scored without cost (no price: enter one)" in gb300["why"]
 
 
 def test_rows_are_the_search_best_layouts(result):
