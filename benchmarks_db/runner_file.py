@@ -63,6 +63,12 @@ def parse(text: str, accelerator_override: str | None) -> tuple[list[Run], list[
     accel = accelerator_override or (sysi.accelerator_id if accelerator(sysi.accelerator_id) else None) \
         or catalog_id(sysi.device_name)
     raw = sysi.device_name if sysi.device_type != "cpu" else (sysi.cpu_model or sysi.device_name)
+    ignored = []
+    if sysi.device_type == "cpu" and accelerator_override:
+        # a CPU measurement describes the host, not an accelerator: say the label is not used rather than drop it
+        ignored.append(f"the accelerator given ({accelerator_override[:60]!r}) is not used: this file measured the "
+                       f"CPU ({raw[:60]!r}), so it is stored as a CPU result; run the runner on the accelerator "
+                       "(--device cuda or rocm) to measure it")
     system = System(accelerator_raw=raw, accelerator_id=accel if sysi.device_type != "cpu" else None,
                     device_type=sysi.device_type if sysi.device_type != "gpu" else device_type(accel, raw),
                     accelerators_per_node=sysi.device_count, n_nodes=sysi.n_nodes,
@@ -149,7 +155,7 @@ def parse(text: str, accelerator_override: str | None) -> tuple[list[Run], list[
         if any(m.params.get("warmup_iters") == 0 for m in ms):
             run.flags.append("no warm-up iterations: cold-device numbers are not sustainable (ml-engineering PR #59)")
         runs.append(run)
-    warnings = [f"runner skipped {s.runner}: {s.reason}" for s in doc.skipped] + list(doc.warnings)
+    warnings = ignored + [f"runner skipped {s.runner}: {s.reason}" for s in doc.skipped] + list(doc.warnings)
     if not runs:
         return [], ["the file has no results (every runner was skipped?)"] + warnings, []
     return runs, [], warnings

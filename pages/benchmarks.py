@@ -281,8 +281,8 @@ with upload_tab:
                         "trusted uploaders): its accepted runs calibrate the engine for everyone.")
             else:
                 st.info("Kept as an untrusted upload: shown in Browse, but used for calibration only once the "
-                        "deployment's operator trusts it (`python -m benchmarks_db trust "
-                        f"{escape.md_escape(outcome['source_id'])}`).")
+                        "deployment's operator trusts it ("
+                        + escape.md_code(f"python -m benchmarks_db trust {outcome['source_id']}") + ").")
             if outcome.get("source_id") and not settings.read_only:
                 st.button("Remove this upload", on_click=_remove_upload, args=(outcome["source_id"],),
                           help="Take it out of the store again, e.g. to upload it with the right accelerator.")

@@ -25,6 +25,18 @@ def md_escape(text) -> str:
     return "".join("\\" + ch if ch in MARKDOWN_SPECIAL else ch for ch in text)
 
 
+def md_code(text) -> str:
+    """Text as an inline code span, copyable as shown: a code span shows backslash escapes literally (a command
+    rendered as `upload\\:8237`), so none are added; its backtick fence is one longer than any run of backticks in the
+    text (CommonMark 6.1), with a space inside where CommonMark would otherwise join or strip; newlines become spaces."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    # CommonMark strips one space from each end when both ends are spaces: pad those too, and a text at a backtick
+    spaced = text.startswith(" ") and text.endswith(" ") and text.strip(" ")
+    pad = " " if text.startswith("`") or text.endswith("`") or spaced else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def plot_text(text) -> str:
     """Text from the store, safe as a plotly label, legend name or hover value: plotly draws <a href>, <b>, <br>
     from its text, and shows &lt; &gt; &amp; as the characters again."""

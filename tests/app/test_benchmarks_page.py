@@ -3,7 +3,7 @@ completely before anything is written."""
 import json
 import re
 
-from benchmarks_db import queries
+from benchmarks_db import queries, trust
 from tests.app.conftest import button, on_page, plotted, run_app, texts
 from tests.conftest import runner_result
 
@@ -54,6 +54,12 @@ def test_a_runner_result_file_is_ingested_and_shows_up_in_the_table(runner_file,
     uploaded = at.dataframe[1].value
     assert len(uploaded) == n_results
     assert set(uploaded["submitter"]) == {"apptest"}
+    # the operator's command is shown as it is typed: a code span shows markdown escapes literally ('upload\\:...')
+    source_id = trust.uploads(app_store)["source_id"].iloc[0]            # newest first
+    command = next(m for m in texts(at.info) if "python -m benchmarks_db trust" in m)
+    shown = re.search(r"`(python -m benchmarks_db trust [^`]+)`", command).group(1)
+    assert "\\" not in shown and shown.split()[-1].startswith("upload:")
+    assert shown == f"python -m benchmarks_db trust {source_id}"
 
 
 def test_a_malformed_file_is_refused_whole_and_changes_nothing(app_store):

@@ -185,3 +185,14 @@ def test_cli_json_report_and_exit_status(tmp_path, capsys):
     assert main(["ingest", str(bad), "--json", "--db", db]) == 1
     out = json.loads(capsys.readouterr().out)
     assert not out[0]["ingested"] and "must be a finite number above zero" in out[0]["errors"][0]
+
+
+def test_an_accelerator_label_on_a_cpu_result_is_reported_not_silently_dropped(store):
+    # a numpy matmul on the host CPU, uploaded with an H100 label: stored as the CPU result it is, and the report says
+    # the label was not used (issue 19: it was ignored without a word)
+    data = runner_file([matmul_result(1024, 1024, 1024, "fp32", [0.01, 0.011, 0.0105], backend="numpy")],
+                       device_type="cpu", device_name="cpu", count=1, cpu_model="AMD EPYC 7R13")
+    report = ingest_bytes(store, "cpu.json", data, accelerator="H100-SXM5-80GB")
+    assert report.ingested, report.errors
+    assert any("'H100-SXM5-80GB'" in w and "is not used" in w and "'AMD EPYC 7R13'" in w for w in report.warnings)
+    assert store.rows("SELECT accelerator_id, device_type, accelerator_raw FROM system") == [(None, "cpu", "AMD EPYC 7R13")]

@@ -117,3 +117,4 @@ def test_the_scenario_lines_say_the_gradient_precision_and_the_memory_kept_free(
                     "training.accumulate_grads_in_fp32", True).scenario
     assert dict(scenario_rows(sc))["Memory policy"] == ("4-byte gradients (fp32 accumulation and reduction); 10.0% of "
                                                        "each accelerator's memory kept free by the recommendations")
+
