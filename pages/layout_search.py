@@ -124,7 +124,7 @@ else:
                  "accelerators, an accelerator with more memory, or a shorter sequence.")
     else:
         st.subheader(f"Best layouts ({OBJECTIVES[result.objective].lower()})")
-        table = pd.DataFrame(ranked_rows(result))
+        table = pd.DataFrame(ranked_rows(result, sc.arch.n_layers))
         picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
                               key="ranked_table",
                               column_config={"MFU": st.column_config.NumberColumn(format="percent", help=GLOSSARY["MFU"]),

@@ -7,7 +7,8 @@ from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, 
 from engine.physics.memory import bytes_per_element, gradient_text, headroom_fraction, optimizer_state_bytes
 from engine.precision import precision
 from engine.planning.results import Comparison, Estimate, SearchResult
-from engine.scenario import Scenario, Training
+from engine.physics.schedule import stage_layers
+from engine.scenario import Layout, Scenario, Training
 
 MEMORY_PARTS = {  # Estimate.memory_gib field: label
     "weights": "Weights", "gradients": "Gradients", "optimizer_states": "Optimizer states",
@@ -52,8 +53,19 @@ WORST_STAGE = {  # Estimate.worst_stage: what it means
     "last": "the last pipeline stage: it holds the output layer and its logits",
     "only": "no pipeline: every accelerator holds the same share",
 }
-LAYOUT_COLUMNS = ("tp", "pp", "dp", "cp", "ep", "micro_batch_size", "virtual_stages", "zero_stage",
-                  "sequence_parallel", "recompute")
+LAYOUT_COLUMNS = tuple(Layout.model_fields)   # every field that tells two layouts apart, so a row reproduces its own
+
+
+def layout_cells(layout: Layout, n_layers: int) -> dict:
+    """A layout as table cells, each field as the engine uses it (no blanks for defaults): the expert TP width (tp
+    when unset), the data-parallel shard group (every dp x cp rank when unset) and the layers on the first and last
+    pipeline stages (the even split when unset); each value given back as the field reproduces the same layout."""
+    cells = layout.model_dump()
+    first, _, last = stage_layers(n_layers, layout.pp, layout.virtual_stages, layout.first_stage_layers,
+                                  layout.last_stage_layers)
+    cells.update(expert_tp=layout.expert_tp or layout.tp, shard_group=layout.shard_group or layout.dp * layout.cp,
+                 first_stage_layers=first, last_stage_layers=last)
+    return cells
 
 
 
@@ -86,11 +98,11 @@ def vendor_rows(result: Comparison) -> list[dict]:
              "why": r.why} for r in result.rows]
 
 
-def ranked_rows(result: SearchResult) -> list[dict]:
-    """The search's best layouts as table rows (rank, layout fields, time, MFU, memory, GPU-hours, cost)."""
+def ranked_rows(result: SearchResult, n_layers: int) -> list[dict]:
+    """The search's best layouts as table rows (rank, every layout field, time, MFU, memory, GPU-hours, cost)."""
     rows = []
     for rank, r in enumerate(result.best, start=1):
-        rows.append({"rank": rank, **{k: getattr(r.layout, k) for k in LAYOUT_COLUMNS},
+        rows.append({"rank": rank, **layout_cells(r.layout, n_layers),
                      "days (wall)": r.wall_days, "days (compute)": r.train_days,
                      "MFU": r.mfu, "memory GiB": r.memory_gib.total, "GPU-hours": r.gpu_hours,
                      "cost USD": r.cost_usd, "energy MWh": r.energy_mwh,

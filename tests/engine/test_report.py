@@ -5,6 +5,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 from html.parser import HTMLParser
 
+import pytest
+
 from engine.presentation.edit import apply_edit, default_scenario
 from engine.planning.estimate import estimate
 from engine.presentation.figures import key_figures
@@ -32,7 +34,7 @@ def test_tables_add_up_to_the_estimate():
 
 def test_search_tables():
     result = search(default_scenario(), top=5)
-    rows = ranked_rows(result)
+    rows = ranked_rows(result, default_scenario().arch.n_layers)
     assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
     assert rows[0]["days (compute)"] == result.best[0].train_days
     assert sum(r["layouts"] for r in rejected_rows(result)) == result.candidates_evaluated - result.feasible
@@ -118,3 +120,23 @@ def test_the_scenario_lines_say_the_gradient_precision_and_the_memory_kept_free(
     assert dict(scenario_rows(sc))["Memory policy"] == ("4-byte gradients (fp32 accumulation and reduction); 10.0% of "
                                                        "each accelerator's memory kept free by the recommendations")
 
+
+
+@pytest.mark.parametrize("preset, n_gpus", [("llama3.1-405b", 1024), ("mixtral-8x22b", 256)])
+def test_a_ranked_row_names_every_layout_field_and_reproduces_its_figures(preset, n_gpus):
+    # issue 19: ranks 1-3 looked identical (shard group, TP overlap, expert TP and stage split were not shown) and a
+    # downloaded row could not be reproduced; now every Layout field is a column, defaults resolved to the value used
+    from engine.inputs import parse_scenario
+    from engine.presentation.tables import LAYOUT_COLUMNS
+    data = {"model": {"preset": preset}, "training": {"seq_len": 4096, "global_batch_size": 1024,
+                                                      "total_tokens": 1e12},
+            "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": n_gpus}}
+    sc = parse_scenario(data)
+    result = search(sc, top=8, pareto_sizes=[])
+    rows = ranked_rows(result, sc.arch.n_layers)
+    assert rows and all(v is not None for r in rows for v in r.values() if not isinstance(v, float))
+    assert len({tuple(r[k] for k in LAYOUT_COLUMNS) for r in rows}) == len(rows)       # no two rows alike
+    for r, best in zip(rows, result.best):
+        again = estimate(parse_scenario({**data, "layout": {k: r[k] for k in LAYOUT_COLUMNS}}))
+        assert (again.step_time_s, again.memory_gib.total) == (best.step_time_s, best.memory_gib.total)
+        assert r["step s"] == again.step_time_s and r["memory GiB"] == again.memory_gib.total
