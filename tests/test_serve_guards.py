@@ -2,6 +2,7 @@
 holding large uploads turned every other user's 115-byte upload away with 413 for a minute), and the health check
 that asks the store."""
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from starlette.exceptions import HTTPException
@@ -46,7 +47,9 @@ def _get(guard: Guard, path: str) -> tuple[int, bytes]:
 
     async def receive():
         return {"type": "http.request"}
-    asyncio.run(guard({"type": "http", "path": path, "headers": []}, receive, send))
+    # in a thread of its own: a session-wide Playwright fixture may already run an event loop in this one
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, guard({"type": "http", "path": path, "headers": []}, receive, send)).result()
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
 
 
