@@ -169,9 +169,11 @@ else:
     cluster = result.cluster_search
     if cluster:
         if cluster.met:
-            st.success(f"Smallest cluster that meets the target: **{cluster.n_gpus:,} accelerators**, "
+            st.success(f"Cheapest cluster that meets the target: **{cluster.n_gpus:,} accelerators**, "
                        f"{fmt_days(cluster.best.wall_days)} with "
-                       f"{describe_layout(cluster.best.layout.model_dump())}.")
+                       f"{describe_layout(cluster.best.layout.model_dump())}."
+                       + (f" {cluster.neighbour_gpus:,} accelerators: {escape.md_escape(cluster.neighbour_why)}."
+                          if cluster.neighbour_gpus and cluster.neighbour_why else ""))
         else:
             st.warning(f"Target not met: {cluster.reason}.")
 

@@ -64,11 +64,15 @@ def test_the_rejection_summary_and_why_not_answers_match_the_engine():
     assert "heads, KV heads or MLP width not divisible by tp" in text
 
 
-def test_a_deadline_finds_the_smallest_cluster():
+def test_a_deadline_finds_the_cheapest_cluster_and_says_why_not_its_neighbour():
     at = run_search(search_page(deadline_days=60.0))
     expected = cluster_search(default_scenario(), deadline_days=60.0)
     assert expected.met
-    assert any(f"**{expected.n_gpus:,} accelerators**" in s for s in texts(at.success)), texts(at.success)
+    shown = [s for s in texts(at.success) if f"**{expected.n_gpus:,} accelerators**" in s]
+    assert shown and shown[0].startswith("Cheapest cluster that meets the target"), texts(at.success)
+    # here 3,840 GPUs: no size between has a layout, and its best layout misses the deadline by so many days
+    assert expected.neighbour_why and f"{expected.neighbour_gpus:,} accelerators: no size between" in shown[0]
+    assert "misses the deadline by" in shown[0]
 
 
 def test_results_are_marked_stale_when_the_scenario_changes():
