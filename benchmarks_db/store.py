@@ -136,21 +136,20 @@ class Store:
             log.error("%s: fatal store error, reopening on the next use: %s", self.path, self._broken)
             raise StoreUnavailable(self._unavailable(self._broken)) from None
 
-    def df(self, sql: str, params: list | dict | None = None) -> pd.DataFrame:
+    def _read(self, sql: str, params: list | dict | None, fetch):
+        """One query on a cursor of its own, closed after; a fatal error marks the store for reopening."""
         with self._fatal():
             cur = self.cursor()
             try:
-                return cur.execute(sql, params or []).df()
+                return fetch(cur.execute(sql, params or []))
             finally:
                 cur.close()
 
+    def df(self, sql: str, params: list | dict | None = None) -> pd.DataFrame:
+        return self._read(sql, params, lambda result: result.df())
+
     def rows(self, sql: str, params: list | dict | None = None) -> list[tuple]:
-        with self._fatal():
-            cur = self.cursor()
-            try:
-                return cur.execute(sql, params or []).fetchall()
-            finally:
-                cur.close()
+        return self._read(sql, params, lambda result: result.fetchall())
 
     @contextmanager
     def transaction(self):

@@ -233,7 +233,6 @@ class PlanOption(Result):
     co2_t: float | None = None
     ranges: dict[str, Figure | None] | None = None
     price_known: bool | None = None
-    price_known: bool | None = None
     reason: str | None = None
 
 

@@ -242,20 +242,10 @@ def test_a_freed_slot_goes_to_the_next_requester_in_turn_not_to_the_longest_wait
     limiter = WorkLimiter(1, wait_s=30)
     order, gate = [], threading.Event()
     gate.set()
-    held = threading.Event()
-    release = threading.Event()
-
-    def holder():
-        with limiter.slot("first", work_limits.Requester("h", "someone")):
-            held.set()
-            release.wait(10)
-    first = threading.Thread(target=holder)
-    first.start()
-    held.wait(10)
     mallory = [work_limits.Requester(f"m{i}", "mallory") for i in range(5)]
-    threads = _queue_jobs(limiter, [*mallory, work_limits.Requester("alice", "alice")], order, gate)
-    release.set()
-    for t in [first, *threads]:
+    with _slot_held_elsewhere(limiter):
+        threads = _queue_jobs(limiter, [*mallory, work_limits.Requester("alice", "alice")], order, gate)
+    for t in threads:
         t.join()
     assert order == ["m0", "alice", "m1", "m2", "m3", "m4"]
     assert limiter.running == limiter.waiting == 0
