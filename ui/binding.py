@@ -22,6 +22,8 @@ from ui.state import OPTION, OPTIONS, PROBLEMS, SUGGESTIONS, WIDGET, commit, opt
 from ui.work_limits import Busy
 
 MAY_SEARCH = ("model", "training", "cluster")       # edits that can break the layout, so that a new one is searched
+NUMBER_FORMAT = "%g"      # a number field shows its value as the engine uses it: every digit, no fixed decimals
+                          # (0.5 billion tokens is 0.5, not the 1 of "%.0f"; a PUE of 1.125 is not 1.13)
 
 
 def edit(current: Scenario, path: str, value) -> Edit:
@@ -88,16 +90,26 @@ def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
         value = field_value(scenario(), path)
         if value is None:
             value = spec.blank
-        st.session_state[key] = value / spec.scale if spec.scale != 1 and value is not None else value
+        st.session_state[key] = shown_value(value, spec)
     if spec.scale != 1:
         to_scenario = lambda v: None if v is None else v * spec.scale
     else:
         to_scenario = (lambda v: None if v == spec.blank else v) if spec.blank is not None else None
+    if widget is st.number_input:
+        kwargs.setdefault("format", NUMBER_FORMAT)
     with container if container is not None else nullcontext():
         out = widget(spec.label, key=key, help=spec.help, on_change=_field_changed, args=(path, to_scenario),
                      **kwargs)
         field_problems(path)
     return out
+
+
+def shown_value(value, spec: Field):
+    """A scenario value in the field's display unit (tokens in billions, a fraction in percent), without the float
+    noise of the division (0.07 / 0.01 is 7.000000000000001): 12 significant digits, far beyond any input."""
+    if spec.scale == 1 or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return value
+    return float(f"{value / spec.scale:.12g}")
 
 
 def replace_scenario(data) -> bool:
@@ -118,6 +130,8 @@ def bind_option(name: str, widget: Callable, label: str, help: str, **kwargs):
     key = OPTION + name
     if key not in st.session_state:
         st.session_state[key] = getattr(options(), name)
+    if widget is st.number_input:
+        kwargs.setdefault("format", NUMBER_FORMAT)
     out = widget(label, key=key, help=help, on_change=_option_changed, args=(name,), **kwargs)
     field_problems("options." + name)
     return out

@@ -8,7 +8,7 @@ from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
 from engine.planning.estimate import estimate
 from engine.inputs import parse_scenario
 from engine.presentation.share import decode
-from tests.app.conftest import button, metric, run_app, texts
+from tests.app.conftest import button, metric, on_page, run_app, texts
 
 
 def scenario_of(at):
@@ -224,3 +224,25 @@ def test_a_stored_lowercase_region_code_still_opens():
 def test_the_models_published_gpu_hours_are_shown_beside_the_estimate():
     at = run_app()
     assert any(t.startswith("Published (Meta Llama 3.1 model card, 2024-07): 7M GPU-hours") for t in texts(at.info))
+
+
+def test_numbers_show_as_the_engine_uses_them():
+    """0.5 billion tokens shows 0.5 (the "%.0f" it had showed 1 while the engine used 0.5B); every number field shows
+    all the digits of the value the engine uses, in the field's unit."""
+    at = run_app()
+    at.number_input(key="w:training.total_tokens").set_value(0.5).run()
+    assert scenario_of(at).training.total_tokens == 5e8
+    tokens = at.number_input(key="w:training.total_tokens")
+    assert (tokens.value, tokens.proto.format) == (0.5, "%g")
+    at.number_input(key="w:site.pue").set_value(1.125).run()
+    at.number_input(key="w:cost.on_prem.power_usd_per_kwh").set_value(0.0825).run()   # "%0.2f" showed 1.13 and 0.08
+    assert (scenario_of(at).site.pue, scenario_of(at).cost.on_prem.power_usd_per_kwh) == (1.125, 0.0825)
+    on_page(at, "memory")
+    at.number_input(key="w:training.memory_headroom_fraction").set_value(7.0).run()
+    assert scenario_of(at).training.memory_headroom_fraction == 0.07
+    assert at.number_input(key="w:training.memory_headroom_fraction").value == 7.0   # not 7.000000000000001
+    for page in ("scenario", "memory", "cost_carbon", "layout_search"):
+        on_page(at, page)
+        rounded = [f.label for f in at.number_input if f.proto.format not in ("%g", "%d")
+                   or (f.proto.format == "%d" and f.proto.data_type != f.proto.INT)]
+        assert not rounded, (page, rounded)
