@@ -183,8 +183,8 @@ def _draw(sc: Scenario, result: Plan) -> None:
 
 def _options(result: Plan) -> None:
     with st.expander(f"Every accelerator sized {result.target}"):
-        st.dataframe(option_rows(result), hide_index=True, key="answer_options",
-                     column_config={"days": st.column_config.NumberColumn(format="%.1f"),
-                                    "cost USD": st.column_config.NumberColumn(format="dollar"),
-                                    "energy MWh": st.column_config.NumberColumn(format="%.0f"),
-                                    "CO2 t": st.column_config.NumberColumn(format="%.0f")})
+        components.table(option_rows(result), hide_index=True, key="answer_options",
+                         column_config={"days": st.column_config.NumberColumn(format="%.1f"),
+                                        "cost USD": st.column_config.NumberColumn(format="dollar"),
+                                        "energy MWh": st.column_config.NumberColumn(format="%.0f"),
+                                        "CO2 t": st.column_config.NumberColumn(format="%.0f")})
