@@ -111,8 +111,7 @@ with inputs:
                   "current model).")
     binding.field_problems("model")
     if isinstance(sc.model, PresetRef):
-        binding.bind("model.preset", st.selectbox, F["model.preset"], options=list(cat.models),
-                    format_func=lambda m: cat.models[m].name)
+        binding.bind_preset(F["model.preset"], {m: cat.models[m].name for m in cat.models})
     else:
         with st.expander("Import a Hugging Face config.json", expanded=False):
             st.caption("Upload or paste a model's config.json (Llama, Mistral/Mixtral, Qwen2/3, DeepSeek-V2/V3, Kimi K2, "

@@ -246,3 +246,27 @@ def test_numbers_show_as_the_engine_uses_them():
         rounded = [f.label for f in at.number_input if f.proto.format not in ("%g", "%d")
                    or (f.proto.format == "%d" and f.proto.data_type != f.proto.INT)]
         assert not rounded, (page, rounded)
+
+
+def test_a_preset_switch_asks_before_replacing_a_batch_and_tokens_set_by_hand():
+    at = run_app()
+    at.number_input(key="w:training.global_batch_size").set_value(2048).run()
+    at.number_input(key="w:training.total_tokens").set_value(0.5).run()
+    at.selectbox(key="w:model.preset").set_value("llama3.1-8b").run()
+    assert scenario_of(at).model.preset == "llama3.1-70b"                 # nothing replaced until the user says
+    question = next(w for w in texts(at.warning) if w.startswith("You set"))
+    assert "global batch to 2,048 sequences (published: 1,024 sequences)" in question
+    assert "training tokens to 500M tokens (published: 15.6T tokens)" in question and "Llama 3.1 8B" in question
+    button(at, "Keep mine").click().run()
+    sc = scenario_of(at)
+    assert (sc.model.preset, sc.training.global_batch_size, sc.training.total_tokens) == ("llama3.1-8b", 2048, 5e8)
+    assert at.number_input(key="w:training.total_tokens").value == 0.5
+    assert any(n.startswith("Kept your global batch (2,048 sequences) and training tokens") for n in texts(at.info))
+    assert estimate(sc).fits
+    # the other way: the 8B's published setup replaces the hand-set batch and tokens
+    at.selectbox(key="w:model.preset").set_value("llama3.1-70b").run()
+    button(at, "Use Llama 3.1 70B's").click().run()
+    sc, published = scenario_of(at), load_catalog().models["llama3.1-70b"].training_defaults
+    assert (sc.model.preset, sc.training.global_batch_size, sc.training.total_tokens) == \
+        ("llama3.1-70b", published.global_batch_size, published.total_tokens)
+    assert not any(w.startswith("You set") for w in texts(at.warning))
