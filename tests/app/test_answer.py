@@ -194,3 +194,18 @@ def test_at_most_n_accelerators_alone_asks_for_a_target():
     button(at, "Answer").click().run()
     assert any("give a deadline, a budget or GPU-hours too" in e for e in texts(at.error)), texts(at.error)
     assert at.session_state["options"].max_gpus is None
+
+
+def test_the_jump_to_the_neighbouring_size_says_which_rule_the_sizes_between_break():
+    """Issue 19: '3,840 GPUs: 74.4 days' beside the answer was unexplained. Llama 3.1 70B has 64 query heads and 80
+    layers (its published config.json) and the scenario's batch is 1,024 sequences: the answer names them as the rule
+    that leaves the sizes between the answer and its smaller neighbour without a layout."""
+    at = ask(run_app(), "deadline_days", 60.0)
+    n_gpus = int(metric(at, "Accelerators").replace(",", ""))
+    alternatives = next(t for t in texts(at.markdown) if t.startswith("**Nearest alternatives**"))
+    smaller = re.search(r"One size smaller: ([\d,]+) GPUs: .*?no size between ([\d,]+) and ([\d,]+) GPUs has a layout "
+                        r"\(tp x cp x pp x dp must make the GPU count with tp dividing the 64 heads, cp the sequence, "
+                        r"dp the batch of 1,024 and pp stages splitting the 80 layers\)", alternatives)
+    assert smaller, alternatives
+    lo, between_lo, between_hi = (int(g.replace(",", "")) for g in smaller.groups())
+    assert lo == between_lo < between_hi == n_gpus and n_gpus - lo > 8      # whole nodes of 8 lie between them
