@@ -208,14 +208,18 @@ def own_training(current: Scenario, preset: str) -> dict[str, tuple]:
             if getattr(current.training, name) not in (getattr(published, name), getattr(new, name))}
 
 
+def _and(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
 def preset_switch_text(current: Scenario, preset: str) -> str:
     """The question a preset switch asks when it would replace a training setup set by hand."""
     cat = load_catalog()
     old, new = cat.models[current.model.preset], cat.models[preset]
     mine = own_training(current, preset)
-    yours = ", ".join(f"the {PRESET_TRAINING[n]} to {training_text(n, v)} (published: "
-                      f"{training_text(n, getattr(old.training_defaults, n))})" for n, (v, _) in mine.items())
-    theirs = ", ".join(training_text(n, v) for n, (_, v) in mine.items())
+    yours = _and([f"the {PRESET_TRAINING[n]} to {training_text(n, v)} (published: "
+                  f"{training_text(n, getattr(old.training_defaults, n))})" for n, (v, _) in mine.items()])
+    theirs = _and([training_text(n, v) for n, (_, v) in mine.items()])
     return f"You set {yours} for {old.name}. {new.name} was trained with {theirs}: keep yours, or use its published setup?"
 
 

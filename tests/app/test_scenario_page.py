@@ -255,7 +255,7 @@ def test_a_preset_switch_asks_before_replacing_a_batch_and_tokens_set_by_hand():
     at.selectbox(key="w:model.preset").set_value("llama3.1-8b").run()
     assert scenario_of(at).model.preset == "llama3.1-70b"                 # nothing replaced until the user says
     question = next(w for w in texts(at.warning) if w.startswith("You set"))
-    assert "global batch to 2,048 sequences (published: 1,024 sequences)" in question
+    assert "the global batch to 2,048 sequences (published: 1,024 sequences) and the training tokens" in question
     assert "training tokens to 500M tokens (published: 15.6T tokens)" in question and "Llama 3.1 8B" in question
     button(at, "Keep mine").click().run()
     sc = scenario_of(at)
