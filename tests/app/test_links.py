@@ -127,8 +127,9 @@ def test_text_from_a_link_is_shown_as_text_not_markdown():
     assert "[click me](http:\u2060//evil.example)" in " ".join(texts(at.error))
 
 
-QUESTION = PlannerOptions(deadline_days=30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096)
-ASKED = {"deadline_days": 30.0, "budget_usd": None, "gpu_hour_budget": None, "max_gpus": None, "vendor": "AMD",
+QUESTION = PlannerOptions(deadline_days=30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096,
+                          max_gpus=8192)
+ASKED = {"deadline_days": 30.0, "budget_usd": None, "gpu_hour_budget": None, "max_gpus": 8192, "vendor": "AMD",
          "efficiency": "typical", "batch_min": 512, "batch_max": 4096}
 ANSWER_FIGURES = ("Accelerators", "Days (wall clock)", "Cost", "GPU-hours (billed)", "Energy", "CO2e")
 
@@ -161,9 +162,10 @@ def test_a_short_link_restores_the_question_and_shows_the_same_answer_as_asking_
     assert opened.session_state["options"] == QUESTION and opened.query_params == {"s": sid}
     assert asked(opened) == ASKED
     headline, figures = answered(opened)
-    assert "within 30 days" in headline and "MI" in headline     # an AMD Instinct part
+    assert "within 30 days on at most 8,192 accelerators" in headline and "MI" in headline     # an AMD Instinct part
     assert float(figures["Days (wall clock)"].split()[0]) <= 30
-    direct = ask(run_app(), "deadline_days", 30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096)
+    direct = ask(run_app(), "deadline_days", 30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096,
+                 max_gpus=8192)
     assert answered(direct) == (headline, figures)             # ... and asking it directly gives the same figures
     assert direct.query_params["sc"] == encode(sc, QUESTION)
     save(direct, "the same, asked directly")                  # saving it again names the link opened above
