@@ -160,7 +160,7 @@ def browser_times() -> None:
         wait_for_app(page)
         record(f"Scenario: edit the cluster size until the new days show, median of {REPEATS} (max "
                f"{_fmt(max(edits))})", statistics.median(edits), 1.0)
-        target = page.get_by_role("spinbutton", name="Target")
+        target = page.get_by_role("spinbutton", name="Deadline (days)")
         target.fill("30")
         record("Scenario: a 30-day deadline, Answer, until the answer shows (first time for this question)",
                _timed(lambda: (page.get_by_role("button", name="Answer").click(),

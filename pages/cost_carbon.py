@@ -9,6 +9,7 @@ from engine.economics.cost import plan_budget
 from engine.economics.cost import break_even_curves
 from engine.presentation.figures import band as figure_band, range_text
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num, fmt_pct, fmt_seconds, fmt_usd
+from engine.presentation.tables import price_rows
 from ui import binding, cached, charts, components, escape, state
 from ui.fields import plain
 
@@ -93,12 +94,9 @@ if cost["missing"]:
     st.warning(escape.md_escape(plain(cost["missing"])))
 if cost["cloud_prices"]:
     with st.expander(f"Every published cloud price for this accelerator ({len(cost['cloud_prices'])})"):
-        st.dataframe([{"provider": p["provider"], "pricing": p["pricing"], "region": p["region"],
-                       "instance": p["instance"], "USD per GPU-hour": p["usd_per_gpu_hour"],
-                       "this run (USD)": p["cost_usd"], "as of": p["date"], "source": p["source"]}
-                      for p in cost["cloud_prices"]], hide_index=True, key="cloud_prices",
-                     column_config={"source": st.column_config.LinkColumn(),
-                                    "this run (USD)": st.column_config.NumberColumn(format="dollar")})
+        components.table(price_rows(cost), hide_index=True, key="cloud_prices",
+                         column_config={"source": st.column_config.LinkColumn(),
+                                        "this run (USD)": st.column_config.NumberColumn(format="dollar")})
 
 st.subheader("Cloud or own hardware")
 onprem = cost["on_prem"]
@@ -122,10 +120,10 @@ if onprem.get("per_gpu_hour_terms"):
         + f" = {fmt_usd(onprem['usd_per_gpu_hour'])} (set your own values on the Scenario page, under "
           "\u201cOwning the hardware\u201d).")
 with st.expander("Ownership inputs: values, units, how each is derived and its source"):
-    st.dataframe([{"input": INPUT_NAMES.get(k, k.replace("_", " ")), "value": v["value"], "unit": v["unit"],
-                   "how it is derived": plain(v["derivation"]), "source": plain(v["source"])}
-                  for k, v in onprem["inputs"].items()], hide_index=True, key="tco_inputs",
-                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    components.table([{"input": INPUT_NAMES.get(k, k.replace("_", " ")), "value": v["value"], "unit": v["unit"],
+                       "how it is derived": plain(v["derivation"]), "source": plain(v["source"])}
+                      for k, v in onprem["inputs"].items()], hide_index=True, key="tco_inputs",
+                     column_config={"value": st.column_config.NumberColumn(format="%.4g")})
 
 st.subheader("Energy and CO2")
 cols = st.columns(4)

@@ -14,7 +14,7 @@ from engine.scenario import ScenarioError
 from engine.planning.results import Estimate, SearchResult
 from engine.planning.search import DIMENSIONS, explain, search, search_cluster
 from engine.planning.sizing import cluster_search
-from ui import binding, charts, escape, state, work_limits
+from ui import binding, charts, components, escape, state, work_limits
 from ui.work_limits import Busy
 
 RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": a SearchResult}
@@ -125,22 +125,23 @@ else:
     else:
         st.subheader(f"Best layouts ({OBJECTIVES[result.objective].lower()})")
         table = pd.DataFrame(ranked_rows(result, sc.arch.n_layers))
-        picked = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
-                              key="ranked_table",
-                              column_config={"MFU": st.column_config.NumberColumn(format="percent", help=GLOSSARY["MFU"]),
-                                             "virtual_stages": st.column_config.NumberColumn(
-                                                 help=GLOSSARY["virtual stages"]),
-                                             "zero_stage": st.column_config.NumberColumn(help=GLOSSARY["ZeRO"]),
-                                             "tp": st.column_config.NumberColumn(help=GLOSSARY["tensor parallel"]),
-                                             "dp": st.column_config.NumberColumn(help=GLOSSARY["data parallel"]),
-                                             "ep": st.column_config.NumberColumn(help=GLOSSARY["expert parallel"]),
-                                             "days (wall)": st.column_config.NumberColumn(format="%.1f"),
-                                             "days (compute)": st.column_config.NumberColumn(format="%.1f"),
-                                             "memory GiB": st.column_config.NumberColumn(format="%.1f"),
-                                             "GPU-hours": st.column_config.NumberColumn(format="compact"),
-                                             "cost USD": st.column_config.NumberColumn(format="dollar"),
-                                             "energy MWh": st.column_config.NumberColumn(format="%.0f"),
-                                             "step s": st.column_config.NumberColumn(format="%.2f")})
+        picked = components.table(table, hide_index=True, on_select="rerun", selection_mode="single-row",
+                                  key="ranked_table",
+                                  column_config={"MFU": st.column_config.NumberColumn(format="percent",
+                                                                                      help=GLOSSARY["MFU"]),
+                                                 "virtual_stages": st.column_config.NumberColumn(
+                                                     help=GLOSSARY["virtual stages"]),
+                                                 "zero_stage": st.column_config.NumberColumn(help=GLOSSARY["ZeRO"]),
+                                                 "tp": st.column_config.NumberColumn(help=GLOSSARY["tensor parallel"]),
+                                                 "dp": st.column_config.NumberColumn(help=GLOSSARY["data parallel"]),
+                                                 "ep": st.column_config.NumberColumn(help=GLOSSARY["expert parallel"]),
+                                                 "days (wall)": st.column_config.NumberColumn(format="%.1f"),
+                                                 "days (compute)": st.column_config.NumberColumn(format="%.1f"),
+                                                 "memory GiB": st.column_config.NumberColumn(format="%.1f"),
+                                                 "GPU-hours": st.column_config.NumberColumn(format="compact"),
+                                                 "cost USD": st.column_config.NumberColumn(format="dollar"),
+                                                 "energy MWh": st.column_config.NumberColumn(format="%.0f"),
+                                                 "step s": st.column_config.NumberColumn(format="%.2f")})
         st.download_button("Download ranked layouts (CSV)", escape.csv_safe(table).to_csv(index=False),
                            "ranked_layouts.csv",
                            "text/csv", on_click="ignore")
@@ -178,12 +179,12 @@ else:
             st.warning(f"Target not met: {cluster.reason}.")
 
     st.subheader("Why not ...?")
-    st.dataframe(rejected_rows(result), hide_index=True, key="rejected_table",
-                 column_config={"share": st.column_config.NumberColumn(format="percent")})
+    components.table(rejected_rows(result), hide_index=True, key="rejected_table",
+                     column_config={"share": st.column_config.NumberColumn(format="percent")})
     dimension = st.selectbox("Look at one setting", list(DIMENSIONS), key="why_dimension",
                              help="For every value of this setting: how many layouts had it, how many fit, the "
                                   "best result among them, and why the others were rejected.")
-    st.dataframe(dimension_rows(result, dimension), hide_index=True, key="dimension_table")
+    components.table(dimension_rows(result, dimension), hide_index=True, key="dimension_table")
     values = list(result.by_dimension[dimension])
     value = st.selectbox(f"Why not {dimension} =", values, key="why_value")
     try:

@@ -111,8 +111,7 @@ with inputs:
                   "current model).")
     binding.field_problems("model")
     if isinstance(sc.model, PresetRef):
-        binding.bind("model.preset", st.selectbox, F["model.preset"], options=list(cat.models),
-                    format_func=lambda m: cat.models[m].name)
+        binding.bind_preset(F["model.preset"], {m: cat.models[m].name for m in cat.models})
     else:
         with st.expander("Import a Hugging Face config.json", expanded=False):
             st.caption("Upload or paste a model's config.json (Llama, Mistral/Mixtral, Qwen2/3, DeepSeek-V2/V3, Kimi K2, "
@@ -141,7 +140,7 @@ with inputs:
     binding.bind("training.global_batch_size", st.number_input, F["training.global_batch_size"], container=cols[1],
                 step=1)
     binding.bind("training.total_tokens", st.number_input, F["training.total_tokens"], container=cols[2],
-                step=100.0, format="%.0f")
+                step=100.0)
     binding.bind("training.precision", st.selectbox, F["training.precision"], container=cols[0],
                 options=["bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"])
     binding.bind("training.optimizer", st.selectbox, F["training.optimizer"], container=cols[1],

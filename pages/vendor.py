@@ -11,7 +11,7 @@ from engine.presentation.formatting import fmt_days, fmt_usd
 from engine.presentation.tables import vendor_rows
 from engine.scenario import ScenarioError
 from engine.planning.vendor import CRITERIA
-from ui import binding, cached, charts, escape, state
+from ui import binding, cached, charts, components, escape, state
 from ui.fields import plain
 from ui.work_limits import Busy
 
@@ -155,12 +155,12 @@ with cols[1]:
     st.plotly_chart(tradeoff_figure(rows), key="tradeoff_chart")
 
 table = pd.DataFrame(shown_rows(rows))
-st.dataframe(table, hide_index=True, key="vendor_table",
-             column_config={"decision score": st.column_config.ProgressColumn(format="%.2f", min_value=0,
-                                                                              max_value=1),
-                            "days (wall)": st.column_config.NumberColumn(format="%.1f"),
-                            "MFU": st.column_config.NumberColumn(format="percent"),
-                            "memory headroom": st.column_config.NumberColumn(format="percent")})
+components.table(table, hide_index=True, key="vendor_table",
+                 column_config={"decision score": st.column_config.ProgressColumn(format="%.2f", min_value=0,
+                                                                                  max_value=1),
+                                "days (wall)": st.column_config.NumberColumn(format="%.1f"),
+                                "MFU": st.column_config.NumberColumn(format="percent"),
+                                "memory headroom": st.column_config.NumberColumn(format="percent")})
 st.download_button("Download the comparison (CSV)", escape.csv_safe(pd.DataFrame(rows)).to_csv(index=False),
                    "vendor_comparison.csv", "text/csv",
                    on_click="ignore")
@@ -180,5 +180,5 @@ with st.expander("How to read this"):
 with st.expander("Owning the hardware: the inputs every accelerator is costed with (units, derivations, sources)"):
     st.caption("Used when the Scenario page's cost basis is on_prem. An accelerator without a published server price "
                "gets none (" + NO_PRICE + ": \u201cServer price (USD)\u201d on the Scenario page).")
-    st.dataframe(onprem_inputs(), hide_index=True, key="onprem_inputs",
-                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    components.table(onprem_inputs(), hide_index=True, key="onprem_inputs",
+                     column_config={"value": st.column_config.NumberColumn(format="%.4g")})

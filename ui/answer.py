@@ -1,5 +1,6 @@
-"""The manager's answer at the top of the Scenario page: a deadline, a budget or GPU-hours in (with the vendor, the
-software stack and an optional range of global batches); the cluster in whole nodes, wall days, cost, energy and
+"""The manager's answer at the top of the Scenario page: a deadline, a budget and/or GPU-hours in, on at most so many
+accelerators (what one has), with the vendor, the software stack and an optional range of global batches; the
+cluster in whole nodes, wall days, cost, energy and
 CO2 with their ranges, the layout in plain words and the nearest alternatives out. engine.planning.plan runs in the
 background (ui/background.py), once per question for the whole server, so no page rerun waits for it."""
 from __future__ import annotations
@@ -21,7 +22,15 @@ from ui import background, binding, components, escape, state
 from ui.work_limits import Busy
 
 TARGETS = {"deadline_days": "Deadline (days)", "budget_usd": "Budget (USD)", "gpu_hour_budget": "GPU-hours"}
+TARGET_HELP = {"deadline_days": "The cheapest cluster that trains within this many days (wall clock).",
+               "budget_usd": "Without a deadline: the fastest cluster that costs at most this much; with one, the "
+                             "cheapest that meets both. Only a priced accelerator can be within a budget.",
+               "gpu_hour_budget": "An allocation: GPUs x wall-clock hours of the whole run, at most this many."}
 TARGET_STEP = {"deadline_days": 1.0, "budget_usd": 1_000_000.0, "gpu_hour_budget": 100_000.0}
+TOGETHER = "Set one or several: the answer meets them all."
+TARGET_HINT = {"deadline_days": "e.g. 60", "budget_usd": "e.g. 10000000", "gpu_hour_budget": "e.g. 2000000"}
+MAX_GPUS_LABEL = "At most (accelerators)"
+LABELS = {**TARGETS, "max_gpus": MAX_GPUS_LABEL}
 STACKS = {"tuned": "Well tuned", "typical": "Typical"}
 ASK = "ask:"                      # keys of the question's widgets
 WHERE = "options.answer"          # where refused questions are shown
@@ -49,9 +58,9 @@ def planning_scenario(sc: Scenario) -> str:
     return parse_scenario(data).model_dump_json()
 
 
-def _plan(scenario_json: str, targets: tuple, vendor: str, efficiency: str, batches, progress) -> Plan:
+def _plan(scenario_json: str, targets: tuple, vendor: str, efficiency: str, batches, max_gpus, progress) -> Plan:
     return plan(parse_scenario(scenario_json), **dict(targets), vendor=vendor, efficiency=efficiency,
-                batch_range=batches, progress=progress)
+                batch_range=batches, max_gpus=max_gpus, progress=progress)
 
 
 def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
@@ -62,7 +71,7 @@ def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
         return None
     names = {"deadline_days": "deadline_days", "budget_usd": "budget_usd", "gpu_hour_budget": "gpu_hours"}
     args = (planning_scenario(sc), tuple(sorted((names[k], v) for k, v in targets.items())), opts.vendor,
-            opts.efficiency, batch_range(sc, opts))
+            opts.efficiency, batch_range(sc, opts), opts.max_gpus)
     return background.job(("plan", *args), "answer", _plan, *args, progress=True)
 
 
@@ -72,13 +81,10 @@ def _vendors() -> list[str]:
 
 def _seed(opts: PlannerOptions) -> None:
     ss = st.session_state
-    if ASK + "kind" in ss:
+    if ASK + "vendor" in ss:
         return
-    targets = target(opts)
-    kind = next(iter(targets), "deadline_days")
-    ss[ASK + "kind"], ss[ASK + "value"] = kind, targets.get(kind)
-    ss[ASK + "vendor"], ss[ASK + "efficiency"] = opts.vendor, opts.efficiency
-    ss[ASK + "batch_min"], ss[ASK + "batch_max"] = opts.batch_min, opts.batch_max
+    for name in (*TARGETS, "max_gpus", "vendor", "efficiency", "batch_min", "batch_max"):
+        ss[ASK + name] = getattr(opts, name)
 
 
 def _asked() -> None:
@@ -92,13 +98,18 @@ def _asked() -> None:
             f"The accepted global batch range must include the scenario's {gbs:,} sequences (tokens stay fixed, the "
             f"batch may grow for larger clusters): for example {min(lo or gbs, gbs):,} to {max(hi or gbs, gbs * 4):,}."]
         return
-    changes = {k: None for k in TARGETS}
-    changes[ss[ASK + "kind"]] = ss[ASK + "value"] or None
-    changes.update(vendor=ss[ASK + "vendor"], efficiency=ss[ASK + "efficiency"], batch_min=lo, batch_max=hi)
+    changes = {k: ss[ASK + k] or None for k in TARGETS}
+    if ss[ASK + "max_gpus"] and not any(changes.values()):
+        ss[state.PROBLEMS][WHERE] = [
+            f"At most {ss[ASK + 'max_gpus']:,} accelerators limits a question: give a deadline, a budget or GPU-hours "
+            "too (the answer is then the cheapest or the fastest cluster of at most that many)."]
+        return
+    changes.update(max_gpus=ss[ASK + "max_gpus"], vendor=ss[ASK + "vendor"], efficiency=ss[ASK + "efficiency"],
+                   batch_min=lo, batch_max=hi)
     try:
         new = PlannerOptions.model_validate({**state.options().model_dump(), **changes})
     except ValidationError as err:
-        ss[state.PROBLEMS][WHERE] = [f"{TARGETS.get(e['loc'][0], e['loc'][0])}: {e['msg']}"
+        ss[state.PROBLEMS][WHERE] = [f"{LABELS.get(e['loc'][0], e['loc'][0])}: {e['msg']}"
                                       for e in err.errors(include_url=False, include_input=False)]
         return
     ss[state.OPTIONS] = new
@@ -116,21 +127,24 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
     with st.container(border=True):
         st.subheader("How many accelerators, how long, at what cost?")
         with st.form("ask", border=False):
-            cols = st.columns([1.5, 1.2, 1.3, 1.3, 1.0, 1.0], vertical_alignment="bottom")
-            cols[0].selectbox("The run has", list(TARGETS), key=ASK + "kind", format_func=TARGETS.get,
-                              help="A deadline finds the cheapest cluster that finishes in time; a budget the fastest "
-                                   "that stays within it.")
-            cols[1].number_input("Target", key=ASK + "value", min_value=0.0, step=1.0, placeholder="e.g. 30", format="%g",
-                                 help="Days for a deadline, US dollars for a cost budget, GPU-hours for an allocation.")
-            cols[2].selectbox("Vendor", ["any", "same", *_vendors()], key=ASK + "vendor",
+            cols = st.columns(4, vertical_alignment="bottom")
+            for col, (name, label) in zip(cols, TARGETS.items()):
+                col.number_input(label, key=ASK + name, min_value=0.0, step=TARGET_STEP[name], format="%g",
+                                 placeholder=TARGET_HINT[name], help=f"{TARGET_HELP[name]} {TOGETHER}")
+            cols[3].number_input(MAX_GPUS_LABEL, key=ASK + "max_gpus", min_value=1, step=8, placeholder="any number",
+                                 help="What you have: the answer uses at most this many accelerators (with Vendor set "
+                                      "to 'this accelerator', of the scenario's kind), with the deadline, budget and "
+                                      "GPU-hours above.")
+            cols = st.columns(4, vertical_alignment="bottom")
+            cols[0].selectbox("Vendor", ["any", "same", *_vendors()], key=ASK + "vendor",
                               format_func=lambda v: {"any": "any", "same": "this accelerator"}.get(v, v),
                               help="Which accelerators the answer may use: any, only the scenario's accelerator, or one "
                                    "vendor's.")
-            cols[3].selectbox("Software stack", list(STACKS), key=ASK + "efficiency", format_func=STACKS.get,
+            cols[1].selectbox("Software stack", list(STACKS), key=ASK + "efficiency", format_func=STACKS.get,
                               help=" ".join(f"{STACKS[k]}: {ranges.explain(k)}" for k in STACKS))
-            cols[4].number_input("Batch from", key=ASK + "batch_min", min_value=1, step=1, placeholder="as set",
+            cols[2].number_input("Batch from", key=ASK + "batch_min", min_value=1, step=1, placeholder="as set",
                                  help="Optional: the smallest global batch (sequences) you accept; tokens stay fixed.")
-            cols[5].number_input("Batch to", key=ASK + "batch_max", min_value=1, step=1, placeholder="as set",
+            cols[3].number_input("Batch to", key=ASK + "batch_max", min_value=1, step=1, placeholder="as set",
                                  help="Optional: the largest global batch (sequences) you accept; larger clusters "
                                       "need larger batches to keep every accelerator busy.")
             st.form_submit_button("Answer", type="primary", on_click=_asked)
@@ -138,8 +152,9 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
         st.caption(ranges.explain(opts.efficiency))
         job = current_job(sc, opts)
         if job is None:
-            st.caption("Give a deadline, a budget or GPU-hours and press **Answer**: every accelerator is sized for "
-                       "it, and the cheapest that meets a deadline (the fastest within a budget) is the answer.")
+            st.caption("Give a deadline, a budget or GPU-hours (one or several, and optionally the most accelerators "
+                       "you have) and press **Answer**: every accelerator is sized for it, and the cheapest that "
+                       "meets a deadline (the fastest within a budget) is the answer.")
             return
         if not job.wait(0.05):
             components.poll(job, 'Working out the answer')
@@ -183,8 +198,8 @@ def _draw(sc: Scenario, result: Plan) -> None:
 
 def _options(result: Plan) -> None:
     with st.expander(f"Every accelerator sized {result.target}"):
-        st.dataframe(option_rows(result), hide_index=True, key="answer_options",
-                     column_config={"days": st.column_config.NumberColumn(format="%.1f"),
-                                    "cost USD": st.column_config.NumberColumn(format="dollar"),
-                                    "energy MWh": st.column_config.NumberColumn(format="%.0f"),
-                                    "CO2 t": st.column_config.NumberColumn(format="%.0f")})
+        components.table(option_rows(result), hide_index=True, key="answer_options",
+                         column_config={"days": st.column_config.NumberColumn(format="%.1f"),
+                                        "cost USD": st.column_config.NumberColumn(format="dollar"),
+                                        "energy MWh": st.column_config.NumberColumn(format="%.0f"),
+                                        "CO2 t": st.column_config.NumberColumn(format="%.0f")})

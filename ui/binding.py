@@ -1,6 +1,7 @@
 """Widgets bound to the scenario's fields and the page options: each widget is seeded from the scenario, a change
 goes through engine.presentation.edit (in a work slot when it may search a new layout), and a refused value is
-flagged right under its field, with buttons for valid values near it."""
+flagged right under its field, with buttons for valid values near it. The model preset asks before its published
+training setup replaces one set by hand."""
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -9,7 +10,8 @@ from typing import Callable
 import streamlit as st
 from pydantic import ValidationError
 
-from engine.presentation.edit import Edit, apply_edit, describe_layout, field_value
+from engine.presentation.edit import (PRESET_TRAINING, Edit, apply_edit, describe_layout, field_value, own_training,
+                                     preset_switch_text, training_text)
 from engine.planning.sizing import nearest_sizes
 from engine.inputs import parse_scenario
 from engine.scenario import Scenario, ScenarioError
@@ -18,10 +20,12 @@ from ui import work_limits
 from ui.cached import with_layout_once
 from ui.escape import md_escape
 from ui.fields import Field, plain
-from ui.state import OPTION, OPTIONS, PROBLEMS, SUGGESTIONS, WIDGET, commit, options, scenario
+from ui.state import NOTES, OPTION, OPTIONS, PENDING_PRESET, PROBLEMS, SUGGESTIONS, WIDGET, commit, options, scenario
 from ui.work_limits import Busy
 
 MAY_SEARCH = ("model", "training", "cluster")       # edits that can break the layout, so that a new one is searched
+NUMBER_FORMAT = "%g"      # a number field shows its value as the engine uses it: every digit, no fixed decimals
+                          # (0.5 billion tokens is 0.5, not the 1 of "%.0f"; a PUE of 1.125 is not 1.13)
 
 
 def edit(current: Scenario, path: str, value) -> Edit:
@@ -88,16 +92,74 @@ def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
         value = field_value(scenario(), path)
         if value is None:
             value = spec.blank
-        st.session_state[key] = value / spec.scale if spec.scale != 1 and value is not None else value
+        st.session_state[key] = shown_value(value, spec)
     if spec.scale != 1:
         to_scenario = lambda v: None if v is None else v * spec.scale
     else:
         to_scenario = (lambda v: None if v == spec.blank else v) if spec.blank is not None else None
+    if widget is st.number_input:
+        kwargs.setdefault("format", NUMBER_FORMAT)
     with container if container is not None else nullcontext():
         out = widget(spec.label, key=key, help=spec.help, on_change=_field_changed, args=(path, to_scenario),
                      **kwargs)
         field_problems(path)
     return out
+
+
+def shown_value(value, spec: Field):
+    """A scenario value in the field's display unit (tokens in billions, a fraction in percent), without the float
+    noise of the division (0.07 / 0.01 is 7.000000000000001): 12 significant digits, far beyond any input."""
+    if spec.scale == 1 or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return value
+    return float(f"{value / spec.scale:.12g}")
+
+
+PRESET = "model.preset"
+
+
+def _preset_picked() -> None:
+    """A preset replaces the training setup with its authors' at once, unless that was set by hand: then it waits
+    for the user's choice (bind_preset shows it)."""
+    new = st.session_state[WIDGET + PRESET]
+    current = scenario()
+    st.session_state.pop(PENDING_PRESET, None)
+    if own_training(current, new):
+        st.session_state[PENDING_PRESET] = new
+    else:
+        commit(edit(current, PRESET, new), PRESET)
+
+
+def _switch_preset(keep_mine: bool) -> None:
+    new = st.session_state.pop(PENDING_PRESET, None)
+    if new is None:
+        return
+    current = scenario()
+    kept = own_training(current, new)
+    if keep_mine and commit(edit(current, "model", {"preset": new}), PRESET):
+        st.session_state[NOTES].insert(0, "Kept your " + " and ".join(
+            f"{PRESET_TRAINING[name]} ({training_text(name, value)})" for name, (value, _) in kept.items()) + ".")
+    elif not keep_mine:
+        commit(edit(current, PRESET, new), PRESET)
+
+
+def bind_preset(spec: Field, presets: dict[str, str]) -> None:
+    """The model preset ({id: name}) as a choice; picking one over a training setup set by hand asks first: keep it,
+    or use the preset's published one."""
+    key, ss = WIDGET + PRESET, st.session_state
+    if key not in ss:
+        ss[key] = scenario().model.preset
+    st.selectbox(spec.label, list(presets), key=key, help=spec.help, format_func=presets.get,
+                 on_change=_preset_picked)
+    field_problems(PRESET)
+    pending = ss.get(PENDING_PRESET)
+    if pending is not None and pending != ss[key]:        # another change re-seeded the field: the switch is off
+        ss.pop(PENDING_PRESET)
+        pending = None
+    if pending is not None:
+        st.warning(md_escape(preset_switch_text(scenario(), pending)))
+        with st.container(horizontal=True):
+            st.button("Keep mine", key="preset:keep", on_click=_switch_preset, args=(True,), type="primary")
+            st.button(f"Use {presets[pending]}'s", key="preset:replace", on_click=_switch_preset, args=(False,))
 
 
 def replace_scenario(data) -> bool:
@@ -118,6 +180,8 @@ def bind_option(name: str, widget: Callable, label: str, help: str, **kwargs):
     key = OPTION + name
     if key not in st.session_state:
         st.session_state[key] = getattr(options(), name)
+    if widget is st.number_input:
+        kwargs.setdefault("format", NUMBER_FORMAT)
     out = widget(label, key=key, help=help, on_change=_option_changed, args=(name,), **kwargs)
     field_problems("options." + name)
     return out

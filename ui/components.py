@@ -7,7 +7,7 @@ import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
 from engine.presentation.figures import key_figures
-from engine.presentation.formatting import fmt_days
+from engine.presentation.formatting import MISSING, fmt_days
 from engine.planning.results import Estimate
 from engine.scenario import Scenario
 from ui import background
@@ -37,6 +37,12 @@ def show_messages() -> None:
     for note in ss.get(NOTES, []):
         st.info(md_escape(note))
     ss[NOTES] = []
+
+
+def table(data, **kwargs):
+    """st.dataframe showing engine.presentation.formatting.MISSING in a cell without a figure, where Streamlit would
+    show 'None'; every table of the app goes through it."""
+    return st.dataframe(data, placeholder=MISSING, **kwargs)
 
 
 def show_figures(figures, width: int = 170) -> None:

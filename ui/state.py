@@ -20,6 +20,7 @@ SUGGESTIONS = "suggestions"        # {field path: [(button label, value)]}: vali
 SAVED_IDS = "saved_ids"          # {share token: saved id} of scenarios saved or opened in this session (the URL
                                  # then uses ?s=<id> while the scenario and options are the token's)
 URL_LOADED = "url_loaded"        # the URL is read once per session
+PENDING_PRESET = "pending_preset"  # a model preset picked over a training setup set by hand: waits for keep / replace
 OPTION = "opt:"                  # prefix of option widget keys
 WIDGET = "w:"                    # prefix of widget keys; the rest is the scenario field path
 

@@ -14,9 +14,14 @@ ALTERNATIVE_LABELS = {"one size smaller": "One size smaller", "one size larger":
 NO_PRICE = "no price: enter one"
 
 
+def nodes_text(answer: PlanAnswer) -> str:
+    """'512 nodes of 8', '1 node of 8'."""
+    return f"{answer.nodes:,} node{'s' if answer.nodes != 1 else ''} of {answer.gpus_per_node}"
+
+
 def cluster_text(answer: PlanAnswer) -> str:
     """'4,096 x NVIDIA B200 ... in 512 nodes of 8'."""
-    return f"{answer.n_gpus:,} x {answer.name} in {answer.nodes:,} nodes of {answer.gpus_per_node}"
+    return f"{answer.n_gpus:,} x {answer.name} in {nodes_text(answer)}"
 
 
 def headline(result: Plan) -> str:
@@ -39,7 +44,7 @@ def headline(result: Plan) -> str:
 def answer_figures(answer: PlanAnswer) -> list[Figure]:
     """The answer's headline figures, each time-proportional one with its range."""
     r = answer.ranges
-    out = [Figure("Accelerators", f"{answer.n_gpus:,}", f"{answer.nodes:,} nodes of {answer.gpus_per_node} "
+    out = [Figure("Accelerators", f"{answer.n_gpus:,}", f"{nodes_text(answer)} "
                                                             f"{answer.name}, global batch "
                                                             f"{answer.global_batch_size:,} sequences"),
            Figure("Days (wall clock)", fmt_days(answer.wall_days), "wall-clock time including failures, restarts, "

@@ -14,7 +14,8 @@ from engine.catalog import load_catalog
 from engine.inputs import parse_scenario
 from engine.physics import layout_rules
 from engine.precision import trained_precision
-from engine.scenario import Cost, Layout, ReliabilityInputs, Scenario, ScenarioError, Site, divisors
+from engine.presentation.formatting import fmt_num
+from engine.scenario import Cost, Layout, PresetRef, ReliabilityInputs, Scenario, ScenarioError, Site, divisors
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
 
 DEFAULT_SCENARIO = {
@@ -27,6 +28,8 @@ DEFAULT_SCENARIO = {
 CALIBRATION_FIELDS = ("matmul_efficiency", "intra_node_busbw_gbs", "inter_node_busbw_gbs", "intra_node_latency_us",
                       "inter_node_latency_us")
 DERIVES_DP = ("cluster.n_gpus", "layout.tp", "layout.pp", "layout.cp")
+PRESET_TRAINING = {"seq_len": "sequence length", "global_batch_size": "global batch",
+                   "total_tokens": "training tokens"}      # what picking a preset sets: its authors' training setup
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,40 @@ def with_layout(sc: Scenario) -> Edit:
 def _on_field(path: str, problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """All problems of an edit, shown at the edited field (naming the other field where it differs)."""
     return [(path, msg if where == path else f"{where}: {msg}") for where, msg in problems]
+
+
+def training_text(name: str, value) -> str:
+    """A PRESET_TRAINING field's value in words: '8,192 tokens', '1,024 sequences', '500M tokens'."""
+    return {"seq_len": lambda v: f"{v:,} tokens", "global_batch_size": lambda v: f"{v:,} sequences",
+            "total_tokens": lambda v: f"{fmt_num(v)} tokens"}[name](value)
+
+
+def own_training(current: Scenario, preset: str) -> dict[str, tuple]:
+    """The training setup a switch from the current preset to `preset` would replace although it was set by hand:
+    {field: (yours, the new preset's)} for each PRESET_TRAINING field that differs from the current preset's
+    published value and from the new one's. Empty when the current model is not a preset or nothing was changed."""
+    cat = load_catalog()
+    if not isinstance(current.model, PresetRef) or preset not in cat.models or current.model.preset not in cat.models:
+        return {}
+    published = cat.models[current.model.preset].training_defaults
+    new = cat.models[preset].training_defaults
+    return {name: (getattr(current.training, name), getattr(new, name)) for name in PRESET_TRAINING
+            if getattr(current.training, name) not in (getattr(published, name), getattr(new, name))}
+
+
+def _and(items: list[str]) -> str:
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else "".join(items)
+
+
+def preset_switch_text(current: Scenario, preset: str) -> str:
+    """The question a preset switch asks when it would replace a training setup set by hand."""
+    cat = load_catalog()
+    old, new = cat.models[current.model.preset], cat.models[preset]
+    mine = own_training(current, preset)
+    yours = _and([f"the {PRESET_TRAINING[n]} to {training_text(n, v)} (published: "
+                  f"{training_text(n, getattr(old.training_defaults, n))})" for n, (v, _) in mine.items()])
+    theirs = _and([training_text(n, v) for n, (_, v) in mine.items()])
+    return f"You set {yours} for {old.name}. {new.name} was trained with {theirs}: keep yours, or use its published setup?"
 
 
 def apply_edit(current: Scenario, path: str, value) -> Edit:

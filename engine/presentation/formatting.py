@@ -9,6 +9,12 @@ from engine.physics.model import shape_of
 from engine.scenario import PresetRef, Scenario
 
 
+MISSING = "-"
+"""What every table of the app shows where a figure is not there (no price, does not fit, never finishes): the row's
+note or 'why' says which. Streamlit's own text for a missing cell is 'None' (ui.components.table passes this instead);
+CSV exports leave such a cell empty, as spreadsheets read a missing number."""
+
+
 def fmt_num(x: float | None, digits: int = 3) -> str:
     """1234567 -> '1.23M', 6754 -> '6,750'; None or NaN -> 'n/a'."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

@@ -75,6 +75,8 @@ class PlannerOptions(BaseModel):
                                   description="smallest global batch (sequences) the answer may use")
     batch_max: int | None = Field(default=None, ge=1, le=100_000_000,
                                   description="largest global batch (sequences) the answer may use")
+    max_gpus: int | None = Field(default=None, ge=1, le=1 << 20,
+                                 description="the answer uses at most this many accelerators (what one has)")
 
 
 class Shared(NamedTuple):

@@ -53,6 +53,7 @@ WORST_STAGE = {  # Estimate.worst_stage: what it means
     "last": "the last pipeline stage: it holds the output layer and its logits",
     "only": "no pipeline: every accelerator holds the same share",
 }
+ALL_REGIONS = "all regions"    # a price row without a region: the provider publishes one price for every region
 LAYOUT_COLUMNS = tuple(Layout.model_fields)   # every field that tells two layouts apart, so a row reproduces its own
 
 
@@ -67,6 +68,14 @@ def layout_cells(layout: Layout, n_layers: int) -> dict:
                  first_stage_layers=first, last_stage_layers=last)
     return cells
 
+
+
+def price_rows(cost: dict) -> list[dict]:
+    """Every published cloud price of an estimate's cost block (engine.economics.cost) as table rows; a price the
+    provider publishes for all its regions says so instead of leaving the region blank."""
+    return [{"provider": p["provider"], "pricing": p["pricing"], "region": p["region"] or ALL_REGIONS,
+             "instance": p["instance"], "USD per GPU-hour": p["usd_per_gpu_hour"], "this run (USD)": p["cost_usd"],
+             "as of": p["date"], "source": p["source"]} for p in cost["cloud_prices"]]
 
 
 def memory_rows(est: Estimate, training: Training) -> list[dict]:

@@ -18,8 +18,8 @@ ACCURACY = json.loads((Path(__file__).resolve().parents[2] / "data" / "accuracy.
 
 
 def ask(at, kind: str, value: float, **more):
-    at.selectbox(key="ask:kind").set_value(kind)
-    at.number_input(key="ask:value").set_value(value)
+    """Set the question's field `kind` (deadline_days, budget_usd, gpu_hour_budget) and any others, then Answer."""
+    at.number_input(key="ask:" + kind).set_value(value)
     for name, v in more.items():
         (at.selectbox if name in ("vendor", "efficiency") else at.number_input)(key="ask:" + name).set_value(v)
     button(at, "Answer").click().run()
@@ -165,3 +165,47 @@ def test_a_link_with_a_question_the_engine_refuses_says_why_and_the_page_keeps_w
         assert any(e.startswith("This question cannot be answered") and expected in e for e in texts(at.error)), \
             texts(at.error)
         assert "Time to train" in {m.label for m in at.metric}          # the scenario's own figures still show
+
+
+def test_at_most_n_accelerators_combines_with_a_deadline_and_a_budget_and_the_link_keeps_all_three():
+    at = ask(run_app(), "deadline_days", 60.0, budget_usd=15_000_000.0, max_gpus=2048)
+    headline = texts(at.success)[0]
+    assert " train it within 60 days and for at most $15,000,000 on at most 2,048 accelerators: " in headline
+    assert int(metric(at, "Accelerators").replace(",", "")) <= 2048
+    assert days_of(metric(at, "Days (wall clock)")) <= 60 and dollars_of(metric(at, "Cost")) <= 15_000_000
+    link = at.query_params["sc"]
+    assert decode(link).options == PlannerOptions(deadline_days=60, budget_usd=15_000_000, max_gpus=2048)
+    opened = run_app({"sc": link})                          # the link restores the question and the same answer
+    background.wait_all()
+    opened.run()
+    assert [opened.number_input(key="ask:" + k).value for k in ("deadline_days", "budget_usd", "max_gpus")] == \
+        [60.0, 15_000_000.0, 2048]
+    assert texts(opened.success)[0] == headline
+    # half as many: nothing meets both, and the answer says so with the cap, naming the cheapest within the cap
+    at = ask(at, "deadline_days", 60.0, max_gpus=1024)
+    refusal = next(w for w in texts(at.warning) if w.startswith("No priced accelerator meets"))
+    assert "within 60 days and for at most $15,000,000 on at most 1,024 accelerators; the cheapest is " in refusal
+    assert int(re.search(r"the cheapest is ([\d,]+) x", refusal).group(1).replace(",", "")) <= 1024
+
+
+def test_at_most_n_accelerators_alone_asks_for_a_target():
+    at = run_app()
+    at.number_input(key="ask:max_gpus").set_value(512)
+    button(at, "Answer").click().run()
+    assert any("give a deadline, a budget or GPU-hours too" in e for e in texts(at.error)), texts(at.error)
+    assert at.session_state["options"].max_gpus is None
+
+
+def test_the_jump_to_the_neighbouring_size_says_which_rule_the_sizes_between_break():
+    """Issue 19: '3,840 GPUs: 74.4 days' beside the answer was unexplained. Llama 3.1 70B has 64 query heads and 80
+    layers (its published config.json) and the scenario's batch is 1,024 sequences: the answer names them as the rule
+    that leaves the sizes between the answer and its smaller neighbour without a layout."""
+    at = ask(run_app(), "deadline_days", 60.0)
+    n_gpus = int(metric(at, "Accelerators").replace(",", ""))
+    alternatives = next(t for t in texts(at.markdown) if t.startswith("**Nearest alternatives**"))
+    smaller = re.search(r"One size smaller: ([\d,]+) GPUs: .*?no size between ([\d,]+) and ([\d,]+) GPUs has a layout "
+                        r"\(tp x cp x pp x dp must make the GPU count with tp dividing the 64 heads, cp the sequence, "
+                        r"dp the batch of 1,024 and pp stages splitting the 80 layers\)", alternatives)
+    assert smaller, alternatives
+    lo, between_lo, between_hi = (int(g.replace(",", "")) for g in smaller.groups())
+    assert lo == between_lo < between_hi == n_gpus and n_gpus - lo > 8      # whole nodes of 8 lie between them

@@ -127,14 +127,18 @@ def test_text_from_a_link_is_shown_as_text_not_markdown():
     assert "[click me](http:\u2060//evil.example)" in " ".join(texts(at.error))
 
 
-QUESTION = PlannerOptions(deadline_days=30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096)
+QUESTION = PlannerOptions(deadline_days=30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096,
+                          max_gpus=8192)
+ASKED = {"deadline_days": 30.0, "budget_usd": None, "gpu_hour_budget": None, "max_gpus": 8192, "vendor": "AMD",
+         "efficiency": "typical", "batch_min": 512, "batch_max": 4096}
 ANSWER_FIGURES = ("Accelerators", "Days (wall clock)", "Cost", "GPU-hours (billed)", "Energy", "CO2e")
 
 
 def asked(at) -> dict:
     """The question in the Scenario page's form."""
-    return {k: (at.selectbox if k in ("kind", "vendor", "efficiency") else at.number_input)(key="ask:" + k).value
-            for k in ("kind", "value", "vendor", "efficiency", "batch_min", "batch_max")}
+    return {k: (at.selectbox if k in ("vendor", "efficiency") else at.number_input)(key="ask:" + k).value
+            for k in ("deadline_days", "budget_usd", "gpu_hour_budget", "max_gpus", "vendor", "efficiency",
+                      "batch_min", "batch_max")}
 
 
 def answered(at) -> tuple:
@@ -148,8 +152,7 @@ def answered(at) -> tuple:
 def test_a_token_link_carries_the_whole_question():
     at = run_app({"sc": encode(OTHER, QUESTION)})
     assert at.session_state["options"] == QUESTION
-    assert asked(at) == {"kind": "deadline_days", "value": 30.0, "vendor": "AMD", "efficiency": "typical",
-                         "batch_min": 512, "batch_max": 4096}
+    assert asked(at) == ASKED
 
 
 def test_a_short_link_restores_the_question_and_shows_the_same_answer_as_asking_it(app_store):
@@ -157,12 +160,12 @@ def test_a_short_link_restores_the_question_and_shows_the_same_answer_as_asking_
     sid = save_scenario(app_store, sc, "70B within 30 days on AMD", QUESTION).scenario_id
     opened = run_app({"s": sid})                              # the answer is worked out for this session ...
     assert opened.session_state["options"] == QUESTION and opened.query_params == {"s": sid}
-    assert asked(opened) == {"kind": "deadline_days", "value": 30.0, "vendor": "AMD", "efficiency": "typical",
-                             "batch_min": 512, "batch_max": 4096}
+    assert asked(opened) == ASKED
     headline, figures = answered(opened)
-    assert "within 30 days" in headline and "MI" in headline     # an AMD Instinct part
+    assert "within 30 days on at most 8,192 accelerators" in headline and "MI" in headline     # an AMD Instinct part
     assert float(figures["Days (wall clock)"].split()[0]) <= 30
-    direct = ask(run_app(), "deadline_days", 30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096)
+    direct = ask(run_app(), "deadline_days", 30.0, vendor="AMD", efficiency="typical", batch_min=512, batch_max=4096,
+                 max_gpus=8192)
     assert answered(direct) == (headline, figures)             # ... and asking it directly gives the same figures
     assert direct.query_params["sc"] == encode(sc, QUESTION)
     save(direct, "the same, asked directly")                  # saving it again names the link opened above

@@ -8,7 +8,7 @@ from engine.presentation.edit import DEFAULT_SCENARIO, default_scenario
 from engine.planning.estimate import estimate
 from engine.inputs import parse_scenario
 from engine.presentation.share import decode
-from tests.app.conftest import button, metric, run_app, texts
+from tests.app.conftest import button, metric, on_page, run_app, texts
 
 
 def scenario_of(at):
@@ -224,3 +224,49 @@ def test_a_stored_lowercase_region_code_still_opens():
 def test_the_models_published_gpu_hours_are_shown_beside_the_estimate():
     at = run_app()
     assert any(t.startswith("Published (Meta Llama 3.1 model card, 2024-07): 7M GPU-hours") for t in texts(at.info))
+
+
+def test_numbers_show_as_the_engine_uses_them():
+    """0.5 billion tokens shows 0.5 (the "%.0f" it had showed 1 while the engine used 0.5B); every number field shows
+    all the digits of the value the engine uses, in the field's unit."""
+    at = run_app()
+    at.number_input(key="w:training.total_tokens").set_value(0.5).run()
+    assert scenario_of(at).training.total_tokens == 5e8
+    tokens = at.number_input(key="w:training.total_tokens")
+    assert (tokens.value, tokens.proto.format) == (0.5, "%g")
+    at.number_input(key="w:site.pue").set_value(1.125).run()
+    at.number_input(key="w:cost.on_prem.power_usd_per_kwh").set_value(0.0825).run()   # "%0.2f" showed 1.13 and 0.08
+    assert (scenario_of(at).site.pue, scenario_of(at).cost.on_prem.power_usd_per_kwh) == (1.125, 0.0825)
+    on_page(at, "memory")
+    at.number_input(key="w:training.memory_headroom_fraction").set_value(7.0).run()
+    assert scenario_of(at).training.memory_headroom_fraction == 0.07
+    assert at.number_input(key="w:training.memory_headroom_fraction").value == 7.0   # not 7.000000000000001
+    for page in ("scenario", "memory", "cost_carbon", "layout_search"):
+        on_page(at, page)
+        rounded = [f.label for f in at.number_input if f.proto.format not in ("%g", "%d")
+                   or (f.proto.format == "%d" and f.proto.data_type != f.proto.INT)]
+        assert not rounded, (page, rounded)
+
+
+def test_a_preset_switch_asks_before_replacing_a_batch_and_tokens_set_by_hand():
+    at = run_app()
+    at.number_input(key="w:training.global_batch_size").set_value(2048).run()
+    at.number_input(key="w:training.total_tokens").set_value(0.5).run()
+    at.selectbox(key="w:model.preset").set_value("llama3.1-8b").run()
+    assert scenario_of(at).model.preset == "llama3.1-70b"                 # nothing replaced until the user says
+    question = next(w for w in texts(at.warning) if w.startswith("You set"))
+    assert "the global batch to 2,048 sequences (published: 1,024 sequences) and the training tokens" in question
+    assert "training tokens to 500M tokens (published: 15.6T tokens)" in question and "Llama 3.1 8B" in question
+    button(at, "Keep mine").click().run()
+    sc = scenario_of(at)
+    assert (sc.model.preset, sc.training.global_batch_size, sc.training.total_tokens) == ("llama3.1-8b", 2048, 5e8)
+    assert at.number_input(key="w:training.total_tokens").value == 0.5
+    assert any(n.startswith("Kept your global batch (2,048 sequences) and training tokens") for n in texts(at.info))
+    assert estimate(sc).fits
+    # the other way: the 8B's published setup replaces the hand-set batch and tokens
+    at.selectbox(key="w:model.preset").set_value("llama3.1-70b").run()
+    button(at, "Use Llama 3.1 70B's").click().run()
+    sc, published = scenario_of(at), load_catalog().models["llama3.1-70b"].training_defaults
+    assert (sc.model.preset, sc.training.global_batch_size, sc.training.total_tokens) == \
+        ("llama3.1-70b", published.global_batch_size, published.total_tokens)
+    assert not any(w.startswith("You set") for w in texts(at.warning))

@@ -47,7 +47,7 @@ def days(text: str) -> float:
 def test_the_managers_question_is_answered_from_the_first_page_in_one_action(app_url, sized):
     size, page = sized
     open_page(page, app_url)
-    target = page.get_by_role("spinbutton", name="Target")
+    target = page.get_by_role("spinbutton", name="Deadline (days)")
     target.fill("30")
     target.press("Enter")                                    # the one action: type the deadline, press Enter
     answer = page.get_by_text(re.compile(r"train it within 30 days"))
@@ -72,7 +72,7 @@ def test_the_managers_question_is_answered_from_the_first_page_in_one_action(app
 def test_the_answer_becomes_the_scenario_and_every_page_and_the_report_agree(app_url, sized, tmp_path):
     size, page = sized
     open_page(page, app_url)
-    page.get_by_role("spinbutton", name="Target").fill("60")
+    page.get_by_role("spinbutton", name="Deadline (days)").fill("60")
     page.get_by_role("button", name="Answer").click()
     page.get_by_text(re.compile(r"train it within 60 days")).wait_for(timeout=120_000)
     wait_for_app(page)

@@ -3,7 +3,7 @@ import pytest
 
 from engine.catalog import load_catalog
 from engine.presentation.edit import (DEFAULT_SCENARIO, apply_edit, default_scenario, describe_layout, field_value,
-                         layout_choices, load)
+                                      layout_choices, load, own_training)
 from engine.planning.estimate import estimate
 from engine.scenario import layout_problems
 from engine.inputs import parse_scenario
@@ -126,3 +126,17 @@ def test_offered_virtual_stages_follow_the_uneven_split():
     assert offered == [1, 2, 4, 8]
     for v in offered:
         parse_scenario(data | {"layout": data["layout"] | {"virtual_stages": v}})
+
+
+def test_a_training_setup_counts_as_set_by_hand_only_where_it_differs_from_both_presets_published_ones():
+    cat = load_catalog()
+    seventy, eight = (cat.models[m].training_defaults for m in ("llama3.1-70b", "llama3.1-8b"))
+    sc = default_scenario()                               # the 70B's published 8,192 x 1,024 sequences, 15.6T tokens
+    assert (sc.training.seq_len, sc.training.global_batch_size, sc.training.total_tokens) == \
+        (seventy.seq_len, seventy.global_batch_size, seventy.total_tokens)
+    assert own_training(sc, "llama3.1-8b") == {}
+    mine = apply_edit(apply_edit(sc, "training.global_batch_size", 2048).scenario, "training.total_tokens", 5e8)
+    assert own_training(mine.scenario, "llama3.1-8b") == {"global_batch_size": (2048, eight.global_batch_size),
+                                                          "total_tokens": (5e8, eight.total_tokens)}
+    same = apply_edit(sc, "training.global_batch_size", eight.global_batch_size).scenario   # already the 8B's value
+    assert own_training(same, "llama3.1-8b") == {}
