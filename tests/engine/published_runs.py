@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 from dataclasses import dataclass
 
+from engine.physics.memory import allocator_reserve_fraction
 from engine.planning.estimate import estimate
 from engine.planning.results import Estimate
 from engine.scenario import ScenarioError
@@ -141,3 +143,17 @@ def torchtitan_memory() -> list[MemoryRun]:
                     "layout": layout}
         runs.append(MemoryRun(r["id"], table, r["measured"]["peak_memory_gib"], scenario))
     return runs
+
+
+def reserve_left_out(runs: list[MemoryRun]) -> dict[str, tuple[float, list[float]]]:
+    """The held-out check of the one memory constant the published peaks could be fitted on, the allocator's reserve
+    (a share of the live tensors): for each table, the reserve that best fits the other tables (median error, on a
+    0.1% grid) and the errors it gives that table's runs. {table: (fitted reserve, [relative errors])}."""
+    live = {r.name: r.predicted_reserved_gib() / (1 + allocator_reserve_fraction()) for r in runs}
+    grid = [i / 1000 for i in range(301)]
+    out = {}
+    for table in sorted({r.table for r in runs}):
+        fit = min(grid, key=lambda f: statistics.median(abs(live[r.name] * (1 + f) / r.measured_gib - 1)
+                                                        for r in runs if r.table != table))
+        out[table] = (fit, [live[r.name] * (1 + fit) / r.measured_gib - 1 for r in runs if r.table == table])
+    return out
