@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from engine.catalog import DATA_DIR
+from engine.frameworks import stack
 from engine.physics.hardware import GIB
 from engine.physics.layouts import Layouts
 from engine.physics.model import Shape
@@ -168,12 +169,33 @@ def shard_groups(lay: Layouts) -> tuple[np.ndarray, np.ndarray]:
     return lay.shard, np.maximum(1, lay.expert_dp * lay.shard // lay.dp_group)
 
 
-def pytorch_fsdp2(training: Training, lay: Layouts) -> np.ndarray:
-    """Where a layout's memory follows PyTorch FSDP2 as TorchTitan runs it (per layout, bool): the one place the
-    software stack enters the memory model. Until the scenario names its stack, a ZeRO-3 layout is taken to run on
-    FSDP2 (the PyTorch-native stack, the public TorchTitan measurements) and every other layout on Megatron-Core
-    (ZeRO-1 is its distributed optimizer)."""
-    return lay.zero >= 3
+# DeepSpeed's ZeRO-3 defaults, in parameter elements (deepspeed/runtime/zero/config.py: stage3_prefetch_bucket_size
+# 5e7, stage3_max_live_parameters 1e9, reduce_bucket_size 5e8; www.deepspeed.ai/docs/config-json)
+DEEPSPEED_PREFETCH_BUCKET = 5e7
+DEEPSPEED_MAX_LIVE_PARAMETERS = 1e9
+DEEPSPEED_REDUCE_BUCKET = 5e8
+
+
+@dataclass(frozen=True)
+class StackMemory:
+    """How the training stack lays memory out, per layout: the one place the software stack (training.framework,
+    resolved to the vendor's MLPerf stack when not given: engine.frameworks) enters the memory model."""
+
+    fsdp2: np.ndarray           # PyTorch FSDP2 sharding (ZeRO-3 layouts on pytorch_fsdp2): fsdp2_terms
+    deepspeed_zero3: np.ndarray  # DeepSpeed's ZeRO-3 partitioned parameters and buckets: deepspeed_zero3_buffer_bytes
+    eager_loss: np.ndarray      # PyTorch's cross-entropy on fp32 logits, not Megatron's fused vocabulary-parallel one
+    op_selective: bool          # selective recompute is TorchTitan's per-op policy (data/frameworks.json recompute)
+
+
+def stack_memory(framework: str, lay: Layouts) -> StackMemory:
+    """The memory semantics of `framework` (an engine.frameworks id) for every layout. Megatron-Core and MaxText
+    keep the ZeRO paper's layout (Megatron-FSDP for ZeRO-3) and a fused vocabulary-parallel loss; PyTorch FSDP2 and
+    DeepSpeed train PyTorch modules whose loss is torch's cross-entropy (DeepSpeed under tensor parallelism is
+    Megatron-DeepSpeed, with Megatron's loss)."""
+    zero3 = lay.zero >= 3
+    return StackMemory(fsdp2=zero3 & (framework == "pytorch_fsdp2"), deepspeed_zero3=zero3 & (framework == "deepspeed"),
+                       eager_loss=np.full(len(lay), framework == "pytorch_fsdp2") | ((framework == "deepspeed") & (lay.tp == 1)),
+                       op_selective=stack(framework).recompute.selective == "per_op_every_other_matmul")
 
 
 def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> np.ndarray:
@@ -195,7 +217,7 @@ def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> 
     return tokens * ((saved + reduce_scatter + block_input) * e + core)
 
 
-def loss_bytes_per_logit(training: Training, lay: Layouts, fsdp2: np.ndarray) -> np.ndarray:
+def loss_bytes_per_logit(training: Training, lay: Layouts, eager_loss: np.ndarray) -> np.ndarray:
     """Bytes per logit at the loss's peak. Megatron-Core's fused vocab-parallel cross-entropy keeps the 16-bit logits
     and one fp32 copy that its backward overwrites with the gradient (e + 4). PyTorch's eager cross-entropy on
     fp32-cast logits (TorchTitan's cross_entropy_loss: pred.float()) peaks in its backward with three fp32 tensors of
@@ -206,7 +228,7 @@ def loss_bytes_per_logit(training: Training, lay: Layouts, fsdp2: np.ndarray) ->
     exponential at once in its forward: e + 3 fp32."""
     e = bytes_per_element(training)["activation"]
     eager = np.where(lay.tp > 1, e + 3 * 4.0, max(3 * 4.0, e + 2 * 4.0))
-    return np.where(fsdp2, eager, e + 4.0)
+    return np.where(eager_loss, eager, e + 4.0)
 
 
 def fsdp2_gradient_bytes(training: Training) -> tuple[float, float]:
@@ -234,6 +256,16 @@ def fsdp2_terms(shape: Shape, training: Training, lay: Layouts, st: Stage, local
     return {"weights": np.where(kept, w * local, 0.0),
             "gradients": sharded_grad * sharded + np.where(lay.pp > 1, reduce * local, 0.0),
             "buffers": 2 * weight_copy_bytes * layer_params + np.where(kept, 0.0, in_flight)}
+
+
+def deepspeed_zero3_buffer_bytes(training: Training, layer_params: np.ndarray, weight_copy_bytes: float) -> np.ndarray:
+    """DeepSpeed ZeRO-3's gathered parameters and gradient bucket at the peak: the layer in flight and what its
+    coordinator prefetches ahead of it (stage3_prefetch_bucket_size), at most stage3_max_live_parameters, in the
+    16-bit format with their low-precision casts, and one reduce bucket (reduce_bucket_size elements) of 16-bit or
+    fp32 gradients."""
+    b = bytes_per_element(training)
+    live = np.minimum(layer_params + DEEPSPEED_PREFETCH_BUCKET, DEEPSPEED_MAX_LIVE_PARAMETERS)
+    return live * (b["weight"] + weight_copy_bytes) + DEEPSPEED_REDUCE_BUCKET * b["grad"]
 
 
 def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: bool) -> np.ndarray:
@@ -271,17 +303,20 @@ def recompute_peak_bytes(lay: Layouts, full_layer: np.ndarray, loss_peak: np.nda
 
 
 def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dict[str, StageParams],
-                     weight_copy_bytes: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
-    """Bytes per GPU by component for the first, middle and last pipeline stage; weight_copy_bytes is the
-    low-precision copy of each weight that FP8/MXFP8/NVFP4 training keeps beside the 16-bit one (Megatron-Core keeps
-    it for every local weight; FSDP2 casts the gathered weights layer by layer: fsdp2_terms)."""
+                     weight_copy_bytes: float = 0.0, framework: str = "megatron_core") -> dict[str, dict[str, np.ndarray]]:
+    """Bytes per GPU by component for the first, middle and last pipeline stage under the training stack
+    `framework` (stack_memory); weight_copy_bytes is the low-precision copy of each weight that FP8/MXFP8/NVFP4
+    training keeps beside the 16-bit one, sharded as the stack shards the weights (FSDP2 casts the gathered weights
+    layer by layer and keeps none: fsdp2_terms)."""
     b = bytes_per_element(training)
     shard, expert_shard = shard_groups(lay)
-    fsdp2 = pytorch_fsdp2(training, lay)
+    sm = stack_memory(framework, lay)
+    fsdp2 = sm.fsdp2
     e = b["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
     act_dense = layer_activation_bytes(shape, training, lay, moe=False)
-    act_dense = np.where(fsdp2 & (lay.rc == 1), op_selective_layer_bytes(shape, training, lay), act_dense)
+    if sm.op_selective:
+        act_dense = np.where(lay.rc == 1, op_selective_layer_bytes(shape, training, lay), act_dense)
     act_moe = layer_activation_bytes(shape, training, lay, moe=True) if shape.n_moe_layers else 0.0
     full_layer = layer_activation_bytes(shape, training, replace(lay, rc=np.zeros_like(lay.rc)),
                                         moe=shape.n_moe_layers > 0)
@@ -289,9 +324,11 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
     if shape.n_moe_layers:
         layer_params = np.maximum(layer_params, (shape.attn_params + shape.shared_expert_params) / lay.tp
                                   + (shape.n_experts / lay.ep) * shape.expert_params / lay.etp)
-    # ZeRO-3 outside FSDP2 holds the current and the prefetched layer's gathered weights (without resharding: the
-    # whole stage, counted with the weights)
-    zero3_gather = np.where((lay.zero >= 3) & lay.reshard, 2 * b["weight"] * layer_params, 0.0)
+    # ZeRO-3 holds the current and the prefetched layer's gathered weights and their low-precision casts (without
+    # resharding: the whole stage, counted with the weights); DeepSpeed by its bucket sizes
+    zero3_gather = np.where((lay.zero >= 3) & lay.reshard, 2 * (b["weight"] + weight_copy_bytes) * layer_params, 0.0)
+    zero3_gather = np.where(sm.deepspeed_zero3, deepspeed_zero3_buffer_bytes(training, layer_params, weight_copy_bytes),
+                            zero3_gather)
     tp_buffer = np.where(lay.tp > 1, tokens * e * shape.hidden, 0.0)                 # all-gathered TP input
     pp_buffer = np.where(lay.pp > 1, 2 * tokens * e * shape.hidden / lay.tp, 0.0)    # pipeline send/recv
     embedding_out = tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1)
@@ -301,14 +338,14 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
         local = ne + ex
         sharded = ne / shard + ex / expert_shard
         gathered = (lay.zero >= 3) & lay.reshard
-        weights = b["weight"] * np.where(gathered, sharded, local) + weight_copy_bytes * local
+        weights = (b["weight"] + weight_copy_bytes) * np.where(gathered, sharded, local)
         grads = b["grad"] * np.where(lay.zero >= 2, sharded, local)
         f = fsdp2_terms(shape, training, lay, st, local, sharded, layer_params, weight_copy_bytes)
         weights, grads = np.where(fsdp2, f["weights"], weights), np.where(fsdp2, f["gradients"], grads)
         comm = tp_buffer + pp_buffer + np.where(fsdp2, f["buffers"], zero3_gather)
         optimizer = b["optimizer"] * np.where(lay.zero >= 1, sharded, local)
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
-        logits = np.where(st.head, tokens * shape.vocab / lay.tp * loss_bytes_per_logit(training, lay, fsdp2), 0.0)
+        logits = np.where(st.head, tokens * shape.vocab / lay.tp * loss_bytes_per_logit(training, lay, sm.eager_loss), 0.0)
         activations = per_mb * st.in_flight + recompute_peak_bytes(lay, full_layer, logits)
         live = weights + grads + optimizer + activations + logits + comm
         overhead = FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live

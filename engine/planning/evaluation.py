@@ -54,7 +54,7 @@ def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     """Memory per GPU of every layout (its worst pipeline stage) and whether it fits; `staged` for the time model."""
     tr = ctx.scenario.training
     staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
-    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
+    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework)
     totals = np.stack([mem[s]["total"] for s in STAGES])
     worst = np.argmax(totals, axis=0)
     pick = lambda key: np.choose(worst, [mem[s][key] for s in STAGES])

@@ -17,7 +17,7 @@ from engine.physics.layouts import RECOMPUTE, Layouts
 from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, allocator_reserve_fraction,
                                    bytes_per_element, fsdp2_gradient_bytes, gradient_text, headroom_fraction,
                                    layer_activation_bytes, loss_bytes_per_logit, memory_breakdown,
-                                   op_selective_layer_bytes, optimizer_state_bytes, pytorch_fsdp2, shard_groups,
+                                   op_selective_layer_bytes, optimizer_state_bytes, shard_groups, stack_memory,
                                    staged_params)
 from engine.physics.schedule import chunk_layers, peak_layers_in_flight, pipeline_slots, warmup_forwards
 from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate
@@ -34,6 +34,8 @@ MEGATRON_GRADS = ("Megatron-LM examples/llama (--grad-reduce-in-bf16) and megatr
                   "optimizer keeps every gradient)")
 FSDP2 = ("PyTorch FSDP2 (torch.distributed.fsdp.fully_shard, MixedPrecisionPolicy; torch.distributed.pipelining "
          "stage.backward_maybe_with_nosync) as TorchTitan parallelize_llama.apply_fsdp runs it")
+DEEPSPEED = ("DeepSpeed deepspeed/runtime/zero/config.py defaults (stage3_prefetch_bucket_size 5e7, "
+             "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8; www.deepspeed.ai/docs/config-json)")
 GMLAKE = "Guo et al. 2024, GMLake (arXiv 2401.08156): 9.2 GB of an 80 GB device reserved beyond need (data/memory_headroom.json)"
 HEADROOM_SOURCE = ("Guo et al. 2024, GMLake (arXiv 2401.08156): the caching allocator reserves 9.2 GB of an 80 GB A100 "
                    "beyond need on average; less the 5% fragmentation already counted (data/memory_headroom.json)")
@@ -66,7 +68,7 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     shape, tr = ctx.shape, ctx.scenario.training
     staged_m = lay.micro_batches(tr.global_batch_size)
     staged = staged_params(shape, lay, staged_m)            # the same staging and breakdown memory() uses
-    mem = memory_breakdown(shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
+    mem = memory_breakdown(shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework)
     worst = STAGES[int(ev["worst_stage"][0])]
     sp = staged[worst]
     st = sp.stage
@@ -88,7 +90,8 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
               f"{', output layer' if _g(st.head) else ''}; matrices / tp {t})")
     sharded = f"non-expert / {shard}" + (f", expert / {expert_shard}" if ex else "")
     gathered = zero >= 3 and bool(lay.reshard[0])
-    fsdp2 = bool(pytorch_fsdp2(tr, lay)[0])
+    sm = stack_memory(ctx.hw.framework, lay)
+    fsdp2 = bool(sm.fsdp2[0])
     kept = not bool(lay.reshard[0]) or p > 1
     copy = ctx.hw.weight_copy_bytes
     states = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(tr).items())
@@ -105,9 +108,9 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
                                                if p > 1 else ""))
         state_source = FSDP2
     else:
-        weights_text = (f"{b['weight']:g} B/param ({tr.precision} training) x {params}"
-                        + (f", sharded by ZeRO-3 ({sharded})" if gathered else "")
-                        + (f" + {copy:g} B/param low-precision copy" if copy else ""))
+        weights_text = (f"{b['weight']:g} B/param ({tr.precision} training)"
+                        + (f" + {copy:g} B/param low-precision copy" if copy else "") + f" x {params}"
+                        + (f", sharded by ZeRO-3 ({sharded})" if gathered else ""))
         grads_text = (f"{b['grad']:g} B/param ({gradient_text(tr)}) x the same parameters"
                       + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 2 else ", every gradient kept (ZeRO-1 and below)"))
         state_source = ZERO
@@ -123,7 +126,7 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 1 else ""), fn, ZERO),
     ]
     # activations: micro-batches alive at the stage's peak x one micro-batch's activations
-    op_sac = fsdp2 and int(lay.rc[0]) == 1
+    op_sac = sm.op_selective and int(lay.rc[0]) == 1
     act_dense = _g(op_selective_layer_bytes(shape, tr, lay) if op_sac else layer_activation_bytes(shape, tr, lay, moe=False))
     act_moe = _g(layer_activation_bytes(shape, tr, lay, moe=True)) if shape.n_moe_layers else 0.0
     layers_mb = _g(st.dense) * act_dense + _g(st.moe) * act_moe
@@ -161,10 +164,11 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
                     + ("; TorchTitan parallelize_llama._apply_ac_to_transformer_block (per-op selective checkpointing)"
                        if op_sac else "")))
     tokens = int(lay.mbs[0]) * tr.seq_len / int(lay.cp[0])
-    per_logit = _g(loss_bytes_per_logit(tr, lay, pytorch_fsdp2(tr, lay)))
+    eager = bool(sm.eager_loss[0])
+    per_logit = _g(loss_bytes_per_logit(tr, lay, sm.eager_loss))
     loss_words = ((f"PyTorch's eager cross-entropy on fp32 logits: {per_logit:g} B per logit at its peak"
                    + (" (vocabulary-parallel: 16-bit logits + fp32 cast, shifted logits and their exponential)" if t > 1
-                      else " (the saved fp32 log-softmax, the gradient in and the gradient out)")) if fsdp2 else
+                      else " (the saved fp32 log-softmax, the gradient in and the gradient out)")) if eager else
                   f"{b['activation']:g} B logits + 4 B fp32 for Megatron-Core's fused cross-entropy")
     buffer_words = (f"TP all-gather input tokens x h x {b['activation']:g} B (tp > 1) + 2 pipeline send/recv buffers of "
                     f"tokens x h / tp (pp > 1)")
@@ -175,17 +179,22 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
                          + (f" with their {copy:g} B/param low-precision casts" if copy else "")
                          + ", one layer's unsharded gradients and their reduce-dtype copy, and the root module "
                            "(embedding, output layer) kept gathered from forward to backward")
+    elif bool(sm.deepspeed_zero3[0]):
+        buffer_words += (" + DeepSpeed ZeRO-3: the layer in flight and the prefetch bucket gathered (at most "
+                         "stage3_max_live_parameters) and one reduce bucket of gradients (DeepSpeed's defaults)")
     else:
-        buffer_words += " + ZeRO-3 current and prefetched layer (with resharding)"
+        buffer_words += (" + ZeRO-3 current and prefetched layer" + (f" with their {copy:g} B/param low-precision copies"
+                                                                   if copy else "") + " (with resharding)")
     out += [
         Term(sec, "logits", _g(c["logits"]) / GIB, "GiB",
              f"tokens {tokens:g} x vocab {shape.vocab} / tp {t} x {per_logit:g} B ({loss_words})"
              if _g(st.head) else "0: this stage has no output layer", fn + "; engine.physics.memory.loss_bytes_per_logit",
              "torch.distributed.tensor.parallel.loss_parallel _log_softmax; TorchTitan cross_entropy_loss (pred.float())"
-             if fsdp2 else "Megatron-LM cross-entropy in fp32"),
+             if eager else "Megatron-LM cross-entropy in fp32"),
         Term(sec, "comm_buffers", _g(c["comm_buffers"]) / GIB, "GiB", buffer_words,
-             fn + ("; engine.physics.memory.fsdp2_terms" if fsdp2 else ""),
-             FSDP2 if fsdp2 else "Megatron-LM / PyTorch FSDP buffer layout"),
+             fn + ("; engine.physics.memory.fsdp2_terms" if fsdp2 else "; engine.physics.memory.deepspeed_zero3_buffer_bytes"
+                   if bool(sm.deepspeed_zero3[0]) else ""),
+             FSDP2 if fsdp2 else DEEPSPEED if bool(sm.deepspeed_zero3[0]) else "Megatron-LM / PyTorch FSDP buffer layout"),
         Term(sec, "framework_overhead", _g(c["framework_overhead"]) / GIB, "GiB",
              f"{FRAMEWORK_OVERHEAD_BYTES / GIB:g} GiB CUDA context and workspaces + {FRAGMENTATION:.0%} of "
              f"{(_g(c['total']) - _g(c['framework_overhead'])) / GIB:.3f} GiB live tensors (allocator fragmentation)", fn,

@@ -18,9 +18,8 @@ from engine.inputs import parse_scenario
 from engine.scenario import ScenarioError
 from tests.engine.helpers import gpt
 
-# Llama 3.1 70B on 1,024 H100 (the app's default scenario) with a layout at 97% of the 79.65 GiB (a ZeRO-2 one: the
-# pipelined ZeRO-3 layout used before keeps its whole stage gathered under FSDP2, engine.physics.memory.fsdp2_terms)
-NEAR_FULL = {"tp": 2, "pp": 1, "dp": 32, "cp": 16, "zero_stage": 2, "sequence_parallel": True, "tp_comm_overlap": True}
+# Llama 3.1 70B on 1,024 H100 (the app's default scenario) with a layout at 97% of the 79.65 GiB
+NEAR_FULL = {"tp": 1, "pp": 2, "dp": 128, "cp": 4, "virtual_stages": 2, "zero_stage": 3, "shard_group": 32}
 
 
 def _with(layout=None, **training):
@@ -55,8 +54,8 @@ def test_a_layout_inside_the_headroom_is_estimated_with_a_warning_but_not_recomm
     sc = _with()
     cs = search_cluster(sc, 1024)
     lay = cs.layouts
-    i = np.flatnonzero((lay.tp == 2) & (lay.pp == 1) & (lay.dp == 32) & (lay.cp == 16) & (lay.v == 1) & (lay.zero == 2)
-                       & (lay.mbs == 1) & (lay.rc == 0) & (lay.first < 0) & lay.sp & lay.tpo)
+    i = np.flatnonzero((lay.tp == 1) & (lay.pp == 2) & (lay.dp == 128) & (lay.cp == 4) & (lay.v == 2) & (lay.zero == 3)
+                       & (lay.shard == 32) & (lay.mbs == 1) & (lay.rc == 0) & lay.reshard & (lay.first < 0))
     assert len(i) == 1 and cs.ev["mem_total"][i[0]] / GIB == pytest.approx(total, abs=1e-3)
     assert not cs.feasible[i[0]] and cs.reasons[cs.reason[i[0]]].startswith("fits, but only by using the 6.5%")
     best = search(sc, top=20, pareto_sizes=[], summaries=False).best

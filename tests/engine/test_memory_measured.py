@@ -114,3 +114,48 @@ def test_fsdp2_under_a_pipeline_keeps_the_stage_gathered_with_fp32_gradients():
     assert est.worst_stage == "first"
     assert est.memory_gib.weights * GIB == pytest.approx(2 * local, abs=2**21)
     assert est.memory_gib.gradients * GIB == pytest.approx(4 * local + 4 * local / 8, abs=2**21)
+
+
+def _llama8b(framework: str | None, precision: str = "bf16", **training) -> dict:
+    # Llama 3.1 8B on one node of 8 H100, ZeRO-3 over the 8 data-parallel ranks
+    return estimate(parse_scenario({
+        "model": {"preset": "llama3.1-8b"}, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8},
+        "training": {"seq_len": 4096, "global_batch_size": 64, "total_tokens": 1e12, "precision": precision,
+                     **({"framework": framework} if framework else {}), **training},
+        "layout": {"tp": 1, "dp": 8, "zero_stage": 3}})).memory_gib.model_dump()
+
+
+LAYER_8B = 4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336     # attention + SwiGLU MLP of one layer
+
+
+def test_fp32_gradient_reduction_changes_no_stored_gradient_under_fsdp2():
+    # FSDP2's sharded gradient takes the dtype of the fp32 sharded parameter (MixedPrecisionPolicy's param_dtype is
+    # only the gathered copy's); the reduce dtype changes the one layer's reduce-scatter copy (2 more bytes each)
+    fp32, bf16 = (estimate(parse_scenario({
+        "model": {"preset": "llama3.1-8b"}, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8},
+        "training": {"seq_len": 4096, "global_batch_size": 64, "total_tokens": 1e12, "framework": "pytorch_fsdp2",
+                     "accumulate_grads_in_fp32": acc},
+        "layout": {"tp": 1, "dp": 8, "zero_stage": 3}})) for acc in (True, False))
+    assert fp32.memory_gib.gradients == bf16.memory_gib.gradients
+    assert fp32.memory_gib.gradients * GIB == pytest.approx(4 * LLAMA3_8B_PARAMS / 8, abs=2**21)
+    added = (fp32.memory_detail_gib["comm_buffers"] - bf16.memory_detail_gib["comm_buffers"]) * GIB
+    assert added == pytest.approx(2 * LAYER_8B, abs=2**21)
+
+
+def test_megatron_fsdp_shards_the_low_precision_copy_like_the_weights():
+    # NVIDIA's default stack (Megatron-Core) under ZeRO-3: the fp8 copy is sharded over the 8 ranks like the 16-bit
+    # weights (1 byte per parameter / 8), and the two gathered layers carry their 1-byte copies too
+    fp8, bf16 = _llama8b(None, "fp8"), _llama8b(None, "bf16")
+    assert (fp8["weights"] - bf16["weights"]) * GIB == pytest.approx(LLAMA3_8B_PARAMS / 8, abs=2**21)
+
+
+def test_deepspeed_zero3_buffers_follow_its_bucket_defaults():
+    # DeepSpeed's defaults: the layer in flight (218,112,000 parameters) and a prefetch bucket of 5e7 elements
+    # gathered in bf16 (under stage3_max_live_parameters 1e9), and a reduce bucket of 5e8 bf16 gradients
+    est = estimate(parse_scenario({
+        "model": {"preset": "llama3.1-8b"}, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8},
+        "training": {"seq_len": 4096, "global_batch_size": 64, "total_tokens": 1e12, "framework": "deepspeed"},
+        "layout": {"tp": 1, "dp": 8, "zero_stage": 3}}))
+    assert est.memory_detail_gib["comm_buffers"] * GIB == pytest.approx((LAYER_8B + 5e7) * 2 + 5e8 * 2, abs=2**21)
+    # DeepSpeed trains the PyTorch module, whose loss is torch's cross-entropy on fp32 logits: 12 bytes per logit
+    assert est.memory_detail_gib["logits"] * GIB == pytest.approx(4096 * 128256 * 12, abs=2**21)
