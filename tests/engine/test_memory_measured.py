@@ -159,3 +159,18 @@ def test_deepspeed_zero3_buffers_follow_its_bucket_defaults():
     assert est.memory_detail_gib["comm_buffers"] * GIB == pytest.approx((LAYER_8B + 5e7) * 2 + 5e8 * 2, abs=2**21)
     # DeepSpeed trains the PyTorch module, whose loss is torch's cross-entropy on fp32 logits: 12 bytes per logit
     assert est.memory_detail_gib["logits"] * GIB == pytest.approx(4096 * 128256 * 12, abs=2**21)
+
+
+def test_explain_lists_the_stacks_memory_terms_with_their_functions():
+    # --explain prints every memory term: the FSDP2 run names fsdp2_terms, the loss's bytes per logit, per-op
+    # checkpointing and the reserved peak beside the total; the figures are the estimate's own
+    from engine.planning.explain import explain
+    run = _t1("tt24-t1-8b-8gpu-fsdp")
+    est = run.predict()
+    terms = {t.name: t for t in explain(parse_scenario(run.scenario)) if t.section == "Memory per GPU"}
+    assert "engine.physics.memory.fsdp2_terms" in terms["gradients"].function
+    assert "12 B per logit" in terms["logits"].formula and "loss_bytes_per_logit" in terms["logits"].function
+    assert "per-op" in terms["activations"].formula
+    assert "root module" in terms["comm_buffers"].formula
+    assert terms["reserved_peak"].value == pytest.approx(est.memory_detail_gib["reserved_peak"], abs=1e-3)
+    assert "max_memory_reserved" in terms["reserved_peak"].formula
