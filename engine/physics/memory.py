@@ -7,6 +7,12 @@ reduce them, or in fp32 (4 bytes) where the scenario accumulates and reduces the
 is Megatron-LM's distributed optimizer, which shards the optimizer states but keeps every gradient (its table: bf16
 parameters with fp32 gradients 6 + 12/d bytes per parameter). Activations follow Korthikanti et al. 2022
 (sbh(34 + 5as/h) for GPT layers), generalised term by term to GQA, SwiGLU, MoE, MLA and context parallelism.
+
+The training stack changes the layout (stack_memory, keyed on training.framework): PyTorch FSDP2 keeps fp32 sharded
+parameters and gradients and gathers 16-bit weights layer by layer, TorchTitan checkpoints per op, PyTorch's loss
+holds fp32 copies of the logits, DeepSpeed ZeRO-3 gathers and reduces in buckets. Each stage's total is its peak of
+live tensors plus the framework's allowance; beside it, reserved_peak is what torch.cuda.max_memory_reserved reports
+(live tensors with the caching allocator's measured reserve), the figure measured peaks are compared with.
 """
 from __future__ import annotations
 
@@ -203,13 +209,14 @@ def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> 
     (parallelize_llama._apply_ac_to_transformer_block, selective_ac_option 'op'): the block's input, the attention
     core's output and log-sum-exp, every other matmul's output (the 1st, 3rd, 5th, ... of Q, K, V, output, then the
     MLP's in order) and, under tensor parallelism, the reduce-scatter outputs; everything else is recomputed. A
-    row-parallel matmul (attention output, MLP down) produces the whole hidden width before its reduce-scatter."""
+    row-parallel matmul (attention output, MLP down) produces the whole hidden width before its reduce-scatter.
+    Written for Q/K/V projections; an MLA layer is counted with its query and value widths in their place."""
     e = bytes_per_element(training)["activation"]
     h, t = shape.hidden, lay.tp
     tokens = lay.mbs * (training.seq_len / lay.cp)
     q, v_width = shape.n_heads * shape.qk_head_dim, shape.kv_elems_per_token / 2
     mlp_in = (shape.dense_ffn / t,) * (2 if shape.gated else 1)
-    matmuls = (q / t, v_width / t, v_width / t, h + 0.0 * t, *mlp_in, h + 0.0 * t)
+    matmuls = (q / t, v_width / t, v_width / t, h, *mlp_in, h)      # wq, wk, wv, wo, MLP in (gate, up), down
     saved = sum(matmuls[0::2])
     core = shape.n_heads * shape.v_head_dim / t * e + 4.0 * shape.n_heads / t      # output + fp32 log-sum-exp
     reduce_scatter = np.where(t > 1, 2 * h / np.where(lay.sp, t, 1), 0.0)
