@@ -102,8 +102,9 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
                            + ("(no resharding after forward)" if p == 1 else "(the pipeline stage turns resharding after "
                               "backward off until the last micro-batch)") if kept else
                            "16-bit weights exist only gathered, layer by layer (comm_buffers)"))
-        grads_text = (f"FSDP2: {sharded_grad:g} B/param ({sharded}; the sharded gradient takes the fp32 sharded "
-                      f"parameter's dtype)" + (f" + {reduce:g} B/param unsharded, accumulated in the reduce dtype over "
+        grads_text = (f"FSDP2: {sharded_grad:g} B/param x the same parameters, sharded ({sharded}; the sharded "
+                      f"gradient takes the fp32 sharded parameter's dtype)"
+                      + (f" + {reduce:g} B/param unsharded, accumulated in the reduce dtype over "
                                                f"the micro-batches of the pipeline (gradient sync off until the last)"
                                                if p > 1 else ""))
         state_source = FSDP2
