@@ -82,7 +82,6 @@ class Accelerator(BaseModel):
     matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8", "mxfp8", "fp4"], float | None]
     attention_measured_tflops: AttentionRate | None = None
     matmul_efficiency_fallback: Fallback | None = None
-    sustained_fraction: Fallback | None = None
     matmul_measurement_note: str = ""
     device_note: str = ""
     sources: list[Source] = Field(min_length=1)
@@ -196,6 +195,4 @@ def load_catalog() -> Catalog:
                 raise ValueError(f"data/accelerators.json: {acc.id} names unknown network {link.network!r}")
         if any(acc.peak(d) for d in ("bf16", "fp16")):
             acc.matmul_efficiency("bf16" if acc.peak("bf16") else "fp16")
-    if not any(a.sustained_fraction for a in accels.values()):
-        raise ValueError("data/accelerators.json: no accelerator carries a calibrated sustained_fraction")
     return Catalog(accelerators=accels, networks=nets, models=models)

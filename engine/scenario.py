@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 from engine.catalog import load_catalog
 from engine.physics.model import ModelArch
+from engine.frameworks import Framework
 from engine.precision import PRECISION_DTYPE, Precision  # PRECISION_DTYPE is looked up here by pages and the engine
 from engine.physics import layout_rules
 from engine.physics.layout_rules import divisors, listing as _choices  # divisors is looked up here by the planner
@@ -46,6 +47,10 @@ class Training(BaseModel):
     memory_headroom_fraction: float | None = Field(default=None, ge=0, le=0.5, description=(
         "share of each accelerator's memory that recommended layouts keep free for the allocator's reserve and "
         "transient peaks, beyond the estimate; default: from published measurements (data/memory_headroom.json)"))
+    framework: Framework | None = Field(default=None, description=(
+        "training software stack: megatron_core (Megatron-Core / NeMo), pytorch_fsdp2 (TorchTitan-style FSDP2, TP, PP, "
+        "CP; torchao float8), deepspeed (ZeRO), jax_maxtext (TPU); default: what the accelerator's vendor ran in its "
+        "own MLPerf submissions (data/frameworks.json)"))
 
     @field_validator("accumulate_grads_in_fp32")
     @classmethod

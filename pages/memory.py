@@ -133,6 +133,8 @@ with chart:
     st.table([{**r, "GiB": f"{r['GiB']:.2f}", "share of capacity": f"{r['share of capacity']:.1%}"}
               for r in memory_rows(est, sc.training)])
     detail = est.memory_detail_gib
-    st.caption(f"'Other' is {detail['logits']:.2f} GiB of output logits, {detail['comm_buffers']:.2f} GiB of "
-               f"communication buffers and {detail['framework_overhead']:.2f} GiB framework and fragmentation "
-               "allowance.")
+    st.caption(f"'Other' is {detail['logits']:.2f} GiB of output logits and loss at its peak, "
+               f"{detail['comm_buffers']:.2f} GiB of communication and gathered-weight buffers and "
+               f"{detail['framework_overhead']:.2f} GiB framework and fragmentation allowance. PyTorch would log about "
+               f"{detail['reserved_peak']:.1f} GiB as its peak (max_memory_reserved: the live tensors with the caching "
+               "allocator's measured reserve, without the CUDA context).")

@@ -118,10 +118,20 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
 
     fwd = matmul_fwd + attn_fwd + elementwise_fwd + LAYER_FIXED_S
     bwd = matmul_bwd + attn_bwd + 2 * elementwise_fwd + 2 * LAYER_FIXED_S
-    selective = attn_fwd if not flash else 0.0 * attn_fwd
+    selective = selective_recompute_s(attn_fwd, matmul_fwd, elementwise_fwd, flash, hw)
     recompute = np.select([lay.rc == 0, lay.rc == 1], [0.0 * fwd, selective], fwd)
     return LayerTimes(fwd=fwd, bwd=bwd, recompute=recompute, matmul_fwd=matmul_fwd, matmul_bwd=matmul_bwd,
                       attn_fwd=attn_fwd, attn_bwd=attn_bwd)
+
+
+def selective_recompute_s(attn_fwd, matmul_fwd, elementwise_fwd, flash: bool, hw: Hardware) -> np.ndarray:
+    """What selective recompute runs again in the backward, by stack (data/frameworks.json recompute): Megatron's
+    recomputes the materialised attention core (nothing with flash attention, which stores no scores); TorchTitan's
+    per-op policy saves every other matmul and the attention, so it runs the other half of the forward matmuls and
+    every element-wise op again (hw.selective_recompute_matmul_share 0.5)."""
+    share = hw.selective_recompute_matmul_share
+    core = 0.0 * attn_fwd if flash else attn_fwd
+    return core + share * matmul_fwd + (elementwise_fwd if share > 0 else 0.0)
 
 
 def head_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts) -> tuple[np.ndarray, np.ndarray]:

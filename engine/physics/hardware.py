@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine import frameworks
 from engine.catalog import load_catalog
 from engine.precision import precision
 from engine.scenario import PRECISION_DTYPE, Scenario
@@ -14,19 +15,15 @@ GIB = 2**30
 MEMORY_BW_EFFICIENCY = 0.90
 # Kernels inside a training step sustain less than the isolated best cases above: MAMF is the best shape of a sweep
 # on one idle GPU, STREAM the simplest memory kernel; a step runs the model's own shapes back to back under sustained
-# power limits (clocks drop), with launch gaps and synchronisation. Each accelerator's level is fitted on published
-# per-step throughput where such runs exist (catalog field sustained_fraction: A100 on Megatron-LM Table 1, H100 on
-# Megatron-LM's H100 weak-scaling table; scripts/calibrate_sustained.py prints the fit); an accelerator without one
-# takes the level of DEFAULT_SUSTAINED_FROM, the newest calibrated generation. Calibrated measurements replace it.
-DEFAULT_SUSTAINED_FROM = "H100-SXM5-80GB"
+# power limits (clocks drop), with launch gaps and synchronisation, and each software stack does so differently. The
+# level is fitted per stack x accelerator x precision class on public per-step throughput (data/frameworks.json
+# levels; scripts/calibrate_sustained.py prints the fit); without one the estimate says the accelerator is
+# uncalibrated (engine.frameworks.resolve). Calibrated measurements replace it.
 
 
-def sustained_fraction(acc) -> tuple[float, str]:
-    """The accelerator's in-training level (fraction of its isolated best kernel rates) and where it comes from."""
-    if acc.sustained_fraction is not None:
-        return acc.sustained_fraction.value, acc.sustained_fraction.note
-    ref = load_catalog().accelerator(DEFAULT_SUSTAINED_FROM).sustained_fraction
-    return ref.value, f"no published per-step calibration for {acc.id}; the level of {DEFAULT_SUSTAINED_FROM} is assumed"
+def sustained_level(sc: Scenario, acc) -> frameworks.Resolved:
+    """The scenario's software stack and its in-training level on this accelerator and precision."""
+    return frameworks.resolve(sc.training.framework, acc.vendor, acc.id, sc.training.precision)
 
 
 # Base latency of one ring collective in the collective library's tuning model, Simple protocol (baseLat Ring):
@@ -59,6 +56,10 @@ class Hardware:
     matmul_input_bytes: float         # bytes per element of matmul inputs in the training precision (scales included)
     cast_bytes: float                 # HBM bytes per matmul-input element to quantize it (0 for 16-bit training)
     weight_copy_bytes: float          # bytes per parameter of the low-precision weight copy beside the 16-bit weights
+    framework: str = "megatron_core"  # the software stack (engine.frameworks): what follows is its semantics
+    selective_recompute_matmul_share: float = 0.0   # forward matmuls selective recompute runs again (per-op SAC: 0.5)
+    tp_overlap_share: float = 1.0     # share of the exposed tensor-parallel communication tp_comm_overlap hides
+    calibrated: bool = True           # a level fitted for this stack, accelerator and precision class
     provenance: dict = field(default_factory=dict, compare=False)
 
 
@@ -82,7 +83,8 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     if cl.matmul_efficiency is not None:
         eff, eff_note = cl.matmul_efficiency, "given in the scenario (cluster.matmul_efficiency)"
         attn_eff = cl.matmul_efficiency
-    level, level_note = sustained_fraction(acc)
+    fw = sustained_level(sc, acc)
+    level, level_note = fw.level, fw.level_note
     intra_net, inter_net = cat.networks[acc.intra_node_link.network], cat.networks[acc.network.network]
     intra_line = cl.intra_node_bw_gbs or acc.intra_node_link.bandwidth_gbs
     inter_line = cl.inter_node_bw_gbs or acc.network.bandwidth_gbs
@@ -107,8 +109,10 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         inter_busbw=inter_bus * 1e9, inter_latency_s=(cl.inter_node_latency_us or inter_net.latency_us) * 1e-6,
         collective_base_latency_s=COLLECTIVE_BASE_LATENCY_US.get(acc.software_stack, COLLECTIVE_BASE_LATENCY_DEFAULT_US) * 1e-6,
         matmul_input_bytes=(1 - high_share) * in_bytes + high_share * 2.0,
-        cast_bytes=(1 - high_share) * (spec.cast_read_bytes + fmt.cast_write_bytes),
+        cast_bytes=(1 - high_share) * (spec.cast_read_bytes * fw.stack.fp8.cast_passes + fmt.cast_write_bytes),
         weight_copy_bytes=(1 - high_share) * fmt.weight_copy_bytes,
+        framework=fw.stack.id, selective_recompute_matmul_share=fw.stack.selective_recompute_matmul_share,
+        tp_overlap_share=fw.stack.tp_overlap_share, calibrated=fw.calibrated,
         provenance={
             "matmul_efficiency": round(eff, 4), "matmul_efficiency_source": eff_note,
             "intra_node": f"{intra_net.name}: {intra_line:g} GB/s line, {intra_bus:.1f} GB/s achievable bus bandwidth",
@@ -118,5 +122,6 @@ def resolve_hardware(sc: Scenario) -> Hardware:
                                           if high_share else ""),
             "memory_bandwidth_efficiency": MEMORY_BW_EFFICIENCY,
             "sustained_kernel_fraction": level, "sustained_kernel_fraction_source": level_note,
+            "framework": fw.describe, "calibrated": fw.calibrated,
         },
     )

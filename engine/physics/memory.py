@@ -7,6 +7,12 @@ reduce them, or in fp32 (4 bytes) where the scenario accumulates and reduces the
 is Megatron-LM's distributed optimizer, which shards the optimizer states but keeps every gradient (its table: bf16
 parameters with fp32 gradients 6 + 12/d bytes per parameter). Activations follow Korthikanti et al. 2022
 (sbh(34 + 5as/h) for GPT layers), generalised term by term to GQA, SwiGLU, MoE, MLA and context parallelism.
+
+The training stack changes the layout (stack_memory, keyed on training.framework): PyTorch FSDP2 keeps fp32 sharded
+parameters and gradients and gathers 16-bit weights layer by layer, TorchTitan checkpoints per op, PyTorch's loss
+holds fp32 copies of the logits, DeepSpeed ZeRO-3 gathers and reduces in buckets. Each stage's total is its peak of
+live tensors plus the framework's allowance; beside it, reserved_peak is what torch.cuda.max_memory_reserved reports
+(live tensors with the caching allocator's measured reserve), the figure measured peaks are compared with.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from engine.catalog import DATA_DIR
+from engine.frameworks import stack
 from engine.physics.hardware import GIB
 from engine.physics.layouts import Layouts
 from engine.physics.model import Shape
@@ -92,6 +99,16 @@ def default_headroom_fraction() -> float:
     return r["reserved_gap_gb"] / r["device_gb"] - FRAGMENTATION
 
 
+def allocator_reserve_fraction() -> float:
+    """What the caching allocator reserves beyond the live tensors at their peak, as a share of them: GMLake's
+    measured gap (9.2 GB of an 80 GB device reserved beyond need, data/memory_headroom.json) over the memory in use
+    besides it, 9.2 / (80 - 9.2) = 13.0%. torch.cuda.max_memory_reserved, the figure PyTorch stacks log as their peak,
+    is the live peak times (1 + this); the estimate's total counts FRAGMENTATION of it and the recommendations keep
+    the rest free (default_headroom_fraction)."""
+    r = allocator_reserve()
+    return r["reserved_gap_gb"] / (r["device_gb"] - r["reserved_gap_gb"])
+
+
 def headroom_fraction(training: Training) -> float:
     """The scenario's training.memory_headroom_fraction, else the published default."""
     h = training.memory_headroom_fraction
@@ -137,19 +154,125 @@ def stage_params(shape: Shape, lay: Layouts, st: Stage) -> tuple[np.ndarray, np.
     t = lay.tp
     dense_layer = (shape.attn_params + shape.dense_mlp_params) / t + shape.norm_params
     moe_layer = (shape.attn_params + shape.shared_expert_params) / t + shape.norm_params + shape.router_params
+    non_expert = st.dense * dense_layer + st.moe * moe_layer + outer_params(shape, lay, st)
+    expert = st.moe * (shape.n_experts / lay.ep) * shape.expert_params / lay.etp if shape.n_moe_layers else 0.0 * non_expert
+    return non_expert, expert
+
+
+def outer_params(shape: Shape, lay: Layouts, st: Stage) -> np.ndarray:
+    """Parameters of a stage outside its transformer layers, on one GPU: the token (and position) embedding on the
+    first stage, the final norm and output layer on the last (matrices split by TP)."""
+    t = lay.tp
     embed = np.where(st.embedding, shape.embedding_params / t + shape.position_params, 0.0)
     # an untied head has its own matrix; a tied one needs a copy on the last stage when the pipeline splits them
     head_matrix = np.where(st.embedding & shape.tied_embeddings, 0.0, shape.embedding_params / t)
-    head = np.where(st.head, head_matrix + shape.hidden, 0.0)
-    non_expert = st.dense * dense_layer + st.moe * moe_layer + embed + head
-    expert = st.moe * (shape.n_experts / lay.ep) * shape.expert_params / lay.etp if shape.n_moe_layers else 0.0 * non_expert
-    return non_expert, expert
+    return embed + np.where(st.head, head_matrix + shape.hidden, 0.0)
 
 
 def shard_groups(lay: Layouts) -> tuple[np.ndarray, np.ndarray]:
     """(non-expert, expert) ZeRO shard group sizes: the shard group (all data-parallel ranks, or the HSDP group) and
     the same share of the expert data-parallel ranks."""
     return lay.shard, np.maximum(1, lay.expert_dp * lay.shard // lay.dp_group)
+
+
+# DeepSpeed's ZeRO-3 defaults, in parameter elements (deepspeed/runtime/zero/config.py: stage3_prefetch_bucket_size
+# 5e7, stage3_max_live_parameters 1e9, reduce_bucket_size 5e8; www.deepspeed.ai/docs/config-json)
+DEEPSPEED_PREFETCH_BUCKET = 5e7
+DEEPSPEED_MAX_LIVE_PARAMETERS = 1e9
+DEEPSPEED_REDUCE_BUCKET = 5e8
+
+
+@dataclass(frozen=True)
+class StackMemory:
+    """How the training stack lays memory out, per layout: the one place the software stack (training.framework,
+    resolved to the vendor's MLPerf stack when not given: engine.frameworks) enters the memory model."""
+
+    fsdp2: np.ndarray           # PyTorch FSDP2 sharding (ZeRO-3 layouts on pytorch_fsdp2): fsdp2_terms
+    deepspeed_zero3: np.ndarray  # DeepSpeed's ZeRO-3 partitioned parameters and buckets: deepspeed_zero3_buffer_bytes
+    eager_loss: np.ndarray      # PyTorch's cross-entropy on fp32 logits, not Megatron's fused vocabulary-parallel one
+    op_selective: bool          # selective recompute is TorchTitan's per-op policy (data/frameworks.json recompute)
+
+
+def stack_memory(framework: str, lay: Layouts) -> StackMemory:
+    """The memory semantics of `framework` (an engine.frameworks id) for every layout. Megatron-Core and MaxText
+    keep the ZeRO paper's layout (Megatron-FSDP for ZeRO-3) and a fused vocabulary-parallel loss; PyTorch FSDP2 and
+    DeepSpeed train PyTorch modules whose loss is torch's cross-entropy (DeepSpeed under tensor parallelism is
+    Megatron-DeepSpeed, with Megatron's loss)."""
+    zero3 = lay.zero >= 3
+    return StackMemory(fsdp2=zero3 & (framework == "pytorch_fsdp2"), deepspeed_zero3=zero3 & (framework == "deepspeed"),
+                       eager_loss=np.full(len(lay), framework == "pytorch_fsdp2") | ((framework == "deepspeed") & (lay.tp == 1)),
+                       op_selective=stack(framework).recompute.selective == "per_op_every_other_matmul")
+
+
+def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> np.ndarray:
+    """Activations one dense layer stores for one micro-batch under TorchTitan's per-op selective checkpointing
+    (parallelize_llama._apply_ac_to_transformer_block, selective_ac_option 'op'): the block's input, the attention
+    core's output and log-sum-exp, every other matmul's output (the 1st, 3rd, 5th, ... of Q, K, V, output, then the
+    MLP's in order) and, under tensor parallelism, the reduce-scatter outputs; everything else is recomputed. A
+    row-parallel matmul (attention output, MLP down) produces the whole hidden width before its reduce-scatter.
+    Written for Q/K/V projections; an MLA layer is counted with its query and value widths in their place."""
+    e = bytes_per_element(training)["activation"]
+    h, t = shape.hidden, lay.tp
+    tokens = lay.mbs * (training.seq_len / lay.cp)
+    q, v_width = shape.n_heads * shape.qk_head_dim, shape.kv_elems_per_token / 2
+    mlp_in = (shape.dense_ffn / t,) * (2 if shape.gated else 1)
+    matmuls = (q / t, v_width / t, v_width / t, h, *mlp_in, h)      # wq, wk, wv, wo, MLP in (gate, up), down
+    saved = sum(matmuls[0::2])
+    core = shape.n_heads * shape.v_head_dim / t * e + 4.0 * shape.n_heads / t      # output + fp32 log-sum-exp
+    reduce_scatter = np.where(t > 1, 2 * h / np.where(lay.sp, t, 1), 0.0)
+    block_input = h / np.where(lay.sp, t, 1)
+    return tokens * ((saved + reduce_scatter + block_input) * e + core)
+
+
+def loss_bytes_per_logit(training: Training, lay: Layouts, eager_loss: np.ndarray) -> np.ndarray:
+    """Bytes per logit at the loss's peak. Megatron-Core's fused vocab-parallel cross-entropy keeps the 16-bit logits
+    and one fp32 copy that its backward overwrites with the gradient (e + 4). PyTorch's eager cross-entropy on
+    fp32-cast logits (TorchTitan's cross_entropy_loss: pred.float()) peaks in its backward with three fp32 tensors of
+    the logits' size: the saved log-softmax output, the gradient arriving from the loss and the gradient it returns
+    (the 16-bit logits are freed before backward; the forward peak, 16-bit + two fp32, is lower). Under tensor
+    parallelism the vocabulary-parallel loss (torch.distributed.tensor.parallel.loss_parallel, whose _log_softmax is
+    the decomposition with its all-reduces) keeps the 16-bit logits, their fp32 cast, the shifted logits and their
+    exponential at once in its forward: e + 3 fp32."""
+    e = bytes_per_element(training)["activation"]
+    eager = np.where(lay.tp > 1, e + 3 * 4.0, max(3 * 4.0, e + 2 * 4.0))
+    return np.where(eager_loss, eager, e + 4.0)
+
+
+def fsdp2_gradient_bytes(training: Training) -> tuple[float, float]:
+    """(sharded, reduce) bytes per gradient element under FSDP2: the sharded gradient takes the dtype of the sharded
+    parameter, fp32 (FSDP2 keeps the fp32 parameter sharded and gathers a 16-bit copy: MixedPrecisionPolicy), and is
+    reduced in fp32 (TorchTitan's mixed_precision_reduce default) unless 16-bit reduction is asked for."""
+    return 4.0, 2.0 if training.accumulate_grads_in_fp32 is False else 4.0
+
+
+def fsdp2_terms(shape: Shape, training: Training, lay: Layouts, st: Stage, local: np.ndarray, sharded: np.ndarray,
+                layer_params: np.ndarray, weight_copy_bytes: float) -> dict[str, np.ndarray]:
+    """Weights, gradients and buffers of one stage's GPU under FSDP2 (PyTorch fully_shard with TorchTitan's
+    MixedPrecisionPolicy). The fp32 sharded parameter is the master weight (counted with the optimizer states); 16-bit
+    weights exist only gathered. Without resharding after forward, and under a pipeline (whose stages turn resharding
+    after backward and gradient sync off until the last micro-batch: torch.distributed.pipelining
+    stage.backward_maybe_with_nosync), the whole stage stays gathered and its unsharded gradients accumulate in the
+    reduce dtype. Otherwise the buffers are the current and the prefetched layer's gathered weights, one layer's
+    unsharded 16-bit gradients with the reduce-dtype copy reduce-scattered from, and the root module (embedding, final
+    norm, output layer), which FSDP2 does not reshard between its forward and backward. Low-precision training
+    (torchao float8) casts the gathered weights of the current and the prefetched layer and keeps no persistent copy."""
+    w = bytes_per_element(training)["weight"]
+    sharded_grad, reduce = fsdp2_gradient_bytes(training)
+    kept = ~lay.reshard | (lay.pp > 1)
+    in_flight = layer_params * (2 * w + w + reduce) + w * outer_params(shape, lay, st)
+    return {"weights": np.where(kept, w * local, 0.0),
+            "gradients": sharded_grad * sharded + np.where(lay.pp > 1, reduce * local, 0.0),
+            "buffers": 2 * weight_copy_bytes * layer_params + np.where(kept, 0.0, in_flight)}
+
+
+def deepspeed_zero3_buffer_bytes(training: Training, layer_params: np.ndarray, weight_copy_bytes: float) -> np.ndarray:
+    """DeepSpeed ZeRO-3's gathered parameters and gradient bucket at the peak: the layer in flight and what its
+    coordinator prefetches ahead of it (stage3_prefetch_bucket_size), at most stage3_max_live_parameters, in the
+    16-bit format with their low-precision casts, and one reduce bucket (reduce_bucket_size elements) of 16-bit or
+    fp32 gradients."""
+    b = bytes_per_element(training)
+    live = np.minimum(layer_params + DEEPSPEED_PREFETCH_BUCKET, DEEPSPEED_MAX_LIVE_PARAMETERS)
+    return live * (b["weight"] + weight_copy_bytes) + DEEPSPEED_REDUCE_BUCKET * b["grad"]
 
 
 def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: bool) -> np.ndarray:
@@ -178,15 +301,29 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
     return np.select([lay.rc == 0, lay.rc == 1], [none, selective], full)
 
 
+def recompute_peak_bytes(lay: Layouts, full_layer: np.ndarray, loss_peak: np.ndarray) -> np.ndarray:
+    """What full recompute adds to the stored activations at the stage's peak: the one layer it re-materialises for
+    its backward pass. The loss's transient peak (on the stage with the output layer) comes before, at the end of
+    the forward pass, and is freed before the last layer is re-materialised: the stage peaks at the larger of the
+    two, so only the re-materialised layer's excess over the loss peak is added."""
+    return np.where(lay.rc == 2, np.maximum(full_layer - loss_peak, 0.0), 0.0)
+
+
 def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dict[str, StageParams],
-                     weight_copy_bytes: float = 0.0) -> dict[str, dict[str, np.ndarray]]:
-    """Bytes per GPU by component for the first, middle and last pipeline stage; weight_copy_bytes is the
-    low-precision copy of each weight that FP8/MXFP8/NVFP4 training keeps beside the 16-bit one."""
+                     weight_copy_bytes: float = 0.0, framework: str = "megatron_core") -> dict[str, dict[str, np.ndarray]]:
+    """Bytes per GPU by component for the first, middle and last pipeline stage under the training stack
+    `framework` (stack_memory); weight_copy_bytes is the low-precision copy of each weight that FP8/MXFP8/NVFP4
+    training keeps beside the 16-bit one, sharded as the stack shards the weights (FSDP2 casts the gathered weights
+    layer by layer and keeps none: fsdp2_terms)."""
     b = bytes_per_element(training)
     shard, expert_shard = shard_groups(lay)
+    sm = stack_memory(framework, lay)
+    fsdp2 = sm.fsdp2
     e = b["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
     act_dense = layer_activation_bytes(shape, training, lay, moe=False)
+    if sm.op_selective:
+        act_dense = np.where(lay.rc == 1, op_selective_layer_bytes(shape, training, lay), act_dense)
     act_moe = layer_activation_bytes(shape, training, lay, moe=True) if shape.n_moe_layers else 0.0
     full_layer = layer_activation_bytes(shape, training, replace(lay, rc=np.zeros_like(lay.rc)),
                                         moe=shape.n_moe_layers > 0)
@@ -194,11 +331,13 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
     if shape.n_moe_layers:
         layer_params = np.maximum(layer_params, (shape.attn_params + shape.shared_expert_params) / lay.tp
                                   + (shape.n_experts / lay.ep) * shape.expert_params / lay.etp)
-    # ZeRO-3 holds the current and the prefetched layer's gathered weights (without resharding: the whole stage)
-    zero3_gather = np.where((lay.zero >= 3) & lay.reshard, 2 * b["weight"] * layer_params, 0.0)
+    # ZeRO-3 holds the current and the prefetched layer's gathered weights and their low-precision casts (without
+    # resharding: the whole stage, counted with the weights); DeepSpeed by its bucket sizes
+    zero3_gather = np.where((lay.zero >= 3) & lay.reshard, 2 * (b["weight"] + weight_copy_bytes) * layer_params, 0.0)
+    zero3_gather = np.where(sm.deepspeed_zero3, deepspeed_zero3_buffer_bytes(training, layer_params, weight_copy_bytes),
+                            zero3_gather)
     tp_buffer = np.where(lay.tp > 1, tokens * e * shape.hidden, 0.0)                 # all-gathered TP input
     pp_buffer = np.where(lay.pp > 1, 2 * tokens * e * shape.hidden / lay.tp, 0.0)    # pipeline send/recv
-    comm = tp_buffer + pp_buffer + zero3_gather
     embedding_out = tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1)
     out = {}
     for name, sp in staged.items():
@@ -206,17 +345,19 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
         local = ne + ex
         sharded = ne / shard + ex / expert_shard
         gathered = (lay.zero >= 3) & lay.reshard
-        weights = b["weight"] * np.where(gathered, sharded, local) + weight_copy_bytes * local
+        weights = (b["weight"] + weight_copy_bytes) * np.where(gathered, sharded, local)
         grads = b["grad"] * np.where(lay.zero >= 2, sharded, local)
+        f = fsdp2_terms(shape, training, lay, st, local, sharded, layer_params, weight_copy_bytes)
+        weights, grads = np.where(fsdp2, f["weights"], weights), np.where(fsdp2, f["gradients"], grads)
+        comm = tp_buffer + pp_buffer + np.where(fsdp2, f["buffers"], zero3_gather)
         optimizer = b["optimizer"] * np.where(lay.zero >= 1, sharded, local)
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
-        # full recompute re-materialises one layer's activations during its backward pass
-        working = np.where(lay.rc == 2, full_layer, 0.0)
-        activations = per_mb * st.in_flight + working
-        logits = np.where(st.head, tokens * shape.vocab / lay.tp * (e + 4), 0.0)   # 16-bit logits + fp32 for the loss
+        logits = np.where(st.head, tokens * shape.vocab / lay.tp * loss_bytes_per_logit(training, lay, sm.eager_loss), 0.0)
+        activations = per_mb * st.in_flight + recompute_peak_bytes(lay, full_layer, logits)
         live = weights + grads + optimizer + activations + logits + comm
         overhead = FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live
+        # beside the terms (not in the total): the caching allocator's reserve at the peak, as PyTorch reports it
         out[name] = {"weights": weights, "gradients": grads, "optimizer_states": optimizer, "activations": activations,
                      "logits": logits, "comm_buffers": comm, "framework_overhead": overhead,
-                     "total": live + overhead}
+                     "total": live + overhead, "reserved_peak": live * (1 + allocator_reserve_fraction())}
     return out

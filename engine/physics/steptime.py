@@ -46,7 +46,7 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     tp_exposed = tp_one * (4 + 2 * full)
     tp_hidden = (overlapped_s(lt.matmul_fwd, 2 * tp_one, slow)[1] * (1 + full)
                  + overlapped_s(lt.matmul_bwd, 2 * tp_one, slow)[1])
-    tp = np.where(lay.tpo, tp_hidden, tp_exposed)
+    tp = np.where(lay.tpo, tp_overlap_exposed_s(tp_hidden, tp_exposed, hw), tp_exposed)
 
     # context parallel: the KV chunks go round a ring of cp ranks beside the attention core
     kv_step = send_recv_s(e * tokens * shape.kv_elems_per_token / t, members_per_node(t, lay.cp, g) < lay.cp, hw)
@@ -83,6 +83,14 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
 
     return {"compute": lt.fwd + lt.bwd, "recompute": lt.recompute, "tp_comm": tp, "cp_comm": cp, "ep_comm": ep,
             "zero3_comm": z3, "bwd": lt.bwd + lt.recompute, "fwd": lt.fwd}
+
+
+def tp_overlap_exposed_s(hidden, exposed, hw: Hardware) -> np.ndarray:
+    """Tensor-parallel time left with tp_comm_overlap: the stack's overlap hides hw.tp_overlap_share of what it
+    could (Transformer Engine userbuffers: all of it, at the overlap slowdown; async TP in PyTorch: the share its
+    measured speed-up implies, data/frameworks.json)."""
+    share = hw.tp_overlap_share
+    return share * hidden + (1 - share) * exposed
 
 
 def _data_parallel(shape: Shape, training: Training, hw: Hardware, lay: Layouts, ne, ex, m, fwd_window, bwd_window,

@@ -22,6 +22,7 @@ from engine.physics.steptime import step_time
 STAGES = ("first", "middle", "last")
 MEMORY_SUMMARY = ("weights", "gradients", "optimizer_states", "activations")
 MEMORY_OTHER = ("logits", "comm_buffers", "framework_overhead")
+MEMORY_RESERVED = "reserved_peak"   # beside the terms: torch.cuda.max_memory_reserved at the peak (not in the total)
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     """Memory per GPU of every layout (its worst pipeline stage) and whether it fits; `staged` for the time model."""
     tr = ctx.scenario.training
     staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
-    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
+    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework)
     totals = np.stack([mem[s]["total"] for s in STAGES])
     worst = np.argmax(totals, axis=0)
     pick = lambda key: np.choose(worst, [mem[s][key] for s in STAGES])
@@ -148,7 +149,7 @@ def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> 
     return {
         "layout": lay.layout(i).model_dump(),
         "memory_gib": {**{k: gib(k) for k in MEMORY_SUMMARY}, "other": round(other, 3), "total": gib("total")},
-        "memory_detail_gib": {k: gib(k) for k in MEMORY_OTHER},
+        "memory_detail_gib": {**{k: gib(k) for k in MEMORY_OTHER}, MEMORY_RESERVED: gib(MEMORY_RESERVED)},
         "memory_capacity_gib": round(ctx.hw.memory_bytes / GIB, 3),
         "worst_stage": STAGES[int(ev["worst_stage"][i])] if int(lay.pp[i]) > 1 else "only",
         "fits": fits,

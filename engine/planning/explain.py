@@ -14,9 +14,11 @@ from engine.physics.comm import members_per_node
 from engine.physics.compute import LAYER_FIXED_S
 from engine.physics.hardware import GIB
 from engine.physics.layouts import RECOMPUTE, Layouts
-from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, bytes_per_element, gradient_text,
-                                   headroom_fraction, layer_activation_bytes, memory_breakdown, optimizer_state_bytes,
-                                   shard_groups, staged_params)
+from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, allocator_reserve_fraction,
+                                   bytes_per_element, fsdp2_gradient_bytes, gradient_text, headroom_fraction,
+                                   layer_activation_bytes, loss_bytes_per_logit, memory_breakdown,
+                                   op_selective_layer_bytes, optimizer_state_bytes, shard_groups, stack_memory,
+                                   staged_params)
 from engine.physics.schedule import chunk_layers, peak_layers_in_flight, pipeline_slots, warmup_forwards
 from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate
 from engine.planning.search import context
@@ -30,6 +32,11 @@ NARAYANAN = "Narayanan et al. 2021, Efficient Large-Scale Language Model Trainin
 MEGATRON_GRADS = ("Megatron-LM examples/llama (--grad-reduce-in-bf16) and megatron/training/arguments.py "
                   "(--accumulate-allreduce-grads-in-fp32); docs/source/api-guide/dist_optimizer.md (the distributed "
                   "optimizer keeps every gradient)")
+FSDP2 = ("PyTorch FSDP2 (torch.distributed.fsdp.fully_shard, MixedPrecisionPolicy; torch.distributed.pipelining "
+         "stage.backward_maybe_with_nosync) as TorchTitan parallelize_llama.apply_fsdp runs it")
+DEEPSPEED = ("DeepSpeed deepspeed/runtime/zero/config.py defaults (stage3_prefetch_bucket_size 5e7, "
+             "stage3_max_live_parameters 1e9, reduce_bucket_size 5e8; www.deepspeed.ai/docs/config-json)")
+GMLAKE = "Guo et al. 2024, GMLake (arXiv 2401.08156): 9.2 GB of an 80 GB device reserved beyond need (data/memory_headroom.json)"
 HEADROOM_SOURCE = ("Guo et al. 2024, GMLake (arXiv 2401.08156): the caching allocator reserves 9.2 GB of an 80 GB A100 "
                    "beyond need on average; less the 5% fragmentation already counted (data/memory_headroom.json)")
 NCCL = "NCCL tuning model src/graph/tuning.cc; nccl-tests doc/PERFORMANCE.md bus bandwidth (engine/physics/comm.py)"
@@ -61,7 +68,7 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     shape, tr = ctx.shape, ctx.scenario.training
     staged_m = lay.micro_batches(tr.global_batch_size)
     staged = staged_params(shape, lay, staged_m)            # the same staging and breakdown memory() uses
-    mem = memory_breakdown(shape, tr, lay, staged, ctx.hw.weight_copy_bytes)
+    mem = memory_breakdown(shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework)
     worst = STAGES[int(ev["worst_stage"][0])]
     sp = staged[worst]
     st = sp.stage
@@ -83,24 +90,45 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
               f"{', output layer' if _g(st.head) else ''}; matrices / tp {t})")
     sharded = f"non-expert / {shard}" + (f", expert / {expert_shard}" if ex else "")
     gathered = zero >= 3 and bool(lay.reshard[0])
+    sm = stack_memory(ctx.hw.framework, lay)
+    fsdp2 = bool(sm.fsdp2[0])
+    kept = not bool(lay.reshard[0]) or p > 1
     copy = ctx.hw.weight_copy_bytes
     states = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(tr).items())
+    if fsdp2:
+        sharded_grad, reduce = fsdp2_gradient_bytes(tr)
+        weights_text = (f"FSDP2 (ZeRO-3): the fp32 sharded parameter is the master weight (with the optimizer states); "
+                        + (f"{b['weight']:g} B/param (16-bit, gathered) x {params} kept gathered "
+                           + ("(no resharding after forward)" if p == 1 else "(the pipeline stage turns resharding after "
+                              "backward off until the last micro-batch)") if kept else
+                           "16-bit weights exist only gathered, layer by layer (comm_buffers)"))
+        grads_text = (f"FSDP2: {sharded_grad:g} B/param x the same parameters, sharded ({sharded}; the sharded "
+                      f"gradient takes the fp32 sharded parameter's dtype)"
+                      + (f" + {reduce:g} B/param unsharded, accumulated in the reduce dtype over "
+                                               f"the micro-batches of the pipeline (gradient sync off until the last)"
+                                               if p > 1 else ""))
+        state_source = FSDP2
+    else:
+        weights_text = (f"{b['weight']:g} B/param ({tr.precision} training)"
+                        + (f" + {copy:g} B/param low-precision copy" if copy else "") + f" x {params}"
+                        + (f", sharded by ZeRO-3 ({sharded})" if gathered else ""))
+        grads_text = (f"{b['grad']:g} B/param ({gradient_text(tr)}) x the same parameters"
+                      + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 2 else ", every gradient kept (ZeRO-1 and below)"))
+        state_source = ZERO
     out = [
         Term(sec, "stage", None, "", where, "engine.planning.evaluation.memory (argmax over stages)",
              "Megatron-LM theoretical_memory_usage states its scope (the first stage); here every stage is priced"),
-        Term(sec, "weights", _g(c["weights"]) / GIB, "GiB",
-             f"{b['weight']:g} B/param ({tr.precision} training) x {params}" + (f", sharded by ZeRO-3 ({sharded})" if gathered else "")
-             + (f" + {copy:g} B/param low-precision copy" if copy else ""), fn, ZERO),
-        Term(sec, "gradients", _g(c["gradients"]) / GIB, "GiB",
-             f"{b['grad']:g} B/param ({gradient_text(tr)}) x the same parameters"
-             + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 2 else ", every gradient kept (ZeRO-1 and below)"),
-             fn, f"{ZERO}; {MEGATRON_GRADS}"),
+        Term(sec, "weights", _g(c["weights"]) / GIB, "GiB", weights_text,
+             fn + ("; engine.physics.memory.fsdp2_terms" if fsdp2 else ""), state_source),
+        Term(sec, "gradients", _g(c["gradients"]) / GIB, "GiB", grads_text,
+             fn + ("; engine.physics.memory.fsdp2_terms" if fsdp2 else ""), f"{state_source}; {MEGATRON_GRADS}"),
         Term(sec, "optimizer_states", _g(c["optimizer_states"]) / GIB, "GiB",
              f"{b['optimizer']:g} B/param ({tr.optimizer}: {states}) x the same parameters"
              + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 1 else ""), fn, ZERO),
     ]
     # activations: micro-batches alive at the stage's peak x one micro-batch's activations
-    act_dense = _g(layer_activation_bytes(shape, tr, lay, moe=False))
+    op_sac = sm.op_selective and int(lay.rc[0]) == 1
+    act_dense = _g(op_selective_layer_bytes(shape, tr, lay) if op_sac else layer_activation_bytes(shape, tr, lay, moe=False))
     act_moe = _g(layer_activation_bytes(shape, tr, lay, moe=True)) if shape.n_moe_layers else 0.0
     layers_mb = _g(st.dense) * act_dense + _g(st.moe) * act_moe
     flight = _g(st.in_flight)
@@ -121,24 +149,53 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     detail = (f"{flight:.4g} micro-batches in flight ({schedule}) x ({_g(st.dense):.0f} dense layers x "
               f"{act_dense / GIB:.4f} GiB" + (f" + {_g(st.moe):.0f} MoE layers x {act_moe / GIB:.4f} GiB" if shape.n_moe_layers else "")
               + f") per layer and micro-batch (mbs {int(lay.mbs[0])}, seq {tr.seq_len} / cp {int(lay.cp[0])}, "
-              f"tp {t}{' with sequence parallelism' if bool(lay.sp[0]) else ''}, recompute {rc}, {tr.attention} attention, "
+              f"tp {t}{' with sequence parallelism' if bool(lay.sp[0]) else ''}, recompute {rc}"
+              f"{' (per-op: the block input, the attention output and every other matmul output kept)' if op_sac else ''}, "
+              f"{tr.attention} attention, "
               f"{b['activation']:g}-byte activations)")
     if rest > 0:
         what = [w for w, on in (("embedding output per micro-batch in flight", _g(st.embedding)),
-                                ("one layer re-materialised by full recompute", rc == "full")) if on]
+                                ("one layer re-materialised by full recompute, beyond the loss's peak",
+                                 rc == "full")) if on]
         detail += f" + {rest / GIB:.4f} GiB ({' and '.join(what)})"
     out.append(Term(sec, "activations", _g(c["activations"]) / GIB, "GiB", detail,
-                    "engine.physics.memory.layer_activation_bytes; engine.physics.schedule.peak_layers_in_flight",
-                    f"{KORTHIKANTI}; {MEGATRON_SCHEDULES}"))
+                    "engine.physics.memory.layer_activation_bytes; engine.physics.memory.op_selective_layer_bytes; "
+                    "engine.physics.memory.recompute_peak_bytes; engine.physics.schedule.peak_layers_in_flight",
+                    f"{KORTHIKANTI}; {MEGATRON_SCHEDULES}"
+                    + ("; TorchTitan parallelize_llama._apply_ac_to_transformer_block (per-op selective checkpointing)"
+                       if op_sac else "")))
     tokens = int(lay.mbs[0]) * tr.seq_len / int(lay.cp[0])
+    eager = bool(sm.eager_loss[0])
+    per_logit = _g(loss_bytes_per_logit(tr, lay, sm.eager_loss))
+    loss_words = ((f"PyTorch's eager cross-entropy on fp32 logits: {per_logit:g} B per logit at its peak"
+                   + (" (vocabulary-parallel: 16-bit logits + fp32 cast, shifted logits and their exponential)" if t > 1
+                      else " (the saved fp32 log-softmax, the gradient in and the gradient out)")) if eager else
+                  f"{b['activation']:g} B logits + 4 B fp32 for Megatron-Core's fused cross-entropy")
+    buffer_words = (f"TP all-gather input tokens x h x {b['activation']:g} B (tp > 1) + 2 pipeline send/recv buffers of "
+                    f"tokens x h / tp (pp > 1)")
+    if fsdp2:
+        buffer_words += (" + FSDP2: " + (f"the current and the prefetched layer's {copy:g} B/param low-precision casts"
+                                          if copy else "nothing per layer") + " (the stage is kept gathered)" if kept else
+                         " + FSDP2: the current and the prefetched layer gathered in 16 bits"
+                         + (f" with their {copy:g} B/param low-precision casts" if copy else "")
+                         + ", one layer's unsharded gradients and their reduce-dtype copy, and the root module "
+                           "(embedding, output layer) kept gathered from forward to backward")
+    elif bool(sm.deepspeed_zero3[0]):
+        buffer_words += (" + DeepSpeed ZeRO-3: the layer in flight and the prefetch bucket gathered (at most "
+                         "stage3_max_live_parameters) and one reduce bucket of gradients (DeepSpeed's defaults)")
+    else:
+        buffer_words += (" + ZeRO-3 current and prefetched layer" + (f" with their {copy:g} B/param low-precision copies"
+                                                                   if copy else "") + " (with resharding)")
     out += [
         Term(sec, "logits", _g(c["logits"]) / GIB, "GiB",
-             f"tokens {tokens:g} x vocab {shape.vocab} / tp {t} x ({b['activation']:g} B logits + 4 B fp32 for the loss)"
-             if _g(st.head) else "0: this stage has no output layer", fn, "Megatron-LM cross-entropy in fp32"),
-        Term(sec, "comm_buffers", _g(c["comm_buffers"]) / GIB, "GiB",
-             f"TP all-gather input tokens x h x {b['activation']:g} B (tp > 1) + 2 pipeline send/recv buffers of "
-             f"tokens x h / tp (pp > 1) + ZeRO-3 current and prefetched layer (with resharding)", fn,
-             "Megatron-LM / PyTorch FSDP buffer layout"),
+             f"tokens {tokens:g} x vocab {shape.vocab} / tp {t} x {per_logit:g} B ({loss_words})"
+             if _g(st.head) else "0: this stage has no output layer", fn + "; engine.physics.memory.loss_bytes_per_logit",
+             "torch.distributed.tensor.parallel.loss_parallel _log_softmax; TorchTitan cross_entropy_loss (pred.float())"
+             if eager else "Megatron-LM cross-entropy in fp32"),
+        Term(sec, "comm_buffers", _g(c["comm_buffers"]) / GIB, "GiB", buffer_words,
+             fn + ("; engine.physics.memory.fsdp2_terms" if fsdp2 else "; engine.physics.memory.deepspeed_zero3_buffer_bytes"
+                   if bool(sm.deepspeed_zero3[0]) else ""),
+             FSDP2 if fsdp2 else DEEPSPEED if bool(sm.deepspeed_zero3[0]) else "Megatron-LM / PyTorch FSDP buffer layout"),
         Term(sec, "framework_overhead", _g(c["framework_overhead"]) / GIB, "GiB",
              f"{FRAMEWORK_OVERHEAD_BYTES / GIB:g} GiB CUDA context and workspaces + {FRAGMENTATION:.0%} of "
              f"{(_g(c['total']) - _g(c['framework_overhead'])) / GIB:.3f} GiB live tensors (allocator fragmentation)", fn,
@@ -146,6 +203,11 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
         Term(sec, "total", _g(c["total"]) / GIB, "GiB",
              f"sum of the above; capacity {ctx.hw.memory_bytes / GIB:.2f} GiB -> "
              f"{'fits' if bool(ev['fits'][0]) else 'does not fit'}", "engine.planning.evaluation.memory", "-"),
+        Term(sec, "reserved_peak", _g(c["reserved_peak"]) / GIB, "GiB",
+             f"beside the total: what torch.cuda.max_memory_reserved reports at the peak (the figure PyTorch stacks log "
+             f"as peak memory) = {(_g(c['total']) - _g(c['framework_overhead'])) / GIB:.3f} GiB live tensors x "
+             f"(1 + {allocator_reserve_fraction():.1%} the caching allocator holds beyond them); the CUDA context "
+             f"and collective buffers are outside it", "engine.physics.memory.allocator_reserve_fraction", GMLAKE),
         Term(sec, "headroom", headroom_fraction(tr) * ctx.hw.memory_bytes / GIB, "GiB",
              f"{headroom_fraction(tr):.1%} of capacity kept free by the search, sizing and plan (allocator reserve and "
              f"transient peaks beyond the estimate) -> recommendable up to {(1 - headroom_fraction(tr)) * ctx.hw.memory_bytes / GIB:.2f} GiB: "

@@ -1,0 +1,153 @@
+"""Training software stacks as data (data/frameworks.json): what each stack does differently (how it recomputes, how
+much of the tensor-parallel communication its overlap hides, how its fp8 recipe casts) and its fitted in-training level
+per accelerator and precision class, each with the public runs it was fitted on.
+
+One rule for calibration: a level is looked up for exactly the (stack, accelerator, precision class) asked for; where
+none was fitted, the estimate uses the documented fallback level and says that the accelerator is uncalibrated for
+this stack and precision (never another accelerator's level in silence).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.catalog import DATA_DIR, Source
+
+Framework = Literal["megatron_core", "pytorch_fsdp2", "deepspeed", "jax_maxtext"]
+FRAMEWORKS: tuple[str, ...] = ("megatron_core", "pytorch_fsdp2", "deepspeed", "jax_maxtext")
+
+
+class Fp8Recipe(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    recipe: str
+    cast_passes: float = Field(gt=0, le=4, description=(
+        "HBM passes over each quantized input relative to one fused cast (Transformer Engine fuses the cast into the "
+        "norm or activation that produces the input: 1; torchao's dynamic scaling reads the input for its amax and "
+        "again to cast it: 2)"))
+
+
+class Recompute(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    selective: Literal["attention_core", "per_op_every_other_matmul"]
+    note: str
+
+
+class Stack(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: Framework
+    name: str
+    sharding: str
+    recompute: Recompute
+    selective_recompute_matmul_share: float = Field(ge=0, le=1, description=(
+        "share of the forward matmuls (and, when above 0, every element-wise op) that selective recompute runs again"))
+    tp_overlap_share: float = Field(ge=0, le=1, description=(
+        "share of the exposed tensor-parallel communication that the stack's overlap (tp_comm_overlap) hides"))
+    tp_overlap_note: str
+    fp8: Fp8Recipe
+    source: Source
+
+
+class Level(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    framework: Framework
+    accelerators: list[str] = Field(min_length=1)
+    precision_class: Literal["16bit", "8bit", "4bit"]
+    value: float = Field(gt=0, le=1.2)
+    fitted_on: str = Field(min_length=10)
+
+
+class VendorDefault(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    framework: Framework
+    source: str = Field(min_length=10)
+
+
+class Fallback(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    framework: Framework
+    accelerator: str
+    precision_class: Literal["16bit", "8bit", "4bit"]
+    note: str
+
+
+class Frameworks(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    schema_version: Literal[1]
+    updated: str
+    about: str
+    precision_classes: dict[str, list[str]]
+    uncalibrated_fallback: Fallback
+    vendor_defaults: dict[str, VendorDefault]
+    rows: list[Stack]
+    levels: list[Level]
+
+
+@lru_cache(maxsize=1)
+def frameworks() -> Frameworks:
+    doc = Frameworks(**json.loads((DATA_DIR / "frameworks.json").read_text()))
+    ids = [r.id for r in doc.rows]
+    if sorted(ids) != sorted(FRAMEWORKS):
+        raise ValueError(f"data/frameworks.json: rows {ids} are not the frameworks {FRAMEWORKS}")
+    seen = set()
+    for lv in doc.levels:
+        for acc in lv.accelerators:
+            key = (lv.framework, acc, lv.precision_class)
+            if key in seen:
+                raise ValueError(f"data/frameworks.json: two levels for {key}")
+            seen.add(key)
+    if level_row(doc, doc.uncalibrated_fallback.framework, doc.uncalibrated_fallback.accelerator,
+                 doc.uncalibrated_fallback.precision_class) is None:
+        raise ValueError("data/frameworks.json: the uncalibrated fallback names no fitted level")
+    return doc
+
+
+def stack(framework: str) -> Stack:
+    return next(r for r in frameworks().rows if r.id == framework)
+
+
+def precision_class(precision: str) -> str:
+    return next(c for c, members in frameworks().precision_classes.items() if precision in members)
+
+
+def level_row(doc: Frameworks, framework: str, accelerator: str, pclass: str) -> Level | None:
+    return next((lv for lv in doc.levels if lv.framework == framework and accelerator in lv.accelerators
+                 and lv.precision_class == pclass), None)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The stack a scenario runs on and its level on the scenario's accelerator and precision."""
+    stack: Stack
+    chosen_by_default: bool      # the vendor's MLPerf default, not the scenario's choice
+    default_source: str
+    level: float
+    calibrated: bool
+    level_note: str
+
+    @property
+    def describe(self) -> str:
+        """'framework: megatron_core, NVIDIA's MLPerf default' or '..., as given'."""
+        how = f"the vendor's MLPerf default ({self.default_source})" if self.chosen_by_default else "as given"
+        return f"framework: {self.stack.id}, {how}"
+
+
+def resolve(framework: str | None, vendor: str, accelerator: str, precision: str) -> Resolved:
+    """The scenario's stack (its vendor's MLPerf default when None) and the level fitted for it on this accelerator
+    and precision class; without one, the documented fallback level, marked uncalibrated."""
+    doc = frameworks()
+    default = doc.vendor_defaults[vendor]
+    chosen = framework or default.framework
+    pclass = precision_class(precision)
+    row = level_row(doc, chosen, accelerator, pclass)
+    if row is not None:
+        return Resolved(stack(chosen), framework is None, default.source, row.value, True,
+                        f"{chosen} on {accelerator}, {pclass}: fitted on {row.fitted_on}")
+    fb = doc.uncalibrated_fallback
+    ref = level_row(doc, fb.framework, fb.accelerator, fb.precision_class)
+    note = (f"uncalibrated: no public per-step calibration of {chosen} on {accelerator} at {pclass} precision; "
+            f"the level of {fb.framework} on {fb.accelerator} ({fb.precision_class}, {ref.value}) is used: {fb.note}")
+    return Resolved(stack(chosen), framework is None, default.source, ref.value, False, note)
