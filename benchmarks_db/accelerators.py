@@ -39,6 +39,8 @@ ALIASES: dict[str, str] = {
     "NVIDIA A100-SXM4-40GB": "A100-SXM4-40GB",
     "NVIDIA A100 SXM": "A100-SXM4-80GB",
     "NVIDIA L40S": "L40S",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "RTX-PRO-6000-Blackwell",   # torch names of the 600 W editions
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX-PRO-6000-Blackwell",
     "AMD Instinct MI300X 192GB HBM3": "MI300X",
     "AMD Instinct MI300X": "MI300X",
     "AMD MI300X": "MI300X",

@@ -132,7 +132,8 @@ def cmd_catalog(args) -> dict:
     from engine.physics.model import shape_of
     cat = load_catalog()
     return {
-        "accelerators": [{"id": a.id, "name": a.name, "vendor": a.vendor, "year": a.year, "memory_gib": a.memory_gib,
+        "accelerators": [{"id": a.id, "name": a.name, "vendor": a.vendor, "year": a.year, "status": a.status,
+                          "memory_gib": a.memory_gib,
                           "dense_peak_tflops": a.peak_tflops.model_dump(exclude_none=True), "tdp_w": a.tdp_w,
                           "scale_up_domain": a.gpus_per_node, "sources": [_source(s) for s in a.sources]}
                          for a in cat.accelerators.values()],

@@ -50,6 +50,19 @@ class Link(BaseModel):
     note: str = ""
 
 
+class HostLink(BaseModel):
+    """The accelerator's link to its host CPU and memory (what optimizer offload moves over)."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    link: str
+    bandwidth_gbs: float = Field(gt=0, description="per direction, GB/s")
+    note: str = ""
+
+
+# The one rule for an accelerator known only from its vendor's announcement: said wherever it is chosen (the estimate's
+# warnings, the vendor comparison's reasons), never used silently.
+ANNOUNCED_NOTE = "announced: figures from the vendor's announcement, no shipping measurement"
+
+
 class Fallback(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     value: float = Field(gt=0, le=1)
@@ -64,8 +77,11 @@ class Accelerator(BaseModel):
     architecture: str
     year: int = Field(ge=2010, le=2030)
     software_stack: Literal["CUDA", "ROCm", "SynapseAI", "XLA", "Neuron", "Metal/MLX"]
+    status: Literal["shipping", "announced"] = Field(description=(
+        "announced: every figure is the vendor's announcement and no shipping part has been measured (ANNOUNCED_NOTE)"))
     device_class: Literal["datacenter", "workstation"] = Field(default="datacenter", description=(
-        "workstation: a desktop or laptop part with unified memory and no scale-up fabric (Apple M-series)"))
+        "workstation: a desktop or workstation part (Apple M-series with unified memory; GeForce and RTX workstation "
+        "cards on PCIe, at most a 2-way NVLink bridge)"))
     peak_tflops: PeakTflops
     memory_gb: float = Field(gt=0)
     memory_gib_usable: float | None = Field(default=None, gt=0)
@@ -79,6 +95,8 @@ class Accelerator(BaseModel):
         "accelerators in one server or compute tray when that differs from the scale-up domain (NVL72: 4 per "
         "tray), for server prices and power"))
     network: Link
+    host_link: HostLink | None = None
+    host_memory_gb_per_gpu: float | None = Field(default=None, gt=0, description="CPU memory of a typical host / its GPUs")
     matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8", "mxfp8", "fp4"], float | None]
     attention_measured_tflops: AttentionRate | None = None
     matmul_efficiency_fallback: Fallback | None = None
@@ -90,6 +108,11 @@ class Accelerator(BaseModel):
     def memory_gib(self) -> float:
         """Capacity a training process can allocate: the driver-reported figure where published, else the datasheet's."""
         return self.memory_gib_usable or self.memory_gb
+
+    @property
+    def status_note(self) -> str | None:
+        """What a planner must be told where this accelerator is chosen; None for a shipping part."""
+        return f"{self.name}: {ANNOUNCED_NOTE}" if self.status == "announced" else None
 
     def peak(self, dtype: str) -> float | None:
         return getattr(self.peak_tflops, dtype)

@@ -143,7 +143,9 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
         if progress:
             progress(k / len(pool), f"sizing a cluster of {acc.name}")
         options.append(_option(sc, acc, target, factor, batches, objective))
-    met = sorted((o for o in options if o.met), key=lambda o: _key(o.best, target))
+    # an accelerator known only from its announcement comes after every shipping one (engine.planning.vendor.rank_key)
+    met = sorted((o for o in options if o.met),
+                 key=lambda o: (cat.accelerator(o.accelerator).status == "announced", _key(o.best, target)))
     result = {"target": target.describe(), "ranked_by": "cost" if target.deadline_days is not None else "days",
               "answer": None, "alternatives": [], "efficiency": efficiency,
               "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,

@@ -167,6 +167,7 @@ class VendorRow(Result):
     precision: str | None
     precision_note: str
     calibrated: bool
+    status: str = Field(default="shipping", description="shipping, or announced: figures from the vendor's announcement")
     fits: bool
     n_gpus: int | None
     meets_deadline: bool | None

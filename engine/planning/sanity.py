@@ -1,7 +1,9 @@
 """Plausibility warnings: a scenario the engine can compute but a planner most likely did not mean (a sequence of one
-token, fewer tokens than parameters, a run of ten years). Each warning says what looks wrong and what is usual."""
+token, fewer tokens than parameters, a run of ten years), and an accelerator known only from its vendor's announcement.
+Each warning says what looks wrong and what is usual."""
 from __future__ import annotations
 
+from engine.catalog import load_catalog
 from engine.physics.memory import headroom_fraction
 from engine.physics.model import shape_of
 from engine.planning.results import Estimate
@@ -16,6 +18,9 @@ MAX_SANE_DAYS = 3650.0
 def warnings_for(sc: Scenario, estimate: Estimate | None = None) -> list[str]:
     """What looks implausible in this scenario (and, given its estimate, in its result)."""
     out = []
+    announced = load_catalog().accelerator(sc.cluster.accelerator).status_note
+    if announced:
+        out.append(announced + ".")
     tr = sc.training
     params = shape_of(sc.arch).total_params()
     if tr.seq_len < MIN_SEQ_LEN:

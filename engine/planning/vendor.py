@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
-from engine.catalog import DATA_DIR, load_catalog
+from engine.catalog import ANNOUNCED_NOTE, DATA_DIR, load_catalog
 from engine.economics import ranges
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
@@ -77,6 +77,7 @@ class Candidate:
     precision: str | None
     precision_note: str
     calibrated: bool
+    status: str = "shipping"
     fits: bool = False
     n_gpus: int | None = None
     best: Estimate | None = None
@@ -96,7 +97,8 @@ class Candidate:
             "memory_headroom": b.memory_headroom}
         return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
                 "software_stack": self.software_stack, "precision": self.precision,
-                "precision_note": self.precision_note, "calibrated": self.calibrated, "fits": self.fits,
+                "precision_note": self.precision_note, "calibrated": self.calibrated, "status": self.status,
+                "fits": self.fits,
                 "n_gpus": self.n_gpus, "meets_deadline": self.meets_deadline, **figures,
                 **({"reason": self.reason} if self.reason is not None else {})}
 
@@ -104,7 +106,8 @@ class Candidate:
 def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective, factor: float = 1.0) -> Candidate:
     precision, note = trained_precision(acc, sc.training.precision)
     base = Candidate(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
-                     precision=precision, precision_note=note, calibrated=bool(overrides), efficiency_factor=factor)
+                     precision=precision, precision_note=note, calibrated=bool(overrides), status=acc.status,
+                     efficiency_factor=factor)
     if precision is None:
         if acc.device_class == "workstation":
             note = (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
@@ -253,11 +256,13 @@ def rank_key(r: dict, deadline_days: float | None) -> tuple:
     """The one ranking rule. With a deadline, the plan's (engine.planning.plan): the cheapest that meets it, every
     priced accelerator before any without a price (by billed GPU-hours), ties to fewer GPUs; the decision score is
     shown beside it. Without one, the decision score, every accelerator scored on all weighted criteria before any
-    scored without one (a cost-weighted score never puts an accelerator without a price first)."""
+    scored without one (a cost-weighted score never puts an accelerator without a price first). Either way an
+    accelerator known only from its announcement ranks after every shipping one: it cannot be bought and measured."""
+    announced = r.get("status") == "announced"
     if deadline_days is not None:
         billed = r["n_gpus"] * r["wall_days"] * 24.0
-        return (r["cost_usd"] is None, billed if r["cost_usd"] is None else r["cost_usd"], r["n_gpus"])
-    return (bool(r["unknown"]), -r["decision_score"])
+        return (announced, r["cost_usd"] is None, billed if r["cost_usd"] is None else r["cost_usd"], r["n_gpus"])
+    return (announced, bool(r["unknown"]), -r["decision_score"])
 
 
 def _rank(rows: list[dict], w: dict[str, float], deadline_days: float | None = None) -> dict:
@@ -272,6 +277,9 @@ def _rank(rows: list[dict], w: dict[str, float], deadline_days: float | None = N
     for r in others:
         r["rank"] = None
         r["why"] = f"{r['name']} is not ranked: {r.get('reason', 'it does not meet the target')}."
+    for r in rows:
+        if r.get("status") == "announced":
+            r["why"] += f" {ANNOUNCED_NOTE[0].upper()}{ANNOUNCED_NOTE[1:]}."
     return {
         "weights": w,
         "recommendation": ranked[0]["accelerator"] if ranked else None,

@@ -98,7 +98,7 @@ def breakdown_rows(est: Estimate) -> list[dict]:
 
 def vendor_rows(result: Comparison) -> list[dict]:
     """engine.planning.vendor.compare rows as a table, ranked first, with the plain-language reason of each."""
-    return [{"rank": r.rank, "accelerator": r.accelerator, "vendor": r.vendor,
+    return [{"rank": r.rank, "accelerator": r.accelerator, "vendor": r.vendor, "status": r.status,
              "software": r.software_stack, "decision score": r.decision_score,
              "GPUs": r.n_gpus, "days (wall)": r.wall_days, "cost USD": r.cost_usd,
              "energy MWh": r.energy_mwh, "CO2 t": r.co2_t, "MFU": r.mfu,

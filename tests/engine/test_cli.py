@@ -64,6 +64,17 @@ def test_catalog_gives_every_accelerator_its_sources():
         assert acc["sources"] and all("http" in s for s in acc["sources"]), acc["id"]
 
 
+def test_an_announced_accelerator_is_said_in_the_printed_warnings_and_catalog(tmp_path):
+    f = tmp_path / "rubin.json"
+    f.write_text(json.dumps(scenario(**{"cluster.accelerator": "VR200", "cluster.n_gpus": 72, "layout.dp": 72,
+                                        "training.global_batch_size": 288, "layout.zero_stage": 1})))
+    out = run("estimate", str(f))
+    assert out.returncode == 0, out.stderr
+    assert any("no shipping measurement" in w for w in json.loads(out.stdout)["warnings"])
+    status = {a["id"]: a["status"] for a in json.loads(run("catalog").stdout)["accelerators"]}
+    assert status["VR200"] == "announced" and status["H100-SXM5-80GB"] == "shipping"
+
+
 def test_import_hf_prints_the_model_block_and_counts():
     out = run("import-hf", "tests/data/hf_configs/qwen3-30b-a3b.json")
     assert out.returncode == 0, out.stderr

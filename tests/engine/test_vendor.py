@@ -26,12 +26,15 @@ def test_every_accelerator_has_a_row(result):
     assert {r.accelerator for r in result.rows} == set(load_catalog().accelerators)
     ranked = [r for r in result.rows if r.rank]
     assert [r.rank for r in ranked] == list(range(1, len(ranked) + 1))
-    # every accelerator scored on all weighted criteria ranks before any scored without one (no price: cost weighs
-    # 30%), each group by its score
-    full = [r for r in ranked if not r.unknown]
-    partial = [r for r in ranked if r.unknown]
-    assert ranked == full + partial and full and partial
-    for group in (full, partial):
+    # every shipping accelerator ranks before any known only from its announcement; among each, every accelerator
+    # scored on all weighted criteria before any scored without one (no price: cost weighs 30%), each group by its score
+    shipping = [r for r in ranked if r.status == "shipping"]
+    announced = [r for r in ranked if r.status == "announced"]
+    assert ranked == shipping + announced and announced
+    full = [r for r in shipping if not r.unknown]
+    partial = [r for r in shipping if r.unknown]
+    assert shipping == full + partial and full and partial
+    for group in (full, partial, announced):
         scores = [r.decision_score for r in group]
         assert scores == sorted(scores, reverse=True) and all(0 <= x <= 1 for x in scores)
     assert result.recommendation == ranked[0].accelerator
@@ -67,7 +70,7 @@ def test_best_value_of_each_criterion_scores_one(result):
 def test_weights_steer_the_recommendation():
     fast = compare(parse_scenario(SC), weights={"time": 1})
     ranked = [r for r in fast.rows if r.rank]
-    assert ranked[0].wall_days == min(r.wall_days for r in ranked)
+    assert ranked[0].wall_days == min(r.wall_days for r in ranked if r.status == "shipping")   # announced ones rank last
     eco = compare(parse_scenario(SC), weights={"ecosystem": 1}, accelerators=["MI300X", "H100-SXM5-80GB", "TPU-v5p"])
     assert eco.recommendation == "H100-SXM5-80GB"     # CUDA rates first-class on every ecosystem criterion
     assert ecosystem_table()["CUDA"]["score"] == 1.0
