@@ -18,7 +18,8 @@ from ui.work_limits import Busy
 WEIGHT_LABELS = {"time": "Time to train", "cost": "Cost", "energy": "Energy", "co2": "CO2",
                  "memory_headroom": "Memory headroom", "ecosystem": "Software ecosystem"}
 WEIGHT_HELP = {"time": "Wall-clock days to train.", "cost": "Cost of the run at published prices. An accelerator "
-               "without a published price is ranked on the other criteria and marked \u201cno price: enter one\u201d.",
+               "without a published price is scored on the other criteria, marked \u201cno price: enter one\u201d "
+               "and ranked after every accelerator with one (with a budget asked, it is not ranked).",
                "energy": "Electricity used.", "co2": "Location-based operational emissions.",
                "memory_headroom": "Spare memory per accelerator: room for longer sequences or bigger batches.",
                "ecosystem": "Maturity of the software stack (frameworks, libraries, tooling, hiring), scored from the "

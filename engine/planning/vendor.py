@@ -365,17 +365,20 @@ def _rank(rows: list[dict], w: dict[str, float], target: Target | None = None) -
     _score(rows, w)
     order = {a: i for i, a in enumerate(load_catalog().accelerators)}      # ties keep catalog order
     rows = sorted(rows, key=lambda r: order[r["accelerator"]])
-    ranked = sorted((r for r in rows if "decision_score" in r), key=lambda r: rank_key(r, target))
+    placed = sorted((r for r in rows if "decision_score" in r), key=lambda r: rank_key(r, target))
     others = [r for r in rows if "decision_score" not in r]
-    for i, r in enumerate(ranked):
+    for i, r in enumerate(placed):
         r["rank"] = i + 1
-        r["why"] = _why_first(r, ranked, target) if i == 0 else _why_other(r, ranked[0], i + 1, target)
+        r["why"] = _why_first(r, placed, target) if i == 0 else _why_other(r, placed[0], i + 1, target)
     for r in others:
         r["rank"] = None
         r["why"] = f"{r['name']} is not ranked: {r.get('reason', 'it does not meet the target')}."
     return {
         "weights": w,
-        "recommendation": ranked[0]["accelerator"] if ranked else None,
-        "why": ranked[0]["why"] if ranked else "No accelerator in the catalog can run this scenario as given.",
-        "rows": ranked + others,
+        "recommendation": placed[0]["accelerator"] if placed else None,
+        "why": placed[0]["why"] if placed else (
+            f"No accelerator in the catalog trains {target.describe()}: each row says why, and the answer on the "
+            "Scenario page names the closest option." if target else
+            "No accelerator in the catalog can run this scenario as given."),
+        "rows": placed + others,
     }
