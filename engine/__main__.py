@@ -74,15 +74,28 @@ def _weights(text: str | None) -> dict | None:
     return out
 
 
+def _question(args) -> dict:
+    """The plan's question from the command line (plan and compare take the same one), checked."""
+    for name in ("deadline_days", "budget_usd", "gpu_hours"):
+        value = getattr(args, name)
+        if value is not None and not (value > 0):
+            raise ScenarioError([("--" + name.replace("_", "-"), "must be a positive number")])
+    if args.max_gpus is not None and args.max_gpus < 1:
+        raise ScenarioError([("--max-gpus", "must be a whole number of accelerators, at least 1")])
+    if args.max_gpus is not None and args.deadline_days is None and args.budget_usd is None and args.gpu_hours is None:
+        raise ScenarioError([("--max-gpus", "limits a question: give --deadline-days, --budget-usd or --gpu-hours too")])
+    return dict(deadline_days=args.deadline_days, budget_usd=args.budget_usd, gpu_hours=args.gpu_hours,
+                max_gpus=args.max_gpus, batch_range=_batch_range(args.batch_range), efficiency=args.efficiency)
+
+
 def cmd_compare(args) -> dict:
     from engine.planning.vendor import compare
     data = _load(args.scenario)
     data.pop("layout", None)
-    if args.deadline_days is not None and not (args.deadline_days > 0):
-        raise ScenarioError([("--deadline-days", "must be a positive number")])
+    question = _question(args)
     accelerators = [a.strip() for a in args.accelerators.split(",")] if args.accelerators else None
-    return compare(parse_scenario(data), weights=_weights(args.weights), deadline_days=args.deadline_days,
-                   accelerators=accelerators, efficiency=args.efficiency).as_json()
+    return compare(parse_scenario(data), weights=_weights(args.weights), accelerators=accelerators,
+                   **question).as_json()
 
 
 def cmd_energy(args) -> dict:
@@ -110,11 +123,7 @@ def cmd_plan(args) -> dict:
     data.pop("layout", None)
     if args.deadline_days is None and args.budget_usd is None and args.gpu_hours is None:
         raise ScenarioError([("--deadline-days", "give --deadline-days, --budget-usd or --gpu-hours")])
-    if args.max_gpus is not None and args.max_gpus < 1:
-        raise ScenarioError([("--max-gpus", "must be a whole number of accelerators, at least 1")])
-    result = plan(parse_scenario(data), deadline_days=args.deadline_days, budget_usd=args.budget_usd,
-                  gpu_hours=args.gpu_hours, vendor=args.vendor, efficiency=args.efficiency,
-                  batch_range=_batch_range(args.batch_range), max_gpus=args.max_gpus)
+    result = plan(parse_scenario(data), vendor=args.vendor, **_question(args))
     out = result.as_json()
     if result.answer is not None:               # the layout search's full estimate is long; keep its key figures
         out["answer"]["estimate"] = {k: out["answer"]["estimate"][k] for k in ("layout", "memory_gib", "step_time_s",
@@ -163,6 +172,19 @@ COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "compare": cmd_compa
             "energy": cmd_energy, "catalog": cmd_catalog, "import-hf": cmd_import_hf}
 
 
+def _question_arguments(p: argparse.ArgumentParser, what: str) -> None:
+    """The plan's question, the same for plan and compare."""
+    q = p.add_argument_group("the question", what)
+    q.add_argument("--deadline-days", type=float, dest="deadline_days", help="finish within this many days (wall clock)")
+    q.add_argument("--budget-usd", type=float, dest="budget_usd", help="spend at most this much")
+    q.add_argument("--gpu-hours", type=float, dest="gpu_hours", help="use at most this many GPU-hours")
+    q.add_argument("--max-gpus", type=int, dest="max_gpus", help="on at most this many accelerators (what you have)")
+    q.add_argument("--batch-range", dest="batch_range", help="let the global batch grow within MIN-MAX sequences "
+                                                              "(tokens fixed), e.g. 512-4096")
+    q.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",
+                   help="tuned: a well-tuned Megatron-class stack; typical: as published whole-run GPU-hours imply")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine", description="LLM training capacity estimates")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -180,26 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-span-nodes", action="store_true", help="let tensor/context/expert-parallel groups span nodes")
     p = sub.add_parser("compare", help="every accelerator on this scenario, each with its best layout, ranked")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
-    p.add_argument("--deadline-days", type=float, dest="deadline_days",
-                   help="size each accelerator's cluster to meet this deadline, the cheapest size that does, and "
-                        "rank by cost as the plan does (default: the scenario's n_gpus, ranked by the weights)")
+    _question_arguments(p, "size each accelerator's cluster as the plan does for the question (deadline, budgets, at "
+                           "most so many accelerators) and rank by the plan's rule (default: the scenario's n_gpus, "
+                           "ranked by the weights)")
     p.add_argument("--weights", help="decision weights, e.g. time=0.3,cost=0.3,energy=0.05,co2=0.1,memory_headroom=0.05,ecosystem=0.2")
     p.add_argument("--accelerators", help="comma-separated catalog ids (default: all)")
-    p.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",
-                   help="tuned: a well-tuned Megatron-class stack; typical: as published whole-run GPU-hours imply")
     p = sub.add_parser("plan", help="the answer for a deadline or budget: accelerator, cluster size, days, cost, "
                                     "energy, CO2 with ranges, and the nearest alternatives")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin (its cluster size and layout are ignored)")
-    p.add_argument("--deadline-days", type=float, dest="deadline_days", help="finish within this many days (wall clock)")
-    p.add_argument("--budget-usd", type=float, dest="budget_usd", help="spend at most this much")
-    p.add_argument("--gpu-hours", type=float, dest="gpu_hours", help="use at most this many GPU-hours")
-    p.add_argument("--max-gpus", type=int, dest="max_gpus", help="on at most this many accelerators (what you have)")
+    _question_arguments(p, "the answer meets every one given")
     p.add_argument("--vendor", default="any", help="any (default), same (the scenario's accelerator), or a vendor: "
                                                    "NVIDIA, AMD, Intel, Google, AWS")
-    p.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",
-                   help="tuned: a well-tuned Megatron-class stack; typical: as published whole-run GPU-hours imply")
-    p.add_argument("--batch-range", dest="batch_range", help="let the global batch grow within MIN-MAX sequences "
-                                                              "(tokens fixed), e.g. 512-4096")
     p = sub.add_parser("energy", help="energy, CO2 and cost of a run that already happened, from its GPU-hours")
     p.add_argument("--gpu-hours", type=float, required=True, dest="gpu_hours", help="GPU-hours of the run")
     p.add_argument("--power-w", type=float, required=True, dest="power_w", help="average power per GPU, W (TDP or measured)")

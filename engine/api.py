@@ -64,11 +64,15 @@ def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadl
 
 
 def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,
-            accelerators: list[str] | None = None, efficiency: str = "tuned") -> Comparison:
-    """Every catalog accelerator (or the given ids) on the scenario, each with its own best layout, ranked."""
+            accelerators: list[str] | None = None, efficiency: str = "tuned", budget_usd: float | None = None,
+            gpu_hours: float | None = None, max_gpus: int | None = None,
+            batch_range: tuple[int, int] | None = None) -> Comparison:
+    """Every catalog accelerator (or the given ids) on the scenario, each with its own best layout, ranked: on the
+    scenario's cluster by the weights, or sized for the plan's question and ranked by the plan's rule."""
     from engine.planning.vendor import compare as run
     return run(load(scenario).model_copy(update={"layout": None}), weights=weights, deadline_days=deadline_days,
-               accelerators=accelerators, efficiency=efficiency)
+               accelerators=accelerators, efficiency=efficiency, budget_usd=budget_usd, gpu_hours=gpu_hours,
+               max_gpus=max_gpus, batch_range=batch_range)
 
 
 def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd: float | None = None,

@@ -155,20 +155,20 @@ st.caption("How many runs like this one a budget pays for. Pilot a smaller run f
 cols = st.columns(3)
 with cols[0]:
     binding.bind_option("gpu_hour_budget", st.number_input, "Budget (GPU-hours)",
-                       "A GPU-hour allocation or quota; leave empty to give a money budget instead.",
+                       "A GPU-hour allocation or quota (the question's GPU-hours on the Scenario page); with a money "
+                       "budget too, both apply.",
                        step=100_000.0, placeholder="none")
 with cols[1]:
     binding.bind_option("budget_usd", st.number_input, "Budget (USD)",
-                       "A money budget, converted at the price per GPU-hour above.", step=100_000.0,
+                       "A money budget (the question's budget on the Scenario page), converted at the price per "
+                       "GPU-hour above; with a GPU-hour budget too, both apply.", step=100_000.0,
                        placeholder="none")
 with cols[2]:
     binding.bind_option("budget_warn_gpu_hours", st.number_input, "Warn above (GPU-hours per job)",
                        "Optional per-job limit of your allocation policy (some clusters ask for a pilot before any job "
                        "above a few hundred GPU-hours); empty: no per-job warning.", step=100.0,
                        placeholder="no limit")
-if opts.gpu_hour_budget is not None and opts.budget_usd is not None:
-    st.error("Give one budget, in GPU-hours or in USD, not both.")
-elif opts.gpu_hour_budget is None and opts.budget_usd is None:
+if opts.gpu_hour_budget is None and opts.budget_usd is None:
     st.info("Enter a budget to see how many runs it pays for.")
 else:
     try:
@@ -182,5 +182,8 @@ else:
         cols[0].metric("Runs the budget pays for", f"{plan['max_runs']:,}")
         cols[1].metric("GPU-hours per run", fmt_num(plan["run_gpu_hours"]))
         cols[2].metric("Left over (GPU-hours)", fmt_num(plan["left_over_gpu_hours"]))
+        if opts.gpu_hour_budget is not None and opts.budget_usd is not None:
+            st.caption(f"Both budgets apply, as in the question on the Scenario page: the {plan['binding']} budget "
+                       f"is the tighter ({fmt_num(plan['budget_gpu_hours'])} GPU-hours).")
         for warning in plan["warnings"]:
             st.warning(warning[0].upper() + warning[1:] + ".")

@@ -6,7 +6,7 @@ import streamlit as st
 
 from engine.economics import ranges
 from engine.economics.cost import server_prices, tco_defaults
-from engine.presentation.figures import band, range_text
+from engine.presentation.figures import range_text
 from engine.presentation.formatting import fmt_days, fmt_usd
 from engine.presentation.tables import vendor_rows
 from engine.scenario import ScenarioError
@@ -18,7 +18,8 @@ from ui.work_limits import Busy
 WEIGHT_LABELS = {"time": "Time to train", "cost": "Cost", "energy": "Energy", "co2": "CO2",
                  "memory_headroom": "Memory headroom", "ecosystem": "Software ecosystem"}
 WEIGHT_HELP = {"time": "Wall-clock days to train.", "cost": "Cost of the run at published prices. An accelerator "
-               "without a published price is ranked on the other criteria and marked \u201cno price: enter one\u201d.",
+               "without a published price is scored on the other criteria, marked \u201cno price: enter one\u201d "
+               "and ranked after every accelerator with one (with a budget asked, it is not ranked).",
                "energy": "Electricity used.", "co2": "Location-based operational emissions.",
                "memory_headroom": "Spare memory per accelerator: room for longer sequences or bigger batches.",
                "ecosystem": "Maturity of the software stack (frameworks, libraries, tooling, hiring), scored from the "
@@ -102,13 +103,7 @@ def onprem_inputs() -> list[dict]:
 
 
 st.title("Vendor choice")
-mode = (f"the cheapest cluster of each that trains within {opts.deadline_days:g} days, ranked by cost as the answer is"
-        if opts.deadline_days else f"{sc.cluster.n_gpus:,} accelerators of each kind")
-st.caption(f"Every accelerator in the catalog on this scenario, each with its own best layout, on {mode}. "
-           + ("" if opts.deadline_days else "Give a deadline at the top of the Scenario page to compare cluster sizes "
-                                            "instead.")
-           + " The decision score weighs what matters to you; the answer on the Scenario page is the cheapest that "
-             "meets the target.")
+about = st.empty()                # what is compared, once the comparison says which question it answers
 
 with st.container(border=True):
     st.markdown("**What matters to you** (relative weights; they are normalised to sum to 1; the ranking follows "
@@ -129,19 +124,34 @@ except Busy as err:
     st.warning(str(err))
     st.stop()
 
-factor = ranges.factor(opts.efficiency)
-rows = [{**r, **{k: r[k] * factor for k in ("days (wall)", "cost USD", "energy MWh", "CO2 t") if r[k] is not None}}
-        for r in vendor_rows(result)]                 # the chosen software stack's figures (engine.economics.ranges)
+if result.target:
+    rule = ("the cheapest that meets it first" if result.ranked_by == "cost" else "the fastest within it first")
+    about.caption(f"Every accelerator in the catalog on this scenario, each with the cluster and layout the answer on "
+                  f"the Scenario page gives it for the question ({result.target}), ranked by the answer's rule: {rule}"
+                  + (", every priced accelerator before any without a price" if result.ranked_by == "cost" else
+                     "; only a priced accelerator can be within a money budget, the others are listed after the "
+                     f"ranked ones ({NO_PRICE})" if result.budget_usd else "")
+                  + ". The decision score is shown beside it, weighted by what matters to you."
+                  + ("" if opts.vendor == "any" else f" The answer is limited to {opts.vendor} accelerators "
+                                                     "(Vendor, on the Scenario page); this page compares them all."))
+else:
+    about.caption(f"Every accelerator in the catalog on this scenario, each with its own best layout, on "
+                  f"{sc.cluster.n_gpus:,} accelerators of each kind, ranked by the decision score, which weighs what "
+                  "matters to you. Ask a question at the top of the Scenario page (a deadline, a budget, at most so "
+                  "many accelerators) to size each cluster for it and rank as the answer does.")
+
+rows = vendor_rows(result)        # the chosen software stack's figures (engine.economics.ranges), as the answer's
 if result.recommendation:
     top = result.top
-    days = range_text(band(top.wall_days, opts.efficiency), "wall_days")
-    st.success(f"**Recommendation: {escape.md_escape(top.name)}** ({fmt_days(top.wall_days * factor)}, range "
+    days = range_text(top.ranges["wall_days"], "wall_days")
+    st.success(f"**Recommendation: {escape.md_escape(top.name)}** ({fmt_days(top.wall_days)}, range "
                f"{days}, on {top.n_gpus:,} accelerators)")
     st.markdown(escape.md_escape(plain(result.why)))
     unpriced = [r.accelerator for r in result.rows if r.rank is not None and r.cost_usd is None]
     if unpriced:
-        st.caption(f"No published price ({NO_PRICE} on the Scenario page): {', '.join(unpriced)}. They are ranked on "
-                   "what is known, without cost, and are not on the time-against-cost chart.")
+        st.caption(f"No published price ({NO_PRICE} on the Scenario page): {', '.join(unpriced)}. They are ranked "
+                   + ("after every priced accelerator" if result.ranked_by == "cost" else "on what is known, without "
+                      "cost") + ", and are not on the time-against-cost chart.")
 else:
     st.error(escape.md_escape(plain(result.why)))
 

@@ -41,13 +41,6 @@ def target(opts: PlannerOptions) -> dict[str, float]:
     return {k: getattr(opts, k) for k in TARGETS if getattr(opts, k) is not None}
 
 
-def batch_range(sc: Scenario, opts: PlannerOptions) -> tuple[int, int] | None:
-    if opts.batch_min is None and opts.batch_max is None:
-        return None
-    gbs = sc.training.global_batch_size
-    return (opts.batch_min or gbs, opts.batch_max or gbs)
-
-
 def planning_scenario(sc: Scenario) -> str:
     """What the plan depends on: the scenario without its layout and cluster details (the plan lays out and sizes
     every accelerator itself, from one node up), as JSON; equal questions share one job."""
@@ -71,7 +64,7 @@ def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
         return None
     names = {"deadline_days": "deadline_days", "budget_usd": "budget_usd", "gpu_hour_budget": "gpu_hours"}
     args = (planning_scenario(sc), tuple(sorted((names[k], v) for k, v in targets.items())), opts.vendor,
-            opts.efficiency, batch_range(sc, opts), opts.max_gpus)
+            opts.efficiency, opts.question(sc.training.global_batch_size)["batch_range"], opts.max_gpus)
     return background.job(("plan", *args), "answer", _plan, *args, progress=True)
 
 

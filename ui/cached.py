@@ -42,11 +42,15 @@ def layout_choices_of(scenario_json: str) -> dict:
 
 
 @st.cache_data(max_entries=32, show_spinner="Searching the best layout on every accelerator ...")
-def comparison_of(scenario_json: str, deadline_days: float | None, calibrations_json: str,
+def comparison_of(scenario_json: str, question_json: str, calibrations_json: str,
                   efficiency: str = "tuned") -> Comparison:
+    """engine.planning.vendor.compare for the scenario and the plan's question (PlannerOptions.question, as JSON)."""
+    question = json.loads(question_json)
+    if question["batch_range"] is not None:
+        question["batch_range"] = tuple(question["batch_range"])
     with work_limits.slot("vendor comparison"):
-        return compare(parse_scenario(scenario_json), deadline_days=deadline_days,
-                       calibrations=json.loads(calibrations_json), efficiency=efficiency)
+        return compare(parse_scenario(scenario_json), calibrations=json.loads(calibrations_json),
+                       efficiency=efficiency, **question)
 
 
 @st.cache_data(max_entries=256, show_spinner="Choosing the fastest layout that fits ...")
@@ -102,7 +106,7 @@ def efficiency_source(sc: Scenario) -> str:
 
 
 def current_comparison() -> Comparison:
-    """engine.planning.vendor.compare of the scenario and deadline (cached), re-scored with the page options' weights. The scenario's
+    """engine.planning.vendor.compare of the scenario and the question (cached), re-scored with the page options' weights. The scenario's
     own measured efficiencies go with its accelerator; when they are the store's calibration, every other
     accelerator is compared with its calibration too."""
     sc = scenario()
@@ -112,8 +116,9 @@ def current_comparison() -> Comparison:
                         if (cal := calibration_for(sc, acc)["overrides"])}
     calibrations[sc.cluster.accelerator] = {f: getattr(sc.cluster, f) for f in CALIBRATION_FIELDS
                                             if getattr(sc.cluster, f) is not None}
-    searched = comparison_of(scenario_json(), options().deadline_days, json.dumps(calibrations, sort_keys=True),
-                             options().efficiency)
+    question = options().question(sc.training.global_batch_size)
+    searched = comparison_of(scenario_json(), json.dumps(question, sort_keys=True),
+                             json.dumps(calibrations, sort_keys=True), options().efficiency)
     return rescore(searched, vendor_weights())       # weights only re-rank: no search reruns
 
 

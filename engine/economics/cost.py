@@ -468,19 +468,25 @@ def detail(price: Price, accelerator: str, billed_gpu_hours: float) -> dict:
 
 def plan_budget(run_gpu_hours: float, budget_gpu_hours: float | None = None, budget_usd: float | None = None,
                 usd_per_gpu_hour: float | None = None, warn_above_gpu_hours: float | None = None) -> dict:
-    """How many runs of this size a GPU-hour or money budget pays for: max_runs = floor(budget / cost per run), with
-    a warning when one run exceeds a per-job threshold of the user's allocation policy (no threshold unless one is
-    given). ValueError on bad input."""
+    """How many runs of this size a GPU-hour and/or money budget pays for: max_runs = floor(budget / cost per run),
+    where both are given both apply (as the plan meets them together) and the smaller in GPU-hours binds
+    (`binding`: 'GPU-hours' or 'USD'), with a warning when one run exceeds a per-job threshold of the user's
+    allocation policy (no threshold unless one is given). ValueError on bad input."""
     if not (run_gpu_hours > 0 and math.isfinite(run_gpu_hours)):
         raise ValueError("run_gpu_hours must be a positive, finite number of GPU-hours")
-    if (budget_gpu_hours is None) == (budget_usd is None):
-        raise ValueError("give exactly one budget: budget_gpu_hours or budget_usd")
+    if budget_gpu_hours is None and budget_usd is None:
+        raise ValueError("give a budget: budget_gpu_hours, budget_usd or both")
+    limits = {}                                    # each budget in GPU-hours
+    if budget_gpu_hours is not None:
+        limits["GPU-hours"] = budget_gpu_hours
     if budget_usd is not None:
         if usd_per_gpu_hour is None or not usd_per_gpu_hour > 0:
             raise ValueError("a money budget needs a positive usd_per_gpu_hour")
-        budget_gpu_hours = budget_usd / usd_per_gpu_hour
-    if not (budget_gpu_hours >= 0 and math.isfinite(budget_gpu_hours)):
+        limits["USD"] = budget_usd / usd_per_gpu_hour
+    if not all(v >= 0 and math.isfinite(v) for v in limits.values()):
         raise ValueError("the budget must be a non-negative, finite amount")
+    binding = min(limits, key=limits.get)
+    budget_gpu_hours = limits[binding]
     if warn_above_gpu_hours is not None and not warn_above_gpu_hours > 0:
         raise ValueError("warn_above_gpu_hours must be positive")
     runs = math.floor(budget_gpu_hours / run_gpu_hours * (1 + 1e-12))   # tolerate float rounding at exact multiples
@@ -490,7 +496,7 @@ def plan_budget(run_gpu_hours: float, budget_gpu_hours: float | None = None, bud
                         "per-job threshold: pilot a smaller run first")
     if runs == 0:
         warnings.append(f"the budget of {budget_gpu_hours:,.0f} GPU-hours does not cover one run of {run_gpu_hours:,.0f}")
-    return {"max_runs": runs, "run_gpu_hours": run_gpu_hours, "budget_gpu_hours": budget_gpu_hours,
+    return {"max_runs": runs, "run_gpu_hours": run_gpu_hours, "budget_gpu_hours": budget_gpu_hours, "binding": binding,
             "left_over_gpu_hours": budget_gpu_hours - runs * run_gpu_hours,
             "run_usd": run_gpu_hours * usd_per_gpu_hour if usd_per_gpu_hour else None,
             "warn_above_gpu_hours": warn_above_gpu_hours, "warnings": warnings}

@@ -16,91 +16,16 @@ data-parallel ranks busy.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from engine.economics import ranges
 from engine.catalog import load_catalog
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.results import Estimate, Plan
-from engine.planning.sizing import Sizing, Target, billed_gpu_hours, size_for, spend
-from engine.planning.vendor import scenario_on
-from engine.precision import trained_precision
+from engine.planning.sizing import Target, billed_gpu_hours, ranked, size_for, spend
+from engine.planning.vendor import Option, batches_of, sized_option
 
 HEADLINE = ("wall_days", "cost_usd", "energy_mwh", "co2_t")
-MAX_BATCH_CHOICES = 4
-
-
-def _batches(sc: Scenario, batch_range: tuple[int, int] | None) -> list[int]:
-    """The scenario's batch, and powers of two times it within the accepted range."""
-    gbs = sc.training.global_batch_size
-    if batch_range is None:
-        return [gbs]
-    lo, hi = batch_range
-    if not (1 <= lo <= gbs <= hi):
-        raise ScenarioError([("batch_range", f"the range {lo}-{hi} must contain the scenario's global batch {gbs}")])
-    out, b = [gbs], gbs * 2
-    while b <= hi and len(out) < MAX_BATCH_CHOICES:
-        out.append(b)
-        b *= 2
-    return out
-
-
-@dataclass(frozen=True)
-class Option:
-    """One accelerator sized for the target: the precision it trains in, and the sizing (engine.planning.sizing) at
-    the global batch that served the target best, or the problem that left it unsized."""
-
-    accelerator: str
-    name: str
-    vendor: str
-    precision: str | None
-    precision_note: str
-    sizing: Sizing | None = None
-    global_batch_size: int | None = None
-    scenario: Scenario | None = None
-    problem: str | None = None
-
-    @property
-    def met(self) -> bool:
-        return self.sizing is not None and self.sizing.met
-
-    @property
-    def best(self) -> Estimate | None:
-        return None if self.sizing is None else self.sizing.best
-
-    @property
-    def reason(self) -> str | None:
-        return self.problem if self.sizing is None else self.sizing.reason
-
-
-def _option(sc, acc, target, factor, batches, objective) -> Option:
-    precision, note = trained_precision(acc, sc.training.precision)
-    base = Option(accelerator=acc.id, name=acc.name, vendor=acc.vendor, precision=precision, precision_note=note)
-    if precision is None:
-        return replace(base, problem=note or f"no dense peak published for {acc.name}")
-    found = None
-    for gbs in batches:
-        scn = scenario_on(sc, acc, precision, sc.cluster.n_gpus, {})
-        if gbs != sc.training.global_batch_size:
-            scn = scn.model_copy(update={"training": scn.training.model_copy(update={"global_batch_size": gbs})})
-        try:
-            option = replace(base, sizing=size_for(scn, target, objective, factor, full=False))
-        except ScenarioError as err:
-            option = replace(base, problem=str(err))
-        option = replace(option, global_batch_size=gbs, scenario=scn)
-        better = found is None or (option.met and not found.met) or (
-            option.met and found.met and _key(option.best, target) < _key(found.best, target))
-        if better:
-            found = option
-    return found
-
-
-def _key(best: Estimate, target: Target) -> tuple:
-    """Smaller is better: the cost (GPU-hours past every priced option where there is no price) for a deadline, the
-    days for a budget; ties go to fewer GPUs."""
-    if target.deadline_days is not None:
-        return spend(best), best.n_gpus
-    return best.days, spend(best), best.n_gpus
 
 
 def _figures(row: Estimate, factor: float, efficiency: str) -> dict:
@@ -137,16 +62,16 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
         if vendor not in vendors:
             raise ScenarioError([("vendor", f"unknown vendor {vendor!r}; choose any, same or one of {', '.join(vendors)}")])
         pool = [a for a in cat.accelerators.values() if a.vendor == vendor]
-    batches = _batches(sc, batch_range)
+    batches = batches_of(sc, batch_range)
     options = []
     for k, acc in enumerate(pool):
         if progress:
             progress(k / len(pool), f"sizing a cluster of {acc.name}")
-        options.append(_option(sc, acc, target, factor, batches, objective))
+        options.append(sized_option(sc, acc, target, factor, batches, objective))
     # an accelerator known only from its announcement comes after every shipping one (engine.planning.vendor.rank_key)
     met = sorted((o for o in options if o.met),
-                 key=lambda o: (cat.accelerator(o.accelerator).status == "announced", _key(o.best, target)))
-    result = {"target": target.describe(), "ranked_by": "cost" if target.deadline_days is not None else "days",
+                 key=lambda o: (cat.accelerator(o.accelerator).status == "announced", ranked(o.best, target)))
+    result = {"target": target.describe(), "ranked_by": target.ranked_by,
               "answer": None, "alternatives": [], "efficiency": efficiency,
               "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,
               "options": [_summary(o, factor, efficiency) for o in options]}

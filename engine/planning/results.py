@@ -170,7 +170,7 @@ class VendorRow(Result):
     status: str = Field(default="shipping", description="shipping, or announced: figures from the vendor's announcement")
     fits: bool
     n_gpus: int | None
-    meets_deadline: bool | None
+    meets_target: bool | None = Field(description="meets the question's target (None: no target, a fixed cluster)")
     layout: Layout | None = None
     train_days: float | None = None
     wall_days: float | None = None
@@ -182,6 +182,8 @@ class VendorRow(Result):
     memory_gib: float | None = Field(default=None, description="per GPU, on the fullest pipeline stage")
     memory_capacity_gib: float | None = None
     memory_headroom: float | None = None
+    ranges: dict[str, Figure | None] | None = Field(default=None, description="each headline figure's range for the "
+                                                                             "chosen stack, as the plan's")
     reason: str | None = None
     ecosystem_score: float
     ecosystem_levels: dict[str, str]
@@ -193,10 +195,16 @@ class VendorRow(Result):
 
 
 class Comparison(Result):
-    """engine.planning.vendor.compare: every accelerator with its best layout, ranked by the weighted decision score."""
+    """engine.planning.vendor.compare: every accelerator with its best layout, ranked by the weighted decision score
+    on a fixed cluster, or sized for the plan's question (target) and ranked by the plan's rule (ranked_by)."""
     mode: str
     n_gpus: int | None
     deadline_days: float | None
+    budget_usd: float | None = None
+    gpu_hours: float | None = None
+    max_gpus: int | None = None
+    target: str | None = Field(default=None, description="the question in words, as the plan's target")
+    ranked_by: str = Field(default="score", description="score (no target), cost (a deadline) or days (budgets)")
     ecosystem_sources: dict[str, Any]
     weights: dict[str, float]
     recommendation: str | None

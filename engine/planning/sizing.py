@@ -8,8 +8,8 @@ neither is monotonic: a size whose factors fit the heads, the batch and the laye
 search is coarse to fine: sizes double from one node until the target is met (or stops improving), the boundary is
 bisected, and then every size within a factor of WINDOW either side of it is searched (a size with a large odd
 factor - a deep pipeline - among powers of two); the cheapest (deadline) or fastest (budget) of those that meet the
-target is the answer. tests/engine/test_plan.py checks that this finds the optimum of a dense sweep of every node
-count on several models, accelerators and deadlines. Each size is searched in the quick layout space
+target is the answer (target_key, the one ranking rule). tests/engine/test_plan.py checks that this finds the
+optimum of a dense sweep of every node count on several models, accelerators and deadlines. Each size is searched in the quick layout space
 (engine.planning.search, quick=True: the choices tuned runs use); the plan and the vendor comparison show that row
 (full=False), the Layout search page's sizing searches the answer's size in the full space. Best layouts come from
 the search's per-process cache (engine.planning.search.best_at), shared with the Pareto front, the whole run's
@@ -50,6 +50,11 @@ class Target:
             if value is not None and not (value > 0):
                 raise ScenarioError([(name, "must be a positive number")])
 
+    @property
+    def ranked_by(self) -> str:
+        """What target_key minimises first: the cost for a deadline, the days for budgets alone."""
+        return "cost" if self.deadline_days is not None else "days"
+
     def describe(self) -> str:
         parts = []
         if self.deadline_days is not None:
@@ -85,6 +90,21 @@ def spend(row: Estimate, factor: float = 1.0) -> float:
     """What a deadline's answer minimises: the cost, or billed GPU-hours past every priced row where there is no
     price (so a priced option always ranks before an unpriced one)."""
     return row.cost_usd * factor if row.cost_usd is not None else 1e30 + billed_gpu_hours(row, factor)
+
+
+def target_key(target: Target, days: float, cost_usd: float | None, n_gpus: int) -> tuple:
+    """The one rule that ranks clusters for a target, smaller first: for a deadline the cheapest (by cost; an
+    unpriced cluster by billed GPU-hours after every priced one), for budgets alone the fastest (then the cheaper);
+    ties go to fewer GPUs. The sizing picks a size with it, the plan an accelerator and batch, the vendor
+    comparison its ranks (engine.planning.vendor.rank_key), so they cannot disagree. days and cost_usd may carry the
+    stack's efficiency factor: scaling them all alike keeps the order."""
+    paid = (cost_usd is None, n_gpus * days * 24.0 if cost_usd is None else cost_usd)
+    return (*paid, n_gpus) if target.ranked_by == "cost" else (days, *paid, n_gpus)
+
+
+def ranked(row: Estimate, target: Target, factor: float = 1.0) -> tuple:
+    """target_key of an estimate on the stack of this efficiency factor."""
+    return target_key(target, _days(row, factor), None if row.cost_usd is None else row.cost_usd * factor, row.n_gpus)
 
 
 def layout_sizes(sc: Scenario, max_gpus: int = MAX_GPUS) -> tuple[int, ...]:
@@ -225,7 +245,7 @@ def cheapest_for_deadline(sc: Scenario, target: Target, objective: str = "time",
         return _result(False, None, cheapest, None, ladder, factor,
                        reason=f"no cluster size meets {target.describe()}: the cheapest that meets the deadline is "
                               f"{cheapest.n_gpus:,} GPUs, {_spend_text(cheapest, factor)}")
-    j = min(meeting, key=lambda i: (spend(ladder.at(i), factor), i))
+    j = min(meeting, key=lambda i: ranked(ladder.at(i), target, factor))
     return _finish(ladder, ladder.gpus(j), ladder.gpus(j - 1) if j > 0 else None, factor, ok, full, target)
 
 
@@ -316,7 +336,7 @@ def fastest_within_budget(sc: Scenario, target: Target, objective: str = "time",
         else:
             hi = mid
     within = [k for k in ladder.window(lo) if ok(ladder.at(k))]
-    j = min(within, key=lambda k: (_days(ladder.at(k), factor), spend(ladder.at(k), factor), k))
+    j = min(within, key=lambda k: ranked(ladder.at(k), target, factor))
     return _finish(ladder, ladder.gpus(j), ladder.gpus(j + 1) if j + 1 < len(ladder.counts) else None, factor, ok,
                    full, target)
 

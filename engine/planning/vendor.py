@@ -1,8 +1,9 @@
 """Vendor choice: every accelerator in the catalog on the same scenario, each with its own best layout, compared on
 time, cost, energy, CO2, memory headroom and software ecosystem, with a decision score from user weights and a
-plain-language reason for each rank. With a deadline every accelerator is sized and ranked as the plan sizes and
-ranks it (engine.planning.plan), so the answer, this comparison and the report recommend one accelerator with one
-set of figures."""
+plain-language reason for each rank. With the plan's question (a deadline, budgets, at most so many accelerators)
+every accelerator is sized as the plan sizes it (sized_option, shared with engine.planning.plan) and ranked by the
+plan's rule (engine.planning.sizing.target_key), so the answer, this comparison, the report and the command line
+recommend one accelerator with one set of figures."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.results import Comparison, Estimate
 from engine.planning.search import search
-from engine.planning.sizing import Target, size_for
+from engine.planning.sizing import Sizing, Target, ranked, size_for, target_key
 
 CRITERIA = {  # name: (row key, lower is better)
     "time": ("wall_days", True),
@@ -25,6 +26,7 @@ CRITERIA = {  # name: (row key, lower is better)
     "memory_headroom": ("memory_headroom", False),
     "ecosystem": ("ecosystem_score", False),
 }
+MAX_BATCH_CHOICES = 4
 DEFAULT_WEIGHTS = {"time": 0.30, "cost": 0.30, "energy": 0.05, "co2": 0.10, "memory_headroom": 0.05, "ecosystem": 0.20}
 
 
@@ -65,10 +67,81 @@ def scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict)
     return Scenario.model_validate(data)
 
 
+def batches_of(sc: Scenario, batch_range: tuple[int, int] | None) -> list[int]:
+    """The scenario's batch, and powers of two times it within the accepted range."""
+    gbs = sc.training.global_batch_size
+    if batch_range is None:
+        return [gbs]
+    lo, hi = batch_range
+    if not (1 <= lo <= gbs <= hi):
+        raise ScenarioError([("batch_range", f"the range {lo}-{hi} must contain the scenario's global batch {gbs}")])
+    out, b = [gbs], gbs * 2
+    while b <= hi and len(out) < MAX_BATCH_CHOICES:
+        out.append(b)
+        b *= 2
+    return out
+
+
+@dataclass(frozen=True)
+class Option:
+    """One accelerator sized for the target: the precision it trains in, and the sizing (engine.planning.sizing) at
+    the global batch that served the target best, or the problem that left it unsized."""
+
+    accelerator: str
+    name: str
+    vendor: str
+    precision: str | None
+    precision_note: str
+    sizing: Sizing | None = None
+    global_batch_size: int | None = None
+    scenario: Scenario | None = None
+    problem: str | None = None
+
+    @property
+    def met(self) -> bool:
+        return self.sizing is not None and self.sizing.met
+
+    @property
+    def best(self) -> Estimate | None:
+        return None if self.sizing is None else self.sizing.best
+
+    @property
+    def reason(self) -> str | None:
+        return self.problem if self.sizing is None else self.sizing.reason
+
+
+def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list[int], objective: str = "time",
+                 overrides: dict | None = None) -> Option:
+    """One accelerator sized for the target (engine.planning.sizing.size_for) at each global batch, the batch that
+    meets it best kept (ranked by the one rule, engine.planning.sizing.target_key); overrides: measured cluster
+    efficiencies that replace the published defaults. The plan's options and the comparison's rows both come from
+    here."""
+    precision, note = trained_precision(acc, sc.training.precision)
+    base = Option(accelerator=acc.id, name=acc.name, vendor=acc.vendor, precision=precision, precision_note=note)
+    if precision is None:
+        return replace(base, problem=note or f"no dense peak published for {acc.name}")
+    found = None
+    for gbs in batches:
+        scn = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides or {})
+        if gbs != sc.training.global_batch_size:
+            scn = scn.model_copy(update={"training": scn.training.model_copy(update={"global_batch_size": gbs})})
+        try:
+            option = replace(base, sizing=size_for(scn, target, objective, factor, full=False))
+        except ScenarioError as err:
+            option = replace(base, problem=str(err))
+        option = replace(option, global_batch_size=gbs, scenario=scn)
+        better = found is None or (option.met and not found.met) or (
+            option.met and found.met and ranked(option.best, target) < ranked(found.best, target))
+        if better:
+            found = option
+    return found
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One accelerator evaluated for the comparison: the precision it trains in, its cluster size and best layout's
-    row (None where it has none), whether it meets the deadline (None: no deadline) and why it cannot be ranked."""
+    row (None where it has none), whether it meets the question's target (None: no target) and why it cannot be
+    ranked."""
 
     accelerator: str
     name: str
@@ -81,47 +154,51 @@ class Candidate:
     fits: bool = False
     n_gpus: int | None = None
     best: Estimate | None = None
-    meets_deadline: bool | None = None
+    meets_target: bool | None = None
     reason: str | None = None
-    efficiency_factor: float = 1.0
+    efficiency: str = "tuned"
 
     def as_row(self) -> dict:
         """The comparison's JSON row (before scores and rank): figures None where there are none, the
-        time-proportional ones for the chosen stack (engine.economics.ranges.factor, as the plan gives them)."""
+        time-proportional ones for the chosen stack (engine.economics.ranges.factor, as the plan gives them), each
+        headline figure with its range (engine.economics.ranges.band, as the plan's)."""
         b = self.best
-        k = lambda x: None if x is None else x * self.efficiency_factor
+        factor = ranges.factor(self.efficiency)
+        k = lambda x: None if x is None else x * factor
         figures = {} if b is None else {
             "layout": b.layout, "train_days": k(b.train_days), "wall_days": k(b.wall_days), "gpu_hours": k(b.gpu_hours),
             "mfu": b.mfu, "cost_usd": k(b.cost_usd), "energy_mwh": k(b.energy_mwh), "co2_t": k(b.co2_t),
             "memory_gib": b.memory_gib.total, "memory_capacity_gib": b.memory_capacity_gib,
-            "memory_headroom": b.memory_headroom}
+            "memory_headroom": b.memory_headroom,
+            "ranges": {key: ranges.band(getattr(b, key), self.efficiency)
+                       for key in ("wall_days", "cost_usd", "energy_mwh", "co2_t")}}
         return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
                 "software_stack": self.software_stack, "precision": self.precision,
                 "precision_note": self.precision_note, "calibrated": self.calibrated, "status": self.status,
                 "fits": self.fits,
-                "n_gpus": self.n_gpus, "meets_deadline": self.meets_deadline, **figures,
+                "n_gpus": self.n_gpus, "meets_target": self.meets_target, **figures,
                 **({"reason": self.reason} if self.reason is not None else {})}
 
 
-def _evaluate_accelerator(sc, acc, deadline_days, overrides, objective, factor: float = 1.0) -> Candidate:
+def _evaluate_accelerator(sc, acc, target: Target | None, batches: list[int], overrides, objective,
+                          efficiency: str = "tuned") -> Candidate:
+    factor = ranges.factor(efficiency)
     precision, note = trained_precision(acc, sc.training.precision)
     base = Candidate(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
                      precision=precision, precision_note=note, calibrated=bool(overrides), status=acc.status,
-                     efficiency_factor=factor)
+                     efficiency=efficiency)
     if precision is None:
         if acc.device_class == "workstation":
             note = (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
                     "workstation with unified memory and no scale-up fabric, fine for development, fine-tuning and "
                     "inference on one machine, not competitive for training at scale")
         return replace(base, reason=note)
-    if deadline_days is not None:
-        probe = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides)
-        target = Target(deadline_days=deadline_days)
-        sized = size_for(probe, target, objective, factor, full=False)
-        if not sized.met:
-            return replace(base, fits=sized.best is not None, meets_deadline=False, reason=sized.reason)
-        # the row the plan shows for this accelerator and size (the sizing's), so both give the same figures
-        return _with_best(replace(base, n_gpus=sized.n_gpus, meets_deadline=True), sized.best)
+    if target is not None:
+        # the plan's option for this accelerator (its sizing, batch and row), so both give the same figures
+        o = sized_option(sc, acc, target, factor, batches, objective, overrides)
+        if not o.met:
+            return replace(base, fits=o.best is not None, meets_target=False, reason=o.reason)
+        return _with_best(replace(base, n_gpus=o.sizing.n_gpus, meets_target=True), o.best)
     n = sc.cluster.n_gpus
     out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                  summaries=False)
@@ -143,7 +220,7 @@ def _score(rows: list[dict], weights: dict[str, float]) -> None:
     """Each criterion scores 1.0 for the best accelerator and the ratio to it for the others. A criterion an
     accelerator has no figure for (no published price, no power figure) is left out of its score, whose weights are
     renormalised over what is known, and listed in `unknown`: it is never scored 0."""
-    fitting = [r for r in rows if r["fits"] and r["meets_deadline"] is not False and r.get("wall_days") is not None]
+    fitting = [r for r in rows if r["fits"] and r["meets_target"] is not False and r.get("wall_days") is not None]
     for c, (key, lower) in CRITERIA.items():
         values = [r[key] for r in fitting if r.get(key) is not None and r[key] > 0]
         best = (min(values) if lower else max(values)) if values else None
@@ -165,24 +242,27 @@ def _fmt_money(x):
     return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x:,.0f}"
 
 
-def _why_first(r: dict, fitting: list[dict], deadline_days: float | None = None) -> str:
+def _why_first(r: dict, fitting: list[dict], target: Target | None = None) -> str:
     def place(key, lower=True):
         vals = sorted((x[key] for x in fitting if x.get(key) is not None), reverse=not lower)
         return "" if r.get(key) is None else (" (best)" if vals and r[key] == vals[0] else f" (#{vals.index(r[key]) + 1} of {len(vals)})")
-    rule = (f"as the cheapest that trains within {deadline_days:g} days, the plan's rule" if deadline_days is not None
-            else "with a decision score of")
-    parts = [f"{r['name']} ranks first {rule}" + (f" (decision score {r['decision_score']:.2f}):"
-                                                   if deadline_days is not None else f" {r['decision_score']:.2f}:"),
-             f"{r['wall_days']:.1f} days on {r['n_gpus']:,} GPUs{place('wall_days')}"]
+    if target is not None:
+        rule = "cheapest" if target.ranked_by == "cost" else "fastest"
+        head = (f"{r['name']} ranks first as the {rule} that trains {target.describe()}, the plan's rule (decision "
+                f"score {r['decision_score']:.2f}):")
+    else:
+        head = f"{r['name']} ranks first with a decision score of {r['decision_score']:.2f}:"
+    parts = [head, f"{r['wall_days']:.1f} days on {r['n_gpus']:,} GPUs{place('wall_days')}"]
     parts.append(f"costs {_fmt_money(r['cost_usd'])}{place('cost_usd')}" if r.get("cost_usd") is not None
-                 else "no price: enter one (ranked on what is known)")
+                 else "no price: enter one (ranked " + ("after every priced accelerator, by GPU-hours)" if target
+                                                        else "on what is known)"))
     if r.get("co2_t") is not None:
         parts.append(f"{r['co2_t']:,.0f} tCO2e{place('co2_t')}")
     parts.append(f"{r['memory_headroom']:.0%} memory headroom, {r['software_stack']} ecosystem score {r['ecosystem_score']:.2f}")
     return " ".join(parts[:1]) + " " + "; ".join(parts[1:]) + "."
 
 
-def _why_other(r: dict, top: dict, rank: int) -> str:
+def _why_other(r: dict, top: dict, rank: int, target: Target | None = None) -> str:
     bits = []
     t = r["wall_days"] / top["wall_days"]
     bits.append(f"{t:.2f}x the time" if abs(t - 1) >= 0.005 else "the same time")
@@ -201,22 +281,29 @@ def _why_other(r: dict, top: dict, rank: int) -> str:
     if r["software_stack"] != top["software_stack"]:
         bits.append(f"{r['software_stack']} ecosystem {r['ecosystem_score']:.2f} vs {top['ecosystem_score']:.2f}")
     note = f" ({r['precision_note']})" if r.get("precision_note") else ""
-    unknown = (f"; scored without {', '.join(UNKNOWN_LABEL.get(c, c) for c in r['unknown'])}, so ranked after every "
-               "accelerator scored on all weighted criteria") if r.get("unknown") else ""
+    after = ("ranked after every priced accelerator" if "cost" in r["unknown"] else "ranked by the plan's rule") \
+        if target is not None else "ranked after every accelerator scored on all weighted criteria"
+    unknown = (f"; scored without {', '.join(UNKNOWN_LABEL.get(c, c) for c in r['unknown'])}, so {after}"
+               if r.get("unknown") else "")
     return (f"#{rank} {r['name']} (score {r['decision_score']:.2f}): {', '.join(bits)} compared with {top['name']}"
             f"{note}{unknown}.")
 
 
 def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | None = None,
             calibrations: dict[str, dict] | None = None, accelerators: list[str] | None = None,
-            objective: str = "time", progress=None, efficiency: str = "tuned") -> Comparison:
-    """Compare accelerators for one scenario (efficiency: the stack, as the plan's: tuned or typical): a fixed cluster size (the scenario's n_gpus), ranked by the weighted
-    score, or for each the cheapest size meeting deadline_days (the plan's sizing and row), ranked by the plan's rule
-    (rank_key). calibrations maps accelerator id -> measured cluster overrides
-    (matmul_efficiency, intra_node_busbw_gbs, inter_node_busbw_gbs) that replace the published defaults."""
+            objective: str = "time", progress=None, efficiency: str = "tuned", budget_usd: float | None = None,
+            gpu_hours: float | None = None, max_gpus: int | None = None,
+            batch_range: tuple[int, int] | None = None) -> Comparison:
+    """Compare accelerators for one scenario (efficiency: the stack, as the plan's: tuned or typical). Without a
+    target: a fixed cluster size (the scenario's n_gpus), ranked by the weighted score. With the plan's question (a
+    deadline, a money budget and/or GPU-hours, on at most max_gpus, the batch free within batch_range): each
+    accelerator sized as the plan sizes it (sized_option: the same row for the same accelerator and size) and ranked
+    by the plan's rule (rank_key). calibrations maps accelerator id -> measured cluster overrides (matmul_efficiency,
+    intra_node_busbw_gbs, inter_node_busbw_gbs) that replace the published defaults."""
     cat = load_catalog()
     w = normalise_weights(weights)
-    factor = ranges.factor(efficiency)
+    target = _target(deadline_days, budget_usd, gpu_hours, max_gpus)
+    batches = batches_of(sc, batch_range if target is not None else None)
     ids = accelerators or list(cat.accelerators)
     unknown = [a for a in ids if a not in cat.accelerators]
     if unknown:
@@ -227,53 +314,67 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         if progress:
             progress(k / len(ids), f"{acc_id}: searching layouts")
         acc = cat.accelerator(acc_id)
-        c = _evaluate_accelerator(sc, acc, deadline_days, (calibrations or {}).get(acc_id, {}), objective, factor)
+        c = _evaluate_accelerator(sc, acc, target, batches, (calibrations or {}).get(acc_id, {}), objective,
+                                  efficiency)
         rows.append({**c.as_row(), "ecosystem_score": eco[acc.software_stack]["score"],
                      "ecosystem_levels": eco[acc.software_stack]["levels"]})
     if progress:
         progress(1.0, "done")
     return Comparison.model_validate({
-        "mode": "deadline" if deadline_days is not None else "fixed cluster",
-        "n_gpus": None if deadline_days is not None else sc.cluster.n_gpus,
-        "deadline_days": deadline_days,
+        "mode": "target" if target is not None else "fixed cluster",
+        "n_gpus": None if target is not None else sc.cluster.n_gpus,
+        "deadline_days": deadline_days, "budget_usd": budget_usd, "gpu_hours": gpu_hours, "max_gpus": max_gpus,
+        "target": None if target is None else target.describe(),
+        "ranked_by": "score" if target is None else target.ranked_by,
         "efficiency": efficiency,
         "ecosystem_sources": {s: e["source"] for s, e in eco.items()},
-        **_rank(rows, w, deadline_days),
+        **_rank(rows, w, target),
     })
+
+
+def _target(deadline_days, budget_usd, gpu_hours, max_gpus) -> Target | None:
+    """The plan's question as a Target; None without a deadline or budget (max_gpus alone limits nothing to rank)."""
+    if deadline_days is None and budget_usd is None and gpu_hours is None:
+        if max_gpus is not None:
+            raise ScenarioError([("max_gpus", "at most so many accelerators limits a question: give a deadline, a "
+                                              "budget or GPU-hours too")])
+        return None
+    return Target(deadline_days, budget_usd, gpu_hours, max_gpus)
 
 
 RANKING_KEYS = ("scores", "decision_score", "rank", "why", "unknown")
 
 
 def rescore(result: Comparison, weights: dict | None) -> Comparison:
-    """The same comparison under other weights: no search is rerun, only the scores, ranks and reasons change."""
+    """The same comparison under other weights: no search is rerun, only the scores and, without a target, the ranks
+    and reasons change."""
     rows = [r.model_dump(exclude_unset=True, exclude=set(RANKING_KEYS)) for r in result.rows]
-    ranked = _rank(rows, normalise_weights(weights), result.deadline_days)
-    return Comparison.model_validate({**result.model_dump(exclude_unset=True), **ranked})
+    target = _target(result.deadline_days, result.budget_usd, result.gpu_hours, result.max_gpus)
+    ranked_rows = _rank(rows, normalise_weights(weights), target)
+    return Comparison.model_validate({**result.model_dump(exclude_unset=True), **ranked_rows})
 
 
-def rank_key(r: dict, deadline_days: float | None) -> tuple:
-    """The one ranking rule. With a deadline, the plan's (engine.planning.plan): the cheapest that meets it, every
-    priced accelerator before any without a price (by billed GPU-hours), ties to fewer GPUs; the decision score is
-    shown beside it. Without one, the decision score, every accelerator scored on all weighted criteria before any
+def rank_key(r: dict, target: Target | None) -> tuple:
+    """The one ranking rule. With a target, the plan's (engine.planning.sizing.target_key): the cheapest that meets a
+    deadline, every priced accelerator before any without a price, or the fastest within budgets; the decision score
+    is shown beside it. Without one, the decision score, every accelerator scored on all weighted criteria before any
     scored without one (a cost-weighted score never puts an accelerator without a price first). Either way an
     accelerator known only from its announcement ranks after every shipping one: it cannot be bought and measured."""
     announced = r.get("status") == "announced"
-    if deadline_days is not None:
-        billed = r["n_gpus"] * r["wall_days"] * 24.0
-        return (announced, r["cost_usd"] is None, billed if r["cost_usd"] is None else r["cost_usd"], r["n_gpus"])
+    if target is not None:
+        return (announced, *target_key(target, r["wall_days"], r["cost_usd"], r["n_gpus"]))
     return (announced, bool(r["unknown"]), -r["decision_score"])
 
 
-def _rank(rows: list[dict], w: dict[str, float], deadline_days: float | None = None) -> dict:
+def _rank(rows: list[dict], w: dict[str, float], target: Target | None = None) -> dict:
     _score(rows, w)
     order = {a: i for i, a in enumerate(load_catalog().accelerators)}      # ties keep catalog order
     rows = sorted(rows, key=lambda r: order[r["accelerator"]])
-    ranked = sorted((r for r in rows if "decision_score" in r), key=lambda r: rank_key(r, deadline_days))
+    placed = sorted((r for r in rows if "decision_score" in r), key=lambda r: rank_key(r, target))
     others = [r for r in rows if "decision_score" not in r]
-    for i, r in enumerate(ranked):
+    for i, r in enumerate(placed):
         r["rank"] = i + 1
-        r["why"] = _why_first(r, ranked, deadline_days) if i == 0 else _why_other(r, ranked[0], i + 1)
+        r["why"] = _why_first(r, placed, target) if i == 0 else _why_other(r, placed[0], i + 1, target)
     for r in others:
         r["rank"] = None
         r["why"] = f"{r['name']} is not ranked: {r.get('reason', 'it does not meet the target')}."
@@ -282,7 +383,10 @@ def _rank(rows: list[dict], w: dict[str, float], deadline_days: float | None = N
             r["why"] += f" {ANNOUNCED_NOTE[0].upper()}{ANNOUNCED_NOTE[1:]}."
     return {
         "weights": w,
-        "recommendation": ranked[0]["accelerator"] if ranked else None,
-        "why": ranked[0]["why"] if ranked else "No accelerator in the catalog can run this scenario as given.",
-        "rows": ranked + others,
+        "recommendation": placed[0]["accelerator"] if placed else None,
+        "why": placed[0]["why"] if placed else (
+            f"No accelerator in the catalog trains {target.describe()}: each row says why, and the answer on the "
+            "Scenario page names the closest option." if target else
+            "No accelerator in the catalog can run this scenario as given."),
+        "rows": placed + others,
     }

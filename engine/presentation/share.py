@@ -78,6 +78,16 @@ class PlannerOptions(BaseModel):
     max_gpus: int | None = Field(default=None, ge=1, le=1 << 20,
                                  description="the answer uses at most this many accelerators (what one has)")
 
+    def question(self, global_batch_size: int) -> dict:
+        """The question every page asks the engine (engine.planning.plan and engine.planning.vendor.compare take it
+        as keywords): the deadline, money and GPU-hour budgets (each None when not set; all set are met together),
+        at most max_gpus, and the global batch free within batch_min-batch_max (None: fixed at the scenario's)."""
+        free = self.batch_min is not None or self.batch_max is not None
+        return {"deadline_days": self.deadline_days, "budget_usd": self.budget_usd, "gpu_hours": self.gpu_hour_budget,
+                "max_gpus": self.max_gpus,
+                "batch_range": (self.batch_min or global_batch_size, self.batch_max or global_batch_size)
+                if free else None}
+
 
 class Shared(NamedTuple):
     scenario: Scenario

@@ -124,8 +124,8 @@ def _answer_section(sc: Scenario, result: Plan) -> str:
 def _vendor_section(sc: Scenario, est: Estimate, vendor: Comparison) -> str:
     top = vendor.top
     ranked = [r for r in vendor.rows if r.rank is not None][:8]
-    basis = (f"the cheapest cluster of each that trains within {vendor.deadline_days:g} days, ranked by cost as the "
-             "answer is" if vendor.deadline_days else f"{vendor.n_gpus:,} accelerators of each kind")
+    basis = (f"the cluster of each that the answer gives for the question ({vendor.target}), ranked by the answer's "
+             "rule" if vendor.target else f"{vendor.n_gpus:,} accelerators of each kind")
     own = ""
     if top.accelerator == sc.cluster.accelerator and top.layout and sc.layout is not None \
             and top.layout.model_dump() != sc.layout.model_dump() and top.n_gpus == sc.cluster.n_gpus:

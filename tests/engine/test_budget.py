@@ -20,6 +20,11 @@ def test_runs_that_fit_a_budget():
     assert plan_budget(192, budget_gpu_hours=1920)["max_runs"] == 10          # an exact multiple is not rounded down
     money = plan_budget(192, budget_usd=10_000, usd_per_gpu_hour=2.0)       # $10k at $2 = 5,000 GPU-hours
     assert money["max_runs"] == 26 and money["run_usd"] == pytest.approx(384)
+    # both budgets apply, as the plan meets them together: the smaller in GPU-hours binds
+    both = plan_budget(192, budget_gpu_hours=2000, budget_usd=10_000, usd_per_gpu_hour=2.0)
+    assert (both["max_runs"], both["binding"]) == (10, "GPU-hours")          # 2,000 < 5,000 GPU-hours
+    both = plan_budget(192, budget_gpu_hours=8000, budget_usd=10_000, usd_per_gpu_hour=2.0)
+    assert (both["max_runs"], both["binding"]) == (26, "USD")                # $10k at $2 = 5,000 < 8,000
 
 
 def test_warnings_above_threshold_and_when_nothing_fits():
@@ -35,8 +40,8 @@ def test_warnings_above_threshold_and_when_nothing_fits():
 @pytest.mark.parametrize("kwargs, words", [
     ({"run_gpu_hours": 0, "budget_gpu_hours": 10}, "positive"),
     ({"run_gpu_hours": float("nan"), "budget_gpu_hours": 10}, "finite"),
-    ({"run_gpu_hours": 10}, "exactly one budget"),
-    ({"run_gpu_hours": 10, "budget_gpu_hours": 5, "budget_usd": 5}, "exactly one budget"),
+    ({"run_gpu_hours": 10}, "give a budget"),
+    ({"run_gpu_hours": 10, "budget_gpu_hours": 5, "budget_usd": 5}, "usd_per_gpu_hour"),
     ({"run_gpu_hours": 10, "budget_usd": 100}, "usd_per_gpu_hour"),
     ({"run_gpu_hours": 10, "budget_gpu_hours": -1}, "non-negative"),
     ({"run_gpu_hours": 10, "budget_gpu_hours": 100, "warn_above_gpu_hours": 0}, "warn_above"),
