@@ -109,3 +109,28 @@ def level_calibration(store: Store, accelerator_id: str | None = None, framework
 def measured_band(value_s: float, row) -> dict:
     """{"value", "low", "high"}: a calibrated step time with the measurement's own spread (the module docstring)."""
     return {"value": value_s, "low": value_s * row["spread_low"], "high": value_s * row["spread_high"]}
+
+
+def before_after(store: Store) -> list[dict]:
+    """Per calibrated (accelerator, framework), on the newest trusted run's scenario: the engine's step time and
+    training days before (the published-run band of engine.economics.ranges) and after calibration (the measured
+    band), with the run measured against them."""
+    from engine.economics.ranges import band
+    from engine.inputs import parse_scenario
+    from engine.planning.estimate import estimate
+    out = []
+    runs = training_runs(store)
+    for _, cal in level_calibration(store).iterrows():
+        newest = runs[runs.run_id.isin(cal.run_ids)].iloc[0]
+        data = json.loads(newest.scenario)
+        data["cluster"] = {k: v for k, v in data["cluster"].items() if k != "level_scale"}
+        before = estimate(parse_scenario(data))
+        after = estimate(parse_scenario({**data, "cluster": {**data["cluster"], "level_scale": cal.level_scale}}))
+        rows = {}
+        for figure in ("step_time_s", "train_days"):
+            b, a = getattr(before, figure), getattr(after, figure)
+            rows[figure] = {"before": band(b), "after": None if a is None else measured_band(a, cal)}
+        out.append({"accelerator": cal.accelerator_id, "framework": cal.framework, "level_scale": cal.level_scale,
+                    "n_runs": int(cal.n_runs), "n_systems": int(cal.n_systems), "run_id": newest.run_id,
+                    "measured_s": float(newest.measured_s), "figures": rows})
+    return out
