@@ -8,8 +8,10 @@ Formats (each stack's own log line, as its source prints it):
   tps: T  tflops: ...  mfu: ...%`, T tokens per second per GPU over the log interval (tokens of one data-parallel
   rank / (seconds x tensor x pipeline x context ranks)), so a step takes seq_len x global_batch / (T x GPUs).
 - DeepSpeed (deepspeed/utils/timer.py ThroughputTimer.stop): `epoch=E/micro_step=M/global_step=N,
-  RunningAvgSamplesPerSec=..., CurrSamplesPerSec=S, ...`, S = the global batch / the last step's seconds, so a step
-  takes global_batch / S.
+  RunningAvgSamplesPerSec=..., CurrSamplesPerSec=S, ...`, S = batch_size / the last step's seconds, where the engine
+  builds its ThroughputTimer with batch_size=train_batch_size() (the global batch; deepspeed/runtime/engine.py in the
+  releases that print `global_step=`), so a step takes global_batch / S. Older releases timed the per-GPU micro-batch
+  and printed `0/20, RunningAvgSamplesPerSec=...` without `global_step=`: such lines are refused as not parsed.
 
 Warm-up: a line whose interval includes any of the first WARMUP_STEPS (10) optimizer steps is left out. Those steps
 compile (torch.compile, CUDA graphs), create the NCCL communicators and grow the allocator's pool; in the Megatron-LM

@@ -21,8 +21,10 @@ Names are those of the stacks' sources:
   pipeline_parallel_degree, pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
   pipeline_parallel_split_points, context_parallel_degree, expert_parallel_degree; [activation_checkpoint] mode,
   selective_ac_option; [model] converters ("float8", "mx"); [float8] recipe_name.
-- DeepSpeed configuration JSON (deepspeed.ai/docs/config-json/): train_batch_size, train_micro_batch_size_per_gpu,
-  gradient_accumulation_steps, bf16/fp16 {enabled}, zero_optimization {stage, overlap_comm, contiguous_gradients}.
+- DeepSpeed configuration JSON (the keys of deepspeed.ai/docs/config-json/, checked against public configs such as
+  shibing624/MedicalGPT deepspeed_zero_stage3_config.json, not against the page itself): train_batch_size,
+  train_micro_batch_size_per_gpu, gradient_accumulation_steps, bf16/fp16 {enabled}, zero_optimization {stage,
+  overlap_comm, contiguous_gradients}.
 """
 from __future__ import annotations
 
