@@ -137,3 +137,16 @@ def test_cli_export_config(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "engine", "export-config", str(path), "--format", "xla"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "invalid choice: 'xla'" in bad.stderr
+
+
+def test_api_export_config_and_as_dict():
+    import engine
+    data = {"model": {"preset": "llama3.1-8b"},
+            "training": {"seq_len": 8192, "global_batch_size": 16, "total_tokens": 1e9, "framework": "deepspeed"},
+            "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8},
+            "layout": {"dp": 8, "zero_stage": 3, "micro_batch_size": 1}}
+    cfg = engine.export_config(data)
+    doc = engine.as_dict(cfg)
+    assert doc["format"] == "deepspeed" and doc["framework"] == "deepspeed"
+    # 16 sequences = 1 per GPU x 8 data-parallel ranks x 2 accumulation steps
+    assert json.loads(doc["text"])["gradient_accumulation_steps"] == 2
