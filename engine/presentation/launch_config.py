@@ -34,7 +34,7 @@ from typing import Literal
 
 from engine import frameworks
 from engine.catalog import load_catalog
-from engine.physics.schedule import SplitError, stage_layers
+from engine.physics.schedule import SplitError, chunk_layers, stage_layers
 from engine.scenario import Layout, Scenario, ScenarioError
 
 Format = Literal["megatron", "torchtitan", "deepspeed"]
@@ -300,6 +300,8 @@ def torchtitan_job(sc: Scenario, lay: Layout, notes: list[str]) -> dict[str, dic
         points = _split_points(sc, lay)
         if points:
             par["pipeline_parallel_split_points"] = points
+        elif lay.virtual_stages > 1:
+            par["pipeline_parallel_layers_per_stage"] = a.n_layers // (lay.pp * lay.virtual_stages)
     elif lay.micro_batch_size != local:
         notes.append(f"micro_batch_size {lay.micro_batch_size}: without pipeline parallelism TorchTitan runs the "
                      f"local batch ({local}) in one pass; gradient accumulation is not a job-config key at the cited "
@@ -329,13 +331,16 @@ def torchtitan_job(sc: Scenario, lay: Layout, notes: list[str]) -> dict[str, dic
 
 
 def _split_points(sc: Scenario, lay: Layout) -> list[str]:
-    """Module names starting each pipeline stage after the first when the split is uneven ("layers.k")."""
+    """Module names starting each pipeline stage after the first when the split is uneven ("layers.k"), in model
+    order: under a looped (interleaved) schedule model chunk j runs on rank j % pp as its (j // pp)-th chunk, with the
+    chunk sizes the engine times (engine.physics.schedule.chunk_layers)."""
     if lay.first_stage_layers is None and lay.last_stage_layers is None:
         return []
     first, middle, last = _split(sc, lay)
-    counts = [first] + [middle] * (lay.pp - 2) + [last]
-    v = lay.virtual_stages
-    chunks = [c // v + (1 if k < c % v else 0) for c in counts for k in range(v)] if v > 1 else counts
+    ranks = [chunk_layers(first, lay.virtual_stages, "first")]
+    ranks += [chunk_layers(middle, lay.virtual_stages, "middle")] * (lay.pp - 2)
+    ranks += [chunk_layers(last, lay.virtual_stages, "last")]
+    chunks = [ranks[j % lay.pp][j // lay.pp] for j in range(lay.pp * lay.virtual_stages)]
     points, at = [], 0
     for c in chunks[:-1]:
         at += c
@@ -383,6 +388,9 @@ def deepspeed_config(sc: Scenario, lay: Layout, notes: list[str]) -> dict:
         notes.append(f"tp {lay.tp}, pp {lay.pp}, cp {lay.cp}, ep {lay.ep} are not DeepSpeed JSON keys: pass them to "
                      "Megatron-DeepSpeed as --tensor-model-parallel-size, --pipeline-model-parallel-size, ... (the "
                      "megatron format lists them)")
+    if lay.virtual_stages > 1:
+        notes.append(f"virtual_stages {lay.virtual_stages}: DeepSpeed's pipeline engine has no interleaved schedule; "
+                     "it runs 1F1B with a larger bubble than the estimate assumed")
     if lay.recompute != "none":
         notes.append(f"recompute {lay.recompute}: DeepSpeed's activation_checkpointing block only configures "
                      "deepspeed.checkpointing; the model script chooses what to recompute")

@@ -79,6 +79,22 @@ def test_torchtitan_405b_3d_row_as_published():
     assert len(points) == 7 and points == sorted(points) and points[-1] < 126
 
 
+def test_torchtitan_interleaved_405b_row_places_the_embedding_and_output_chunks():
+    job, case, _ = _torchtitan("tt24-t5-405b-512gpu-interleaved1f1b")
+    par = job["parallelism"]
+    assert par["pipeline_parallel_schedule"] == "Interleaved1F1B" and case["layout"]["pp_schedule"] == "Interleaved 1F1B"
+    points = [int(p.removeprefix("layers.")) for p in par["pipeline_parallel_split_points"]]
+    sizes = [b - a for a, b in zip([0] + points, points + [126])]
+    assert len(sizes) == 16 and sum(sizes) == 126
+    # rank r holds model chunks r and r + 8; with the split the run's layouts use, the first model chunk (rank 0,
+    # beside the embedding) and the last (rank 7, beside the output layer and loss) are the short ones
+    run = next(r for r in torchtitan_2024_12() if r.name == "tt24-t5-405b-512gpu-interleaved1f1b")
+    lay = run.layouts[0]
+    per_rank = [sizes[r] + sizes[r + 8] for r in range(8)]
+    assert per_rank[0] == lay["first_stage_layers"] and per_rank[-1] == lay["last_stage_layers"]
+    assert sizes[0] <= sizes[8] and sizes[-1] <= sizes[7]
+
+
 def test_torchtitan_context_parallel_row():
     job, case, _ = _torchtitan("tt24-t6-405b-512gpu-fsdp4-cp2-s65536")
     assert job["parallelism"]["context_parallel_degree"] == case["layout"]["cp"] == 2
