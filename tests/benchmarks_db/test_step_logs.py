@@ -152,3 +152,19 @@ def test_huge_file_is_refused_with_its_size(seeded):
     assert log.errors and "more than 1,000,000 lines" in log.errors[0]
     long_line = "elapsed time per iteration (ms): " + "9" * 100_000
     assert step_logs.parse(long_line, "l.log", "megatron", 16384, 16, 1).steps == []
+
+
+TT_LINE = "[rank0]:[titan] 2026-05-18 16:04:46,338 - root - INFO - \x1b[31mstep: {step}  loss:  3.24405  memory:  9.46GiB(64.99%)  tps: {tps}  tflops: 0.52  mfu: 0.17%\x1b[39m"
+
+
+@FUZZ
+@given(tps=st.lists(st.integers(1, 10**7), min_size=4, max_size=20), bad_value=HOSTILE, at=st.integers(0, 19))
+def test_torchtitan_lines_with_colour_codes_and_a_hostile_value(tps, bad_value, at):
+    lines = [TT_LINE.format(step=10 + i, tps=f"{t:,}") for i, t in enumerate(tps)]
+    log = step_logs.parse("\n".join(lines), "t.log", "torchtitan", 65536, 8, 8)
+    assert log.errors == [] and log.warmup_lines == 1
+    assert statistics.median(log.seconds) == pytest.approx(statistics.median(65536 / (t * 8) for t in tps[1:]))
+    at = at % len(lines)
+    lines[at] = TT_LINE.format(step=10 + at, tps=bad_value)
+    log = step_logs.parse("\n".join(lines), "t.log", "torchtitan", 65536, 8, 8)
+    assert log.errors and f"t.log line {at + 1}:" in log.errors[0]
