@@ -4,6 +4,7 @@
                               start runs it)
     info                      schema version and row counts
     ingest FILE_OR_FOLDER...  check and store result files: [--json] [--submitter NAME] [--accelerator CATALOG_ID]
+                              [--scenario FILE_OR_ID] (the run a training step-time log comes from)
                               [--max-bytes N] [--trusted]; each input on its own (one that is refused or breaks a
                               parser does not stop the others), exit status 1 if any input was refused
     uploads                   the uploads and whether they are trusted
@@ -80,6 +81,25 @@ def _human(r: IngestReport) -> str:
     return "\n".join(lines)
 
 
+def _scenario(store, given: str | None) -> str | None | IngestReport:
+    """--scenario: a scenario JSON file, or the short id of a scenario saved in this store (its shared link's ?s=)."""
+    if given is None:
+        return None
+    p = Path(given)
+    if p.is_file():
+        if p.stat().st_size > 1_000_000:
+            return IngestReport(input=given, errors=[f"--scenario {given}: larger than 1 MB; a scenario is a small JSON "
+                                                     "object"])
+        return p.read_text(errors="replace")
+    from benchmarks_db.scenarios import load_scenario
+    from engine.scenario import ScenarioError
+    try:
+        return load_scenario(store, given).scenario.model_dump_json(exclude_none=True)
+    except ScenarioError as err:
+        return IngestReport(input=given, errors=[f"--scenario {given[:40]!r}: not a file, and "
+                                                 + "; ".join(m for _, m in err.problems)])
+
+
 def _ingest(args: argparse.Namespace, path: Path) -> int:
     """Every input on its own, and the report of every input tried so far printed whatever happens; 1 when any input
     was refused, 2 when the store cannot be opened."""
@@ -87,8 +107,12 @@ def _ingest(args: argparse.Namespace, path: Path) -> int:
     try:
         store = open_store(path)
         try:
+            scenario = _scenario(store, args.scenario)
+            if isinstance(scenario, IngestReport):
+                reports = [scenario]
+                return 1
             reports = ingest_each(store, args.paths, args.accelerator, args.max_bytes,
-                                  Uploader(submitter=args.submitter, trusted=args.trusted))
+                                  Uploader(submitter=args.submitter, trusted=args.trusted), scenario)
         finally:
             store.close()
     except (duckdb.IOException, SchemaVersionError) as err:
@@ -146,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--submitter", help="your name or team, stored with the upload")
     ingest.add_argument("--accelerator",
                         help="catalog id of the device when the file's name for it is missing or ambiguous")
+    ingest.add_argument("--scenario", help="for a training step-time log (Megatron-LM, TorchTitan, DeepSpeed): the "
+                        "scenario it ran, with its layout: a scenario JSON file or the short id of a saved scenario")
     ingest.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES, help="largest accepted file (bytes)")
     ingest.add_argument("--trusted", action="store_true",
                         help="you run this deployment and vouch for these results: they calibrate the engine at once "

@@ -143,16 +143,43 @@ def _default_hardware(accelerator_id: str):
         return None
 
 
+def _level_scale(store: Store, accelerator_id: str, framework: str | None, out: dict) -> None:
+    """level_scale from trusted step-time runs of this accelerator and stack (benchmarks_db/step_time.py)."""
+    from benchmarks_db.step_time import level_calibration
+    from engine.catalog import load_catalog
+    from engine.frameworks import frameworks
+    acc = load_catalog().accelerators.get(accelerator_id)
+    if acc is None:
+        return
+    fw = framework or frameworks().vendor_defaults[acc.vendor].framework
+    hit = level_calibration(store, accelerator_id, fw)
+    if not len(hit):
+        out["missing"]["level_scale"] = f"no trusted step-time log of {fw} on {accelerator_id}"
+        return
+    row = hit.iloc[0]
+    value = float(row.level_scale)
+    out["overrides"]["level_scale"] = value
+    out["evidence"]["level_scale"] = {
+        "value": value, "runs": list(row.run_ids), "sources": ["uploaded step-time logs"], "n_runs": int(row.n_runs),
+        "n_systems": int(row.n_systems), "spread": [float(row.spread_low), float(row.spread_high)],
+        "how": f"the factor on {fw}'s fitted level with which the engine reproduces the median step time of each "
+               f"trusted run on its own scenario, median over {row.n_systems} system(s)"}
+
+
 def _evidence(value: float, row: pd.Series, how: str) -> dict:
     return {"value": value, "runs": list(row["run_ids"]), "sources": list(row["sources"]), "n_runs": int(row["n_runs"]),
             "n_systems": int(row["n_systems"]), "how": how}
 
 
-def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: int, gpus_per_node: int) -> dict:
+def calibrated_cluster(store: Store, accelerator_id: str, dtype: str, n_gpus: int, gpus_per_node: int,
+                       framework: str | None = None) -> dict:
     """Cluster overrides from trustworthy measurements for this accelerator, training dtype and placement:
     {"overrides": {field: value}, "evidence": {field: {value, runs, sources, n_runs, how}}, "missing": {field: why}}.
-    Only fields with measurements appear in overrides; the engine keeps its defaults for the rest."""
+    Only fields with measurements appear in overrides; the engine keeps its defaults for the rest. `framework` (the
+    scenario's training.framework; None: the accelerator vendor's default) selects the trusted step-time runs whose
+    level factor applies (benchmarks_db/step_time.py)."""
     out = {"overrides": {}, "evidence": {}, "missing": {}}
+    _level_scale(store, accelerator_id, framework, out)
     mm = matmul_calibration(store)
     hit = mm[(mm.accelerator_id == accelerator_id) & (mm.dtype == dtype)]
     if len(hit):

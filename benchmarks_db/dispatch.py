@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Callable
 
-from benchmarks_db import csv_table, mlperf, nccl_tests, runner_file
+from benchmarks_db import csv_table, mlperf, nccl_tests, runner_file, step_logs
 from benchmarks_db.records import Run
 from engine import json_input
 
@@ -17,7 +17,8 @@ from engine import json_input
 MAX_RUNNER_JSON_CHARS = 8 * 2**20
 TEXT_SUFFIXES = (".txt", ".log", ".out")
 FORMATS = "runner JSON (schema_version 1), nccl-tests text output, an MLPerf result log or a .zip of MLPerf results " \
-          "folders, or a CSV with accelerator,metric,value,unit columns"
+          "folders, a CSV with accelerator,metric,value,unit columns, or " + step_logs.DESCRIPTION + " (with the " \
+          "scenario it ran)"
 
 
 @dataclass
@@ -43,8 +44,9 @@ def decode(data: bytes, name: str) -> str:
         raise Refused(f"{name}: not UTF-8 text (byte {err.start}); expected {FORMATS}") from None
 
 
-def parse_file(name: str, text: str, accelerator: str | None) -> Parsed:
-    """One stand-alone file, recognised by its content (and suffix for CSV)."""
+def parse_file(name: str, text: str, accelerator: str | None, scenario: dict | str | None = None) -> Parsed:
+    """One stand-alone file, recognised by its content (and suffix for CSV). `scenario` (a scenario with its layout,
+    as JSON text or a dict) is what a training step-time log ran; other formats ignore it."""
     head = text[:4000]
     if runner_file.looks_like(head):
         if len(text) > MAX_RUNNER_JSON_CHARS:
@@ -66,6 +68,8 @@ def parse_file(name: str, text: str, accelerator: str | None) -> Parsed:
         res = mlperf.parse_single_log(text, name, accelerator)
         return Parsed(name, "mlperf_log", [res.run] if res.run else [], res.errors, res.warnings,
                       {name: res.score_minutes} if res.score_minutes is not None else {})
+    if (log_format := step_logs.detect(text)) is not None:
+        return parse_step_log(name, text, log_format, accelerator, scenario)
     if name.lower().endswith(".csv") or csv_table.looks_like(head):      # before nccl-tests: a table may have
         runs, errors, warnings = csv_table.parse(text, name, accelerator)   # algbw and busbw columns too
         return Parsed(name, "csv", runs, errors, warnings)
@@ -73,6 +77,38 @@ def parse_file(name: str, text: str, accelerator: str | None) -> Parsed:
         run, errors = nccl_tests.parse(text, name, accelerator)
         return Parsed(name, "nccl_tests", [run] if run else [], errors)
     return Parsed(name, "unknown", errors=[f"{name}: not a recognised format; expected {FORMATS}"])
+
+
+def parse_step_log(name: str, text: str, log_format: str, accelerator: str | None,
+                   scenario: dict | str | None) -> Parsed:
+    """A training run's step-time log with the scenario it ran (benchmarks_db/step_logs.py)."""
+    from engine.inputs import parse_scenario
+    from engine.scenario import ScenarioError
+    kind, stack = f"step_log_{log_format}", step_logs.FORMATS[log_format]["name"]
+    if scenario is None:
+        return Parsed(name, kind, errors=[
+            f"{name}: a {stack} step-time log; upload it with the scenario it ran (a scenario JSON with its layout, or "
+            "the short id of a saved scenario) so that the planner's prediction can be set beside it"])
+    try:
+        sc = parse_scenario(scenario)
+    except ScenarioError as err:
+        return Parsed(name, kind, errors=[f"{name}: the scenario it ran: {f}: {m}" for f, m in err.problems])
+    if sc.layout is None:
+        return Parsed(name, kind, errors=[f"{name}: the scenario it ran has no layout; give the layout (tp, pp, dp, "
+                                          "...) the run used"])
+    if accelerator is not None and accelerator != sc.cluster.accelerator:
+        return Parsed(name, kind, errors=[f"{name}: --accelerator {accelerator[:60]!r} is not the scenario's "
+                                          f"{sc.cluster.accelerator}"])
+    t = sc.training
+    log = step_logs.parse(text, name, log_format, t.seq_len * t.global_batch_size, t.global_batch_size,
+                          sc.layout.n_gpus)
+    if log.errors:
+        return Parsed(name, kind, errors=log.errors)
+    import json
+    run, errors = step_logs.to_run(log, json.loads(sc.model_dump_json(exclude_none=True)), sc, name)
+    warnings = [f"{name}: {log.warmup_lines} step line(s) within the first {step_logs.WARMUP_STEPS} steps left out "
+                "as warm-up"]
+    return Parsed(name, kind, [run] if run else [], errors, warnings)
 
 
 def _json_file(read: Callable[[], bytes], path: str) -> tuple[dict | None, str | None]:

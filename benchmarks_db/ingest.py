@@ -181,15 +181,16 @@ def _prechecks(store: Store, sha: str, uploader: Uploader, accelerator: str | No
 
 def ingest_bytes(store: Store, filename: str, data: bytes, submitter: str | None = None,
                  accelerator: str | None = None, max_bytes: int = MAX_FILE_BYTES, dry_run: bool = False,
-                 uploader: Uploader | None = None) -> IngestReport:
+                 uploader: Uploader | None = None, scenario: dict | str | None = None) -> IngestReport:
     """Check and store one uploaded file (the upload page's entry point). Nothing is written unless all of it is
     valid. `accelerator` names the catalog id where the file's device name is missing or ambiguous. dry_run: check
     everything, the store's constraints included, and report what would be added, but keep nothing. `uploader`
-    (default: anonymous, untrusted, named `submitter`) says who sends it and whether it may calibrate."""
+    (default: anonymous, untrusted, named `submitter`) says who sends it and whether it may calibrate. `scenario`
+    (JSON text or a dict, with its layout) is the run a training step-time log comes from (benchmarks_db/step_logs.py)."""
     uploader = uploader or Uploader(submitter=submitter)
     report = IngestReport(input=str(filename)[:MAX_NAME_CHARS])
     try:
-        return _ingest_bytes(store, filename, data, accelerator, max_bytes, dry_run, uploader, report)
+        return _ingest_bytes(store, filename, data, accelerator, max_bytes, dry_run, uploader, report, scenario)
     except StoreUnavailable as err:             # the store, not the file: say so (e.g. a full disk)
         report.errors.append(f"{report.input}: not stored: {err}")
         report.ingested, report.rows_added, report.source_id = False, {}, None
@@ -202,7 +203,7 @@ def ingest_bytes(store: Store, filename: str, data: bytes, submitter: str | None
 
 
 def _ingest_bytes(store: Store, filename: str, data: bytes, accelerator: str | None, max_bytes: int, dry_run: bool,
-                  uploader: Uploader, report: IngestReport) -> IngestReport:
+                  uploader: Uploader, report: IngestReport, scenario: dict | str | None = None) -> IngestReport:
     if problem := name_problem(filename):
         report.errors.append(problem)
         return report
@@ -224,7 +225,7 @@ def _ingest_bytes(store: Store, filename: str, data: bytes, accelerator: str | N
                 report.warnings.append(f"{len(skipped)} file(s) in the archive are not results and were skipped "
                                        f"(e.g. {', '.join(skipped[:3])})")
         else:
-            unit = parse_file(filename, decode(data, filename), accelerator)
+            unit = parse_file(filename, decode(data, filename), accelerator, scenario)
             report.format, units = unit.format, [unit]
     except Refused as err:
         report.errors.append(str(err))
@@ -258,7 +259,8 @@ def _folder_sha(unit: Parsed, files: dict[PurePosixPath, Callable[[], bytes]]) -
 
 
 def ingest_path(store: Store, path: str | os.PathLike, submitter: str | None = None, accelerator: str | None = None,
-                max_bytes: int = MAX_FILE_BYTES, uploader: Uploader | None = None) -> list[IngestReport]:
+                max_bytes: int = MAX_FILE_BYTES, uploader: Uploader | None = None,
+                scenario: dict | str | None = None) -> list[IngestReport]:
     """A file (as ingest_bytes) or a folder: every MLPerf results folder and result file under it, each its own
     transaction, plus a report listing the files skipped as not results."""
     uploader = uploader or Uploader(submitter=submitter)
@@ -270,7 +272,7 @@ def ingest_path(store: Store, path: str | os.PathLike, submitter: str | None = N
         if size > max_bytes:
             return [IngestReport(input=str(path), errors=[f"{path}: {size} bytes is over the {max_bytes}-byte limit"])]
         report = ingest_bytes(store, p.name, p.read_bytes(), accelerator=accelerator, max_bytes=max_bytes,
-                              uploader=uploader)
+                              uploader=uploader, scenario=scenario)
         report.input = str(path)
         return [report]
     files, skipped = _walk(p.resolve(), max_bytes)
@@ -295,12 +297,13 @@ def ingest_path(store: Store, path: str | os.PathLike, submitter: str | None = N
 
 
 def ingest_each(store: Store, paths: list[str], accelerator: str | None, max_bytes: int,
-                uploader: Uploader) -> list[IngestReport]:
+                uploader: Uploader, scenario: dict | str | None = None) -> list[IngestReport]:
     """Every path on its own: one that cannot be read or crashes a parser is reported and the rest still run."""
     reports = []
     for path in paths:
         try:
-            reports += ingest_path(store, path, accelerator=accelerator, max_bytes=max_bytes, uploader=uploader)
+            reports += ingest_path(store, path, accelerator=accelerator, max_bytes=max_bytes, uploader=uploader,
+                                   scenario=scenario)
         except Exception as err:               # e.g. a folder that cannot be read; ingest_bytes guards files itself
             LOG.exception("ingesting %r failed", path)
             reports.append(IngestReport(input=str(path), errors=[f"{path}: {INTERNAL_ERROR} ({type(err).__name__}: "

@@ -94,4 +94,44 @@ INSERT INTO saved_scenario_owned (scenario_id, name, created_at, scenario_json)
 DROP TABLE saved_scenario;
 ALTER TABLE saved_scenario_owned RENAME TO saved_scenario;
 """),
+    ("training runs: the step times of a short real run (benchmarks_db/step_logs.py) as suite 'training_run', metric "
+     "step_time in seconds; DuckDB cannot alter a CHECK constraint, so run and measurement are rebuilt with the wider "
+     "ones and their rows copied", """
+CREATE TABLE run_v5 (
+  run_id VARCHAR PRIMARY KEY,
+  source_id VARCHAR NOT NULL,
+  system_id VARCHAR NOT NULL,
+  env_id VARCHAR,
+  suite VARCHAR NOT NULL CHECK (suite IN ('mlperf_training', 'microbench', 'training_run')),
+  benchmark VARCHAR NOT NULL,            -- ... | step_time (a training run's step-time log)
+  tool VARCHAR NOT NULL, tool_version VARCHAR,
+  mlperf_round VARCHAR, division VARCHAR, availability VARCHAR, submitter_org VARCHAR,
+  started_at TIMESTAMP,
+  duration_s DOUBLE,
+  validation VARCHAR NOT NULL CHECK (validation IN ('accepted', 'flagged')),
+  validation_msgs JSON NOT NULL,
+  content_sha256 VARCHAR NOT NULL UNIQUE,
+  params JSON);                          -- training_run: {"scenario": the scenario it ran, "log_format", "framework"}
+INSERT INTO run_v5 SELECT * FROM run;
+DROP INDEX run_benchmark;
+DROP TABLE run;
+ALTER TABLE run_v5 RENAME TO run;
+CREATE INDEX run_benchmark ON run(benchmark);
+CREATE TABLE measurement_v5 (
+  run_id VARCHAR NOT NULL,
+  metric VARCHAR NOT NULL,               -- ... | step_time
+  value DOUBLE NOT NULL,
+  unit VARCHAR NOT NULL CHECK (unit IN ('min', 'TFLOP/s', 'GB/s', 's')),
+  stat VARCHAR NOT NULL,
+  n_samples INTEGER, value_min DOUBLE, value_max DOUBLE, cv_pct DOUBLE,
+  dtype VARCHAR, m BIGINT, n BIGINT, k BIGINT,
+  op VARCHAR, message_bytes BIGINT, n_ranks INTEGER, n_nodes INTEGER, backend VARCHAR,
+  peak_value DOUBLE, efficiency DOUBLE,
+  params JSON);
+INSERT INTO measurement_v5 SELECT * FROM measurement;
+DROP INDEX measurement_run;
+DROP TABLE measurement;
+ALTER TABLE measurement_v5 RENAME TO measurement;
+CREATE INDEX measurement_run ON measurement(run_id);
+"""),
 ]

@@ -28,10 +28,11 @@ def filter_options(store: Store) -> dict[str, list[str]]:
     q = lambda sql: [r[0] for r in store.rows(sql) if r[0] is not None]
     return {
         "accelerators": q(f"SELECT DISTINCT {ACCEL} FROM run r JOIN system s USING (system_id) ORDER BY 1"),
-        "benchmarks": q("SELECT DISTINCT benchmark FROM run ORDER BY 1"),
+        "benchmarks": q("SELECT DISTINCT benchmark FROM run WHERE suite != 'training_run' ORDER BY 1"),
         "mlperf_rounds": q("SELECT DISTINCT mlperf_round FROM run ORDER BY 1"),
         "source_kinds": q("SELECT DISTINCT kind FROM source ORDER BY 1"),
-        "metrics": q("SELECT DISTINCT metric FROM measurement ORDER BY 1"),
+        "metrics": q("SELECT DISTINCT metric FROM measurement JOIN run USING (run_id) WHERE suite != 'training_run' "
+                     "ORDER BY 1"),      # step times are shown beside their predictions (ui/training_runs.py)
     }
 
 

@@ -7,7 +7,7 @@ goodput, whole_run, ranges).
 """
 from __future__ import annotations
 
-__all__ = ["Scenario", "ScenarioError", "load", "estimate", "explain", "search", "compare", "plan", "as_dict",
+__all__ = ["Scenario", "ScenarioError", "load", "estimate", "explain", "search", "compare", "plan", "export_config", "as_dict",
            "Estimate", "SearchResult", "ClusterSearch", "Comparison", "VendorRow", "Plan", "PlanOption", "Alternative"]
 
 

@@ -1,4 +1,4 @@
-"""Command line: python -m engine {estimate,search,compare,energy,catalog,import-hf} ...  (JSON on stdout, or with
+"""Command line: python -m engine {estimate,export-config,search,compare,energy,catalog,import-hf} ...  (JSON on stdout, or with
 estimate --explain every term as text; bad input exits 2 with the reason on stderr)."""
 from __future__ import annotations
 
@@ -168,7 +168,15 @@ def cmd_import_hf(args) -> dict:
     return import_hf(text)
 
 
-COMMANDS = {"estimate": cmd_estimate, "search": cmd_search, "compare": cmd_compare, "plan": cmd_plan,
+def cmd_export_config(args) -> dict | str:
+    from engine.presentation.launch_config import for_scenario
+    out = for_scenario(parse_scenario(_load(args.scenario)), args.format)
+    for note in out.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return out.as_json() if args.json else out.text
+
+
+COMMANDS = {"estimate": cmd_estimate, "export-config": cmd_export_config, "search": cmd_search, "compare": cmd_compare, "plan": cmd_plan,
             "energy": cmd_energy, "catalog": cmd_catalog, "import-hf": cmd_import_hf}
 
 
@@ -193,6 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true", help="print every term (memory of the heaviest pipeline stage, "
                    "step time, collectives, pipeline, FLOPs, cost, energy, CO2, goodput) with its inputs, function and "
                    "source, as text")
+    p = sub.add_parser("export-config", help="the scenario's layout (or the search's best) as its stack's launch "
+                                             "configuration: Megatron-LM arguments, TorchTitan TOML or DeepSpeed JSON")
+    p.add_argument("scenario", help="scenario JSON file, or - for stdin")
+    p.add_argument("--format", choices=["megatron", "torchtitan", "deepspeed"],
+                   help="default: the format of the scenario's training.framework (its vendor's MLPerf default)")
+    p.add_argument("--json", action="store_true", help="print {format, framework, filename, notes, text} as JSON; "
+                                                       "otherwise the file itself, with the notes on stderr")
     p = sub.add_parser("search", help="best parallelism layouts for a scenario's cluster (its layout is ignored)")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
     p.add_argument("--top", type=int, default=10, help="how many layouts to return (default 10)")

@@ -8,6 +8,7 @@ line use.
     terms = explain(sc)                  # every term of it with the numbers used, the function and the source
     best = search(sc).best[0]            # the fastest layouts, why the others were rejected, the Pareto front
     answer = plan(sc, deadline_days=30)  # the manager's answer: accelerator, cluster, days, cost, CO2 with ranges
+    cfg = export_config(sc)              # the layout as Megatron-LM arguments, TorchTitan TOML or DeepSpeed JSON
 
 Every function takes a Scenario, a dict, JSON text or a path to a JSON file, and raises ScenarioError (a ValueError
 with .problems, a list of (field, message)) for anything it cannot use.
@@ -85,6 +86,16 @@ def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd:
                efficiency=efficiency, batch_range=batch_range, max_gpus=max_gpus)
 
 
+def export_config(scenario: ScenarioLike, fmt: str | None = None):
+    """The scenario's layout (or the layout search's best when it gives none) as its stack's launch configuration:
+    fmt "megatron" | "torchtitan" | "deepspeed", default the format of training.framework. Returns
+    engine.presentation.launch_config.LaunchConfig (text, filename, notes on what the stack cannot express)."""
+    from engine.presentation.launch_config import for_scenario
+    return for_scenario(load(scenario), fmt)
+
+
 def as_dict(result: Any) -> dict:
     """A result as plain JSON-ready data (the command line's document)."""
-    return result.as_json() if isinstance(result, Result) else result
+    if isinstance(result, Result):
+        return result.as_json()
+    return result.as_json() if hasattr(result, "as_json") else result

@@ -72,6 +72,9 @@ class Cluster(BaseModel):
     inter_node_busbw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="measured collective bus bandwidth per GPU across nodes")
     intra_node_latency_us: float | None = Field(default=None, gt=0, le=10_000, description="measured latency of one ring step inside a node, us (replaces NCCL's tuning-model figure)")
     inter_node_latency_us: float | None = Field(default=None, gt=0, le=100_000, description="measured latency of one ring step across nodes, us")
+    level_scale: float | None = Field(default=None, gt=0, le=5, description=(
+        "measured in-training level over the stack's fitted one on this cluster: the factor that makes the engine "
+        "reproduce a trusted step-time log of a real run (benchmarks_db/step_time.py); multiplies the sustained level"))
 
 
 class Layout(BaseModel):

@@ -7,7 +7,7 @@ import streamlit as st
 from benchmarks_db import queries
 from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
 from engine.catalog import load_catalog
-from ui import background, cached, charts, components, escape, state, work_limits
+from ui import background, cached, charts, components, escape, state, training_runs, work_limits
 from ui.settings import load_settings
 from ui.work_limits import Busy
 
@@ -85,7 +85,8 @@ def _ingest(dry_run: bool) -> None:
     try:
         with work_limits.slot("upload check"):
             report = ingest_bytes(store, file.name, file.getvalue(), accelerator=ss.get(UPLOAD_ACCEL),
-                                  max_bytes=load_settings().max_upload_bytes, dry_run=dry_run, uploader=uploader())
+                                  max_bytes=load_settings().max_upload_bytes, dry_run=dry_run, uploader=uploader(),
+                                  scenario=state.scenario_json())     # what a training log ran: this scenario
     except Busy as err:
         ss[LAST_INGEST] = {"input": file.name, "errors": [str(err)], "before": before, "after": before}
         return
@@ -116,6 +117,7 @@ def _clear_store_caches() -> None:
     for cache in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table,
                   cached.calibration_of):
         cache.clear()
+    training_runs.clear()
 
 
 def _plot_texts(part: pd.DataFrame, columns: list[str]) -> list[list]:
@@ -243,6 +245,7 @@ with validation_tab:
             st.dataframe(escape.csv_safe(val), hide_index=True, key="validation_table",
                          column_config={"ratio": st.column_config.NumberColumn("predicted / published",
                                                                                format="%.2f")})
+    training_runs.show()
 
 with upload_tab:
     settings = load_settings()
@@ -251,7 +254,9 @@ with upload_tab:
     else:
         st.markdown("Upload a result file from the bundled runners, nccl-tests output, an MLPerf result log or a "
                     ".zip of MLPerf results folders. The file is checked completely before anything is stored: a "
-                    "file with any error is refused as a whole.")
+                    "file with any error is refused as a whole. A training log (Megatron-LM, TorchTitan or "
+                    "DeepSpeed step lines) is stored with the current scenario, its layout included, as the run it "
+                    "measured: open that scenario (or its shared link) first.")
         # No type= filter: Streamlit rejects a filtered-out name with a traceback; the content decides, with a message.
         st.file_uploader("Result file (.json, .txt, .log, .csv or .zip)", key=UPLOAD,
                          max_upload_size=settings.max_upload_mb)

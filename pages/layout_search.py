@@ -8,6 +8,7 @@ from engine.physics.memory import headroom_fraction
 from engine.presentation.edit import apply_edit, describe_layout
 from engine.inputs import parse_scenario
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
+from engine.presentation.launch_config import FORMATS, default_format, export
 from engine.presentation.tables import (breakdown_rows, dimension_rows, dimension_value, pareto_rows, ranked_rows,
                                         rejected_rows)
 from engine.scenario import ScenarioError
@@ -35,6 +36,28 @@ def why_not(scenario_json: str, allow_span_nodes: bool, objective: str, dimensio
 
 def _use_layout(layout: dict) -> None:
     state.commit(apply_edit(state.scenario(), "layout", layout), "layout")
+
+
+def launch_config_download(layout) -> None:
+    """The chosen layout as its stack's launch configuration (engine.presentation.launch_config), with its notes."""
+    try:
+        default = default_format(sc)
+    except ScenarioError:
+        default = FORMATS[0]
+    fmt = st.selectbox("Launch configuration for this layout", FORMATS, index=FORMATS.index(default),
+                       key="launch_format", format_func={"megatron": "Megatron-LM arguments",
+                                                         "torchtitan": "TorchTitan TOML",
+                                                         "deepspeed": "DeepSpeed JSON"}.get,
+                       help="Default: the format of the scenario's software stack (training.framework).")
+    try:
+        cfg = export(sc.model_copy(update={"layout": layout}), fmt)
+    except ScenarioError as err:
+        st.warning("; ".join(f"{f}: {m}" for f, m in err.problems))
+        return
+    st.download_button(f"Download {cfg.filename}", cfg.text, cfg.filename, "text/plain", on_click="ignore",
+                       key="launch_download")
+    for note in cfg.notes:
+        st.caption(f"Note: {escape.md_escape(note)}")
 
 
 def breakdown_figure(est: Estimate) -> go.Figure:
@@ -156,6 +179,7 @@ else:
         st.plotly_chart(breakdown_figure(best), key="breakdown_chart")
         st.caption("Blue: computation; orange: communication by kind; grey: pipeline idle time (bubble and "
                    "imbalance).")
+        launch_config_download(best.layout)
         if layout == sc.layout.model_dump():
             st.success("This is the scenario's current layout.")
         else:

@@ -82,9 +82,9 @@ def with_layout_once(sc: Scenario) -> Edit:
 
 
 @st.cache_data(ttl=60, show_spinner=False)
-def calibration_of(accelerator: str, dtype: str, n_gpus: int, gpus_per_node: int) -> dict:
-    """benchmarks_db.calibration.calibrated_cluster for this placement (trusted measurements in the store)."""
-    return calibrated_cluster(store(), accelerator, dtype, n_gpus, gpus_per_node)
+def calibration_of(accelerator: str, dtype: str, n_gpus: int, gpus_per_node: int, framework: str | None = None) -> dict:
+    """benchmarks_db.calibration.calibrated_cluster for this placement and stack (trusted measurements in the store)."""
+    return calibrated_cluster(store(), accelerator, dtype, n_gpus, gpus_per_node, framework)
 
 
 def current_estimate() -> Estimate:
@@ -94,7 +94,7 @@ def current_estimate() -> Estimate:
 def calibration_for(sc: Scenario, accelerator: str | None = None) -> dict:
     """Trusted measurements of an accelerator (the scenario's by default) for the scenario's precision and size."""
     return calibration_of(accelerator or sc.cluster.accelerator, PRECISION_DTYPE[sc.training.precision],
-                          sc.cluster.n_gpus, sc.gpus_per_node)
+                          sc.cluster.n_gpus, sc.gpus_per_node, sc.training.framework)
 
 
 def efficiency_source(sc: Scenario) -> str:

@@ -114,6 +114,10 @@ F = {
                                                                                           "from small-message "
                                                                                           "nccl-tests times across "
                                                                                           "nodes."),
+    "cluster.level_scale": Field("Measured in-training level (x the stack's fitted one)", "The factor with which the "
+                                                                                        "engine reproduces a trusted "
+                                                                                        "step-time log of a real run "
+                                                                                        "on this cluster."),
     # layout
     "layout.tp": Field("Tensor parallel (TP)", "Splits every layer's matrices across this many accelerators; needs "
                                                "the fast links inside a node."),

@@ -85,6 +85,8 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         attn_eff = cl.matmul_efficiency
     fw = sustained_level(sc, acc)
     level, level_note = fw.level, fw.level_note
+    if cl.level_scale is not None:        # a trusted step-time log of this cluster (benchmarks_db/step_time.py)
+        level, level_note = level * cl.level_scale, f"{level_note}; x {cl.level_scale:g} measured on this cluster"
     intra_net, inter_net = cat.networks[acc.intra_node_link.network], cat.networks[acc.network.network]
     intra_line = cl.intra_node_bw_gbs or acc.intra_node_link.bandwidth_gbs
     inter_line = cl.inter_node_bw_gbs or acc.network.bandwidth_gbs

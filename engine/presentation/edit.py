@@ -26,7 +26,7 @@ DEFAULT_SCENARIO = {
                "sequence_parallel": True, "recompute": "selective"},
 }
 CALIBRATION_FIELDS = ("matmul_efficiency", "intra_node_busbw_gbs", "inter_node_busbw_gbs", "intra_node_latency_us",
-                      "inter_node_latency_us")
+                      "inter_node_latency_us", "level_scale")
 DERIVES_DP = ("cluster.n_gpus", "layout.tp", "layout.pp", "layout.cp")
 PRESET_TRAINING = {"seq_len": "sequence length", "global_batch_size": "global batch",
                    "total_tokens": "training tokens"}      # what picking a preset sets: its authors' training setup

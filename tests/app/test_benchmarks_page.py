@@ -152,3 +152,31 @@ def test_tables_show_one_page_read_from_the_store_not_every_row(app_store):
     at.selectbox(key="f_bench").set_value("gpt3").run()          # fewer rows than the page shown: back to page 1
     gpt3 = queries.mlperf_results(app_store, "gpt3", limit=PAGE_ROWS)
     assert list(at.dataframe[0].value["run_id"]) == list(gpt3["run_id"]) and len(gpt3) < PAGE_ROWS
+
+
+def test_a_training_log_is_compared_with_the_scenario_it_ran_and_calibrates_once_trusted(app_store):
+    """The shared link opens the scenario that ran; its TorchTitan log is stored with it, the prediction is set beside
+    the measurement, and once the operator trusts it the page shows the figures before and after calibration."""
+    from benchmarks_db.step_time import predicted_vs_measured
+    from engine.inputs import parse_scenario
+    from engine.presentation.share import encode
+    from tests.benchmarks_db.test_step_logs import LOGS, TT_SCENARIO
+    at = on_page(run_app({"sc": encode(parse_scenario(TT_SCENARIO))}), "benchmarks")
+    upload(at, "tt-run.log", (LOGS / "torchtitan-pr3393.log").read_bytes())
+    assert any("Added tt-run.log (step_log_torchtitan)" in s for s in texts(at.success)), texts(at.error)
+    runs = next(d.value for d in at.dataframe if "measured s/step" in d.value.columns)
+    row = runs[runs["upload"] == "tt-run.log"].iloc[0]
+    stored = predicted_vs_measured(app_store)
+    stored = stored[stored.filename == "tt-run.log"].iloc[0]
+    assert row["measured s/step"] == stored.measured_s and row["predicted s/step"] == stored.predicted_s
+    assert not row["trusted"]
+    trust.set_trusted(app_store, stored.source_id, "ops@example.com")
+    from ui import training_runs                       # the operator trusts it with the planner stopped: a fresh start
+    training_runs.clear()
+    at = on_page(run_app({"sc": encode(parse_scenario(TT_SCENARIO))}), "benchmarks")
+    assert any("H100-SXM5-80GB, pytorch_fsdp2: calibrated" in m for m in texts(at.markdown))
+    shown = next(d.value for d in at.dataframe if "after: calibrated (measured range)" in d.value.columns)
+    assert list(shown["figure"]) == ["step time", "training (compute days)"]
+    # after calibration the step time is the measured median, its range the measured 10th-90th percentiles
+    assert shown["after: calibrated (measured range)"][0].startswith(f"{stored.measured_s:.3g} s")
+    trust.set_trusted(app_store, stored.source_id, None)

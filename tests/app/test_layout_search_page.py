@@ -88,3 +88,17 @@ def test_a_bad_deadline_is_flagged_at_the_field():
     at.number_input(key="opt:deadline_days").set_value(-3.0).run()
     assert any("greater than 0" in e for e in texts(at.error))
     assert at.session_state["options"].deadline_days is None
+
+
+def test_the_chosen_layout_downloads_as_its_stacks_launch_configuration():
+    from engine.presentation.launch_config import export
+    at = run_search(search_page())
+    choice = at.selectbox(key="launch_format")
+    assert choice.value == "megatron"                 # NVIDIA's MLPerf stack for the default H100 scenario
+    best = search(default_scenario(), top=1).best[0]
+    expected = export(default_scenario().model_copy(update={"layout": best.layout}), "megatron")
+    assert any(b.proto.label == f"Download {expected.filename}" for b in at.get("download_button"))
+    choice.set_value("torchtitan").run()
+    assert not at.exception
+    notes = export(default_scenario().model_copy(update={"layout": best.layout}), "torchtitan").notes
+    assert any(n in t for n in notes for t in texts(at.caption))

@@ -17,7 +17,7 @@ def test_published_mamf_is_the_default_calibration(seeded_ro):
     assert out["overrides"] == {"matmul_efficiency": round(H100_BF16, 4)}
     assert out["evidence"]["matmul_efficiency"]["runs"] == ["mamf:NVIDIA H100 SXM:bf16"]
     assert set(out["missing"]) == {"intra_node_busbw_gbs", "inter_node_busbw_gbs", "intra_node_latency_us",
-                                   "inter_node_latency_us"}
+                                   "inter_node_latency_us", "level_scale"}
     # the seed document's illustrative fp32 GEMM (60 TFLOP/s) is never used
     assert "matmul_efficiency" in calibrated_cluster(seeded_ro, "H100-SXM5-80GB", "fp32", 8, 8)["missing"]
 

@@ -1,0 +1,68 @@
+"""The Benchmarks page's uploaded training runs: each run's measured step time against the planner's prediction, and
+for every cluster an operator trusts, the figures and ranges before and after calibration (benchmarks_db/step_time.py)."""
+import pandas as pd
+import streamlit as st
+
+from benchmarks_db.step_time import before_after, predicted_vs_measured
+from engine.presentation.formatting import fmt_num
+from ui import cached, escape, work_limits
+
+STORE_TTL_S = 60
+UPLOAD_HINT = ("Upload a training log (Megatron-LM, TorchTitan or DeepSpeed step lines of a short run of the current "
+               "scenario's layout) in 'Upload results', or `python -m benchmarks_db ingest LOG --scenario "
+               "SCENARIO.json`.")
+
+
+@st.cache_data(ttl=STORE_TTL_S, show_spinner="Predicting the uploaded runs ...")
+def _compared() -> pd.DataFrame:
+    with work_limits.slot("training-run predictions"):
+        return predicted_vs_measured(cached.store())
+
+
+@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
+def _calibrated() -> list[dict]:
+    with work_limits.slot("training-run calibration"):
+        return before_after(cached.store())
+
+
+def clear() -> None:
+    _compared.clear()
+    _calibrated.clear()
+
+
+def _range(b: dict | None, unit: str) -> str:
+    if b is None:
+        return "—"
+    return f"{fmt_num(b['value'])} {unit} ({fmt_num(b['low'])}-{fmt_num(b['high'])})"
+
+
+def show() -> None:
+    st.subheader("Your training runs: predicted against measured")
+    df = _compared()
+    if df.empty:
+        st.info(UPLOAD_HINT)
+        return
+    table = pd.DataFrame({
+        "upload": df.filename, "accelerator": df.accelerator_id, "framework": df.framework, "GPUs": df.n_gpus,
+        "measured s/step": df.measured_s, "measured 10th-90th %": [f"{a:.3g}-{b:.3g}" for a, b in zip(df.p10_s, df.p90_s)],
+        "predicted s/step": df.predicted_s, "measured / predicted": df.ratio, "steps": df.n_samples,
+        "trusted": df.trusted, "validation": df.validation})
+    st.dataframe(escape.csv_safe(table), hide_index=True, key="training_runs_table",
+                 column_config={"measured s/step": st.column_config.NumberColumn(format="%.3f"),
+                                "predicted s/step": st.column_config.NumberColumn(format="%.3f"),
+                                "measured / predicted": st.column_config.NumberColumn(format="%.2f")})
+    st.caption("Measured: the median step time after the first 10 steps (warm-up). Predicted: the engine on the "
+               "scenario stored with the log. Untrusted uploads are shown but change nothing until the operator "
+               "trusts them (`python -m benchmarks_db trust SOURCE_ID`).")
+    for row in _calibrated():
+        st.markdown(f"**{escape.md_escape(row['accelerator'])}, {escape.md_escape(row['framework'])}: calibrated** "
+                    f"(level x {row['level_scale']:.3f} from {row['n_runs']} trusted run(s) on {row['n_systems']} "
+                    "system(s); pick 'calibrated' on the Scenario page to use it)")
+        f = row["figures"]
+        st.dataframe(pd.DataFrame({
+            "figure": ["step time", "training (compute days)"],
+            "before: engine (published-run range)": [_range(f["step_time_s"]["before"], "s"),
+                                                     _range(f["train_days"]["before"], "days")],
+            "after: calibrated (measured range)": [_range(f["step_time_s"]["after"], "s"),
+                                                   _range(f["train_days"]["after"], "days")]}),
+            hide_index=True, key=f"calibrated_{row['accelerator']}_{row['framework']}")
