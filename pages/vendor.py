@@ -134,7 +134,7 @@ rows = [{**r, **{k: r[k] * factor for k in ("days (wall)", "cost USD", "energy M
         for r in vendor_rows(result)]                 # the chosen software stack's figures (engine.economics.ranges)
 if result.recommendation:
     top = result.top
-    days = range_text(band(top.wall_days, opts.efficiency), "wall_days")
+    days = range_text(band(top.wall_days, top.time_range, opts.efficiency), "wall_days")
     st.success(f"**Recommendation: {escape.md_escape(top.name)}** ({fmt_days(top.wall_days * factor)}, range "
                f"{days}, on {top.n_gpus:,} accelerators)")
     st.markdown(escape.md_escape(plain(result.why)))
