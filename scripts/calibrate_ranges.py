@@ -72,7 +72,7 @@ def mlperf_runs() -> list[dict]:
     out = []
     for r in df[df.ratio.notna()].itertuples():
         zero = int(r.layout.split(" zero")[1][0])
-        out.append(_run(f"mlperf {r.round}", f"{r.submitter} {r.system_name} {r.benchmark}", None, r.accelerator,
+        out.append(_run(f"mlperf {r.round}", r.run_id, None, r.accelerator,
                         r.precision, False, zero, int(r.n_accelerators), 1.0 / float(r.ratio)))
     return out
 

@@ -4,7 +4,7 @@ scripts/calibrate_ranges.py), for a well-tuned stack or a typical one.
 
 A regime is what the engine's error depends on (issue 21): the software stack, the accelerator family (the catalog's
 architecture), the precision class, dense or MoE, how data parallelism holds the weights (replicated: ZeRO 0-2;
-sharded: ZeRO-3/FSDP) and the scale (one node, up to 1,023 GPUs, 1,024 or more). Its band is read from the finest
+sharded: ZeRO-3/FSDP) and the scale (one node of 8 or fewer, up to 1,023 accelerators, 1,024 or more). Its band is read from the finest
 level of LEVELS that has enough published runs from enough sources; with fewer it falls back to a coarser level
 (stack x family x precision -> stack x family -> stack x precision -> stack -> every run) and names it. A regime whose
 stack has no published run on its accelerator family, or whose accelerator has no level fitted for the stack
@@ -48,7 +48,7 @@ LEVELS: tuple[tuple[str, ...], ...] = (
     ("framework",),
     (),
 )
-SCALES = ((8, "one node"), (1023, "9-1,023 GPUs"), (math.inf, "1,024+ GPUs"))
+SCALES = ((8, "one node"), (1023, "9-1,023 accelerators"), (math.inf, "1,024+ accelerators"))
 EXPLAIN = {
     "tuned": "A well-tuned stack: the engine's figure; the range is what published runs of this regime took against "
              "the engine (10th-90th percentile, checked by leaving one source out).",

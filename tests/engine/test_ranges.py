@@ -22,7 +22,7 @@ H100_70B = {"model": {"preset": "llama3.1-70b"},
 
 def _runs(ratios_by_source: dict[str, list[float]], **regime) -> list[dict]:
     base = {"framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
-            "sharding": "replicated", "scale": "9-1,023 GPUs", "calibrated": True, **regime}
+            "sharding": "replicated", "scale": "9-1,023 accelerators", "calibrated": True, **regime}
     return [{**base, "source": s, "ratio": r} for s, rs in ratios_by_source.items() for r in rs]
 
 
@@ -44,11 +44,11 @@ def test_a_band_is_the_conformal_quantile_of_residuals_from_the_centre_fitted_wi
 
 def test_a_thin_regime_falls_back_to_a_named_coarser_level_and_an_unmeasured_one_gets_the_widest_band():
     runs = (_runs({"a": [0.9, 0.95, 1.0], "b": [1.0, 1.05, 1.1], "c": [1.2, 1.3, 1.4]})
-            + _runs({"d": [1.5, 1.6]}, scale="1,024+ GPUs")
+            + _runs({"d": [1.5, 1.6]}, scale="1,024+ accelerators")
             + _runs({"e": [2.0] * 10}, framework="pytorch_fsdp2", calibrated=False))
     fitted = ranges.fit(runs)
     big = {"framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
-           "sharding": "replicated", "scale": "1,024+ GPUs"}
+           "sharding": "replicated", "scale": "1,024+ accelerators"}
     rb = ranges.band_from(fitted, big)
     # two runs at 1,024+ GPUs are too few for their own band: the level without scale (all 11 runs, 4 sources)
     assert rb.measured and rb.level == "framework x family x precision x model x sharding" and rb.n_runs == 11
@@ -83,7 +83,7 @@ def test_the_estimate_json_carries_the_step_time_range_of_its_regime(tmp_path):
     assert low < step < high
     rb = est["time_range"]
     assert rb["regime"] == {"framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
-                            "sharding": "replicated", "scale": "1,024+ GPUs"}
+                            "sharding": "replicated", "scale": "1,024+ accelerators"}
     assert rb["measured"] and (low, high) == pytest.approx((step * rb["low"], step * rb["high"]))
     # the band is the stored fit's for the first level of this regime that has one
     fitted = ranges.accuracy()["fit"]
