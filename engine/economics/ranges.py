@@ -150,12 +150,13 @@ def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> 
         reason = "the accelerator has no level fitted for this stack and precision (uncalibrated)"
     elif (regime["framework"], regime["family"]) not in measured:
         reason = f"no published run of {regime['framework']} on {regime['family']} measures the engine's error"
+    found = None if reason else next(((level, b) for level in LEVELS for b in fitted["bands"]
+                                      if b["level"] == list(level) and b["key"] == {d: regime[d] for d in level}), None)
+    if reason is None and found is None:
+        reason = (f"too few published runs on a fitted level ({MIN_RUNS} from {MIN_SOURCES} sources are needed) at "
+                  "any level of this regime")
     if reason is None:
-        for level in LEVELS:
-            key = {d: regime[d] for d in level}
-            b = next((b for b in fitted["bands"] if b["level"] == list(level) and b["key"] == key), None)
-            if b is not None:
-                break
+        level, b = found
         name = _level_name(level)
         pooled = [d for d in DIMENSIONS if d not in level]
         text = (f"{words}: published runs took {b['low']:.2f}-{b['high']:.2f}x the engine's time "
