@@ -79,6 +79,9 @@ class Estimate(Result):
     reliability: dict[str, Any]
     cost: dict[str, Any]
     energy: dict[str, Any]
+    framework: dict[str, Any] | None = Field(default=None, description=(
+        "the software stack the figures are for (engine.frameworks): id, why (the scenario's choice or the vendor's "
+        "MLPerf default), and whether its level is calibrated on this accelerator and precision"))
     nearest_fit: NearestFit | None = Field(default=None, description="for a layout that does not fit: the fastest "
                                                                      "layout that does, here or at the nearest size")
     assumptions: dict[str, Any] | None = None
