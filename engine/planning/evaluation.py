@@ -184,6 +184,7 @@ def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> 
         "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")) if fits else ctx.run.detail(None, None),
         "gpu_hours": g("gpu_hours") if fits else None,
         **run_row(ctx, ev, i),
+        "framework": ctx.hw.framework_detail,
         "time_range": band,
     }
 

@@ -82,6 +82,9 @@ class Estimate(Result):
     reliability: dict[str, Any]
     cost: dict[str, Any]
     energy: dict[str, Any]
+    framework: dict[str, Any] | None = Field(default=None, description=(
+        "the software stack the figures are for (engine.frameworks): id, why (the scenario's choice or the vendor's "
+        "MLPerf default), and whether its level is calibrated on this accelerator and precision"))
     time_range: RegimeBand = Field(description="the regime (stack, accelerator family, precision, dense/MoE, "
                                                "data-parallel sharding, scale) and the band of published / predicted "
                                                "time every time-proportional range uses (engine.economics.ranges)")
