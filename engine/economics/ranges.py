@@ -114,7 +114,8 @@ def fit(runs: list[dict]) -> dict:
     """Bands for every level and key the runs support, and the widest band (for regimes without data): runs are
     {source, framework, family, precision, model, sharding, scale, calibrated, ratio (published / predicted time)}.
     Only calibrated runs fit the regime bands (an uncalibrated run's error is the borrowed level's, shown with the
-    widest band); the widest band is the envelope of every band and of every run's pooled band."""
+    widest band); the widest band is the envelope of every band, of all runs pooled and of the uncalibrated runs
+    pooled (what an estimate on a borrowed level has been off by)."""
     fitted = [r for r in runs if r["calibrated"]]
     bands = []
     for level in LEVELS:
@@ -125,9 +126,8 @@ def fit(runs: list[dict]) -> dict:
             b = _level_band(pool)
             if b is not None:
                 bands.append({"level": list(level), "key": dict(zip(level, key)), **b})
-    everything = _level_band(runs)
-    lows = [b["low"] for b in bands] + ([everything["low"]] if everything else [])
-    highs = [b["high"] for b in bands] + ([everything["high"]] if everything else [])
+    pooled = [b for b in (_level_band(runs), _level_band([r for r in runs if not r["calibrated"]])) if b]
+    lows, highs = [b["low"] for b in bands + pooled], [b["high"] for b in bands + pooled]
     if not lows:
         raise ValueError("no level has enough published runs for a band")
     widest = {"low": min(lows), "median": 1.0, "high": max(highs), "n_runs": len(runs),
