@@ -40,13 +40,13 @@ from tests.engine.published_runs import CASES, public_case_predictions, public_r
 OUT = ROOT / "data" / "accuracy.json"
 
 
-def _run(source: str, case: str, framework: str | None, accelerator: str, precision: str, moe: bool, zero_stage: int,
-         n_gpus: int, ratio: float) -> dict:
+def _run(source: str, case: str, method: str, framework: str | None, accelerator: str, precision: str, moe: bool,
+         zero_stage: int, n_gpus: int, ratio: float) -> dict:
     """One run as the fit reads it: its regime, whether the engine's level is fitted for it, published / predicted
     time."""
     acc = load_catalog().accelerator(accelerator)
     stack = frameworks.resolve(framework, acc.vendor, accelerator, precision)
-    regime = ranges.regime_of(stack.stack.id, accelerator, frameworks.precision_class(precision), moe, zero_stage,
+    regime = ranges.regime_of(method, stack.stack.id, accelerator, frameworks.precision_class(precision), moe, zero_stage,
                               n_gpus)
     return {"source": source, "case": case, **regime, "calibrated": stack.calibrated, "ratio": round(ratio, 4)}
 
@@ -59,20 +59,23 @@ def public_runs_measured() -> list[dict]:
         if row["ratio"] is None:
             continue
         tr = run.scenario["training"]
-        out.append(_run(run.source, run.name, tr.get("framework"), run.accelerator, tr.get("precision", "bf16"),
-                        row["moe"], int(row["dp_sharding"][-1]), row["n_gpus"], row["ratio"]))
+        out.append(_run(run.source, run.name, tr.get("method", "pretrain"), tr.get("framework"), run.accelerator,
+                        tr.get("precision", "bf16"), row["moe"], int(row["dp_sharding"][-1]), row["n_gpus"],
+                        row["ratio"]))
     return out
 
 
 def mlperf_runs() -> list[dict]:
-    """Every MLPerf result the engine predicts (GPT-3 175B, Llama 3.1 405B: dense), on the vendor's default stack."""
+    """Every MLPerf result the engine predicts (GPT-3 175B, Llama 3.1 405B: dense pre-training; Llama 2 70B LoRA once
+    it is modelled), on the vendor's default stack."""
     store = open_store(str(Path(tempfile.mkdtemp()) / "ranges.duckdb"))
     seed(store)
     df = predicted_vs_measured(store)
     out = []
     for r in df[df.ratio.notna()].itertuples():
         zero = int(r.layout.split(" zero")[1][0])
-        out.append(_run(f"mlperf {r.round}", r.run_id, None, r.accelerator,
+        method = "lora" if r.benchmark.endswith("_lora") else "pretrain"        # llama2_70b_lora: LoRA fine-tuning
+        out.append(_run(f"mlperf {r.round}", r.run_id, method, None, r.accelerator,
                         r.precision, False, zero, int(r.n_accelerators), 1.0 / float(r.ratio)))
     return out
 
@@ -159,7 +162,7 @@ def markdown(result: dict) -> str:
            "| Left-out source | Runs | Inside | Coverage | Bands used (level: runs) |", "|---|---|---|---|---|"]
     out += [f"| {k} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | {levels(v)} |"
             for k, v in loso["by_source"].items()]
-    out += ["", "| Regime (stack \\| family \\| precision \\| model \\| sharding \\| scale) | Runs | Inside | "
+    out += ["", "| Regime (method \\| stack \\| family \\| precision \\| model \\| sharding \\| scale) | Runs | Inside | "
                 "Coverage | Bands used (level: runs) |", "|---|---|---|---|---|"]
     out += [f"| {k.replace('|', chr(92) + '|')} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | "
             f"{levels(v)} |" for k, v in loso["by_regime"].items()]

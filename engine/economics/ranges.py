@@ -2,12 +2,14 @@
 band the engine's measured error on published runs of the scenario's regime implies (data/accuracy.json, written by
 scripts/calibrate_ranges.py), for a well-tuned stack or a typical one.
 
-A regime is what the engine's error depends on (issue 21): the software stack, the accelerator family (the catalog's
-architecture), the precision class, dense or MoE, how data parallelism holds the weights (replicated: ZeRO 0-2;
-sharded: ZeRO-3/FSDP) and the scale (one node of 8 or fewer, up to 1,023 accelerators, 1,024 or more). Its band is read from the finest
-level of LEVELS that has enough published runs from enough sources; with fewer it falls back to a coarser level
-(stack x family x precision -> stack x family -> stack x precision -> stack -> every run) and names it. A regime whose
-stack has no published run on its accelerator family, or whose accelerator has no level fitted for the stack
+A regime is what the engine's error depends on (issue 21): the training method (pre-training, or a fine-tuning
+method), the software stack, the accelerator family (the catalog's architecture), the precision class, dense or MoE,
+how data parallelism holds the weights (replicated: ZeRO 0-2; sharded: ZeRO-3/FSDP) and the scale (one node of 8 or
+fewer, up to 1,023 accelerators, 1,024 or more). Its band is read from the finest level of LEVELS that has enough
+published runs from enough sources; with fewer it falls back to a coarser level (stack x family x precision -> stack
+x family -> stack x precision -> stack -> every run of the method) and names it. A regime whose method and stack
+have no published run on its accelerator family (a fine-tuning method without published runs, a stack never
+measured there), or whose accelerator has no level fitted for the stack
 (engine.frameworks: uncalibrated), says so and gets the widest band.
 
 The band of a level (fit): the ratios published / predicted time of its runs, in logs; the centre is their median; the
@@ -35,18 +37,19 @@ from engine.scenario import ScenarioError
 
 EFFICIENCIES = ("tuned", "typical")
 COVERAGE = (0.10, 0.90)          # the band: 10th to 90th percentile of published / predicted time
-MIN_RUNS = 9                     # the fewest runs whose order statistics bound 80% (floor(0.1*10) = 1, ceil(0.9*10) = 9)
+MIN_RUNS = 9                     # the fewest whose order statistics bound 80%: floor(0.1*10) = 1, ceil(0.9*10) = 9
 MIN_SOURCES = 2                  # the spread must include how far one source lands from another
-DIMENSIONS = ("framework", "family", "precision", "model", "sharding", "scale")
-# finest first; each a tuple of the dimensions it keeps (the others are pooled)
+DIMENSIONS = ("method", "framework", "family", "precision", "model", "sharding", "scale")
+# finest first; each a tuple of the dimensions it keeps (the others are pooled); a method's runs never pool with
+# another method's
 LEVELS: tuple[tuple[str, ...], ...] = (
     DIMENSIONS,
-    ("framework", "family", "precision", "model", "sharding"),
-    ("framework", "family", "precision"),
-    ("framework", "family"),
-    ("framework", "precision"),
-    ("framework",),
-    (),
+    ("method", "framework", "family", "precision", "model", "sharding"),
+    ("method", "framework", "family", "precision"),
+    ("method", "framework", "family"),
+    ("method", "framework", "precision"),
+    ("method", "framework"),
+    ("method",),
 )
 SCALES = ((8, "one node"), (1023, "9-1,023 accelerators"), (math.inf, "1,024+ accelerators"))
 EXPLAIN = {
@@ -76,11 +79,11 @@ def scale_of(n_gpus: int) -> str:
     return next(name for limit, name in SCALES if n_gpus <= limit)
 
 
-def regime_of(framework: str, accelerator: str, precision_class: str, moe: bool, zero_stage: int,
+def regime_of(method: str, framework: str, accelerator: str, precision_class: str, moe: bool, zero_stage: int,
               n_gpus: int) -> dict[str, str]:
-    """The regime of a run: stack, accelerator family (catalog architecture), precision class, dense/MoE, data-parallel
-    sharding and scale."""
-    return {"framework": framework, "family": load_catalog().accelerator(accelerator).architecture,
+    """The regime of a run: training method, stack, accelerator family (catalog architecture), precision class,
+    dense/MoE, data-parallel sharding and scale."""
+    return {"method": method, "framework": framework, "family": load_catalog().accelerator(accelerator).architecture,
             "precision": precision_class, "model": "MoE" if moe else "dense",
             "sharding": "sharded" if zero_stage == 3 else "replicated", "scale": scale_of(n_gpus)}
 
@@ -132,24 +135,26 @@ def fit(runs: list[dict]) -> dict:
         raise ValueError("no level has enough published runs for a band")
     widest = {"low": min(lows), "median": 1.0, "high": max(highs), "n_runs": len(runs),
               "sources": sorted({r["source"] for r in runs})}
-    return {"bands": bands, "widest": widest, "measured": sorted({(r["framework"], r["family"]) for r in fitted})}
+    return {"bands": bands, "widest": widest,
+            "measured": sorted({(r["method"], r["framework"], r["family"]) for r in fitted})}
 
 
 def _level_name(level) -> str:
-    return " x ".join(level) if level else "every run"
+    return " x ".join(d for d in level if d != "method") or "every run of the method"
 
 
 def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> RegimeBand:
     """The band of a regime from a fit (fit): the finest level with a band, else the widest band with the reason.
     The band is widened to contain the engine's figure (1.0)."""
-    words = (f"{regime['framework']} on {regime['family']}, {regime['precision']}, {regime['model']}, "
-             f"{regime['sharding']} data parallelism, {regime['scale']}")
+    words = (f"{regime['method']}, {regime['framework']} on {regime['family']}, {regime['precision']}, "
+             f"{regime['model']}, {regime['sharding']} data parallelism, {regime['scale']}")
     measured = [tuple(m) for m in fitted["measured"]]
     reason = None
     if not calibrated:
         reason = "the accelerator has no level fitted for this stack and precision (uncalibrated)"
-    elif (regime["framework"], regime["family"]) not in measured:
-        reason = f"no published run of {regime['framework']} on {regime['family']} measures the engine's error"
+    elif (regime["method"], regime["framework"], regime["family"]) not in measured:
+        reason = (f"no published {regime['method']} run of {regime['framework']} on {regime['family']} measures the "
+                  "engine's error")
     found = None if reason else next(((level, b) for level in LEVELS for b in fitted["bands"]
                                       if b["level"] == list(level) and b["key"] == {d: regime[d] for d in level}), None)
     if reason is None and found is None:

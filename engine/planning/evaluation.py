@@ -139,10 +139,11 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int, **more) -
 
 
 def time_band(ctx: Context, layout: Layout) -> ranges.RegimeBand:
-    """The measured band of the engine's time for a layout's regime (engine.economics.ranges): the scenario's stack,
-    accelerator, precision and model, the layout's data-parallel sharding and size."""
+    """The measured band of the engine's time for a layout's regime (engine.economics.ranges): the scenario's training
+    method, stack, accelerator, precision and model, the layout's data-parallel sharding and size."""
     sc = ctx.scenario
-    regime = ranges.regime_of(ctx.hw.framework, sc.cluster.accelerator, precision_class(sc.training.precision),
+    method = getattr(sc.training, "method", "pretrain")     # training.method arrives with the fine-tuning physics
+    regime = ranges.regime_of(method, ctx.hw.framework, sc.cluster.accelerator, precision_class(sc.training.precision),
                               sc.arch.is_moe, layout.zero_stage, layout.n_gpus)
     return ranges.regime_band(regime, ctx.hw.calibrated)
 

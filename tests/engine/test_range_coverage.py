@@ -22,10 +22,10 @@ from tests.engine.published_runs import public_case_predictions, public_runs
 pytestmark = pytest.mark.slow
 
 
-def _regime(framework, accelerator: str, precision: str, moe: bool, zero: int, n_gpus: int) -> dict:
+def _regime(method: str, framework, accelerator: str, precision: str, moe: bool, zero: int, n_gpus: int) -> dict:
     acc = load_catalog().accelerator(accelerator)
     stack = frameworks.resolve(framework, acc.vendor, accelerator, precision)
-    return {**ranges.regime_of(stack.stack.id, accelerator, frameworks.precision_class(precision), moe, zero, n_gpus),
+    return {**ranges.regime_of(method, stack.stack.id, accelerator, frameworks.precision_class(precision), moe, zero, n_gpus),
             "calibrated": stack.calibrated}
 
 
@@ -37,16 +37,17 @@ def runs() -> list[dict]:
         if row["ratio"] is not None:
             tr = run.scenario["training"]
             out.append({"source": run.source, "case": run.name, "ratio": row["ratio"],
-                        **_regime(tr.get("framework"), run.accelerator, tr.get("precision", "bf16"), row["moe"],
-                                  int(row["dp_sharding"][-1]), row["n_gpus"])})
+                        **_regime(tr.get("method", "pretrain"), tr.get("framework"), run.accelerator,
+                                  tr.get("precision", "bf16"), row["moe"], int(row["dp_sharding"][-1]), row["n_gpus"])})
     store = open_store(str(Path(tempfile.mkdtemp()) / "coverage.duckdb"))
     seed(store)
     for r in predicted_vs_measured(store).itertuples():
         if r.ratio is not None and not math.isnan(r.ratio):
             zero = int(re.search(r"zero(\d)", r.layout).group(1))
+            method = "lora" if r.benchmark.endswith("_lora") else "pretrain"
             out.append({"source": f"mlperf {r.round}", "case": r.run_id,
                         "ratio": 1 / r.ratio,       # predicted / published minutes, inverted: published / predicted time
-                        **_regime(None, r.accelerator, r.precision, False, zero, int(r.n_accelerators))})
+                        **_regime(method, None, r.accelerator, r.precision, False, zero, int(r.n_accelerators))})
     return out
 
 
@@ -80,7 +81,7 @@ def test_bands_fitted_without_a_source_cover_its_runs_as_docs_validation_claims(
                 n, k = table.get(key, (0, 0))
                 table[key] = (n + 1, k + inside)
     assert _claimed("| Left-out source |") == by_source
-    assert _claimed("| Regime (stack") == by_regime
+    assert _claimed("| Regime (method") == by_regime
     n, inside = len(runs), sum(k for _, k in by_source.values())
     doc = (ROOT / "docs" / "validation.md").read_text()
     assert f"**{inside} inside ({inside / n:.0%})**, median band **{statistics.median(widths):.2f}x**" in doc

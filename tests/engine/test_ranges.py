@@ -21,7 +21,7 @@ H100_70B = {"model": {"preset": "llama3.1-70b"},
 
 
 def _runs(ratios_by_source: dict[str, list[float]], **regime) -> list[dict]:
-    base = {"framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
+    base = {"method": "pretrain", "framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
             "sharding": "replicated", "scale": "9-1,023 accelerators", "calibrated": True, **regime}
     return [{**base, "source": s, "ratio": r} for s, rs in ratios_by_source.items() for r in rs]
 
@@ -47,7 +47,7 @@ def test_a_thin_regime_falls_back_to_a_named_coarser_level_and_an_unmeasured_one
             + _runs({"d": [1.5, 1.6]}, scale="1,024+ accelerators")
             + _runs({"e": [2.0] * 10}, framework="pytorch_fsdp2", calibrated=False))
     fitted = ranges.fit(runs)
-    big = {"framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
+    big = {"method": "pretrain", "framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
            "sharding": "replicated", "scale": "1,024+ accelerators"}
     rb = ranges.band_from(fitted, big)
     # two runs at 1,024+ GPUs are too few for their own band: the level without scale (all 11 runs, 4 sources)
@@ -55,7 +55,10 @@ def test_a_thin_regime_falls_back_to_a_named_coarser_level_and_an_unmeasured_one
     assert "scale pooled" in rb.text
     # a stack never measured on this family, and an uncalibrated accelerator: the widest band, saying why
     none = ranges.band_from(fitted, {**big, "framework": "deepspeed"})
-    assert not none.measured and none.level == "widest" and "no published run of deepspeed on Hopper" in none.text
+    assert not none.measured and none.level == "widest" and "no published pretrain run of deepspeed on Hopper" in none.text
+    # a fine-tuning method without published runs: the widest band, saying so
+    lora = ranges.band_from(fitted, {**big, "method": "lora"})
+    assert not lora.measured and "no published lora run of megatron_core on Hopper" in lora.text
     uncal = ranges.band_from(fitted, big, calibrated=False)
     assert not uncal.measured and "uncalibrated" in uncal.text
     assert none.low <= min(b["low"] for b in fitted["bands"]) and none.high >= max(b["high"] for b in fitted["bands"])
@@ -82,7 +85,7 @@ def test_the_estimate_json_carries_the_step_time_range_of_its_regime(tmp_path):
     low, high, step = est["step_time_range_s"]["low"], est["step_time_range_s"]["high"], est["step_time_s"]
     assert low < step < high
     rb = est["time_range"]
-    assert rb["regime"] == {"framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
+    assert rb["regime"] == {"method": "pretrain", "framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
                             "sharding": "replicated", "scale": "1,024+ accelerators"}
     assert rb["measured"] and (low, high) == pytest.approx((step * rb["low"], step * rb["high"]))
     # the band is the stored fit's for the first level of this regime that has one
