@@ -53,8 +53,9 @@ LEVELS: tuple[tuple[str, ...], ...] = (
 )
 SCALES = ((8, "one node"), (1023, "9-1,023 accelerators"), (math.inf, "1,024+ accelerators"))
 EXPLAIN = {
-    "tuned": "A well-tuned stack: the engine's figure; the range is what published runs of this regime took against "
-             "the engine (10th-90th percentile, checked by leaving one source out).",
+    "tuned": "A well-tuned stack: the engine's figure for the scenario's software stack run as its publishers run it; "
+             "the range is what published runs of the regime took against the engine (10th-90th percentile, checked "
+             "by leaving one source out).",
     "typical": "A typical stack: {factor:.2f}x the tuned figure, as Llama 2's published whole-run GPU-hours were, with "
                "the regime's range around it.",
 }
