@@ -87,14 +87,15 @@ def regime_name(run: dict) -> str:
 def leave_one_source_out(runs: list[dict]) -> dict:
     """Each source's runs against the bands fitted without it: how many fall inside, per source and per regime, and
     the median width (high / low) of the bands they got."""
-    by_source, by_regime, widths = {}, {}, []
+    by_source, by_regime, by_stack, widths = {}, {}, {}, []
     for source in sorted({r["source"] for r in runs}):
         fitted = ranges.fit([r for r in runs if r["source"] != source])
         for r in (r for r in runs if r["source"] == source):
             b = ranges.band_from(fitted, {d: r[d] for d in ranges.DIMENSIONS}, r["calibrated"])
             inside = b.low <= r["ratio"] <= b.high
             widths.append(b.high / b.low)
-            for table, key in ((by_source, source), (by_regime, regime_name(r))):
+            for table, key in ((by_source, source), (by_regime, regime_name(r)),
+                               (by_stack, f"{r['method']} | {r['framework']} | {r['family']}")):
                 row = table.setdefault(key, {"runs": 0, "inside": 0, "levels": {}})
                 row["runs"] += 1
                 row["inside"] += inside
@@ -102,7 +103,8 @@ def leave_one_source_out(runs: list[dict]) -> dict:
     n, inside = len(runs), sum(v["inside"] for v in by_source.values())
     return {"runs": n, "inside": inside, "coverage": round(inside / n, 3),
             "median_width": round(statistics.median(widths), 3),
-            "by_source": by_source, "by_regime": dict(sorted(by_regime.items()))}
+            "by_source": by_source, "by_stack": dict(sorted(by_stack.items())),
+            "by_regime": dict(sorted(by_regime.items()))}
 
 
 def typical_runs() -> list[dict]:
@@ -162,6 +164,10 @@ def markdown(result: dict) -> str:
            "| Left-out source | Runs | Inside | Coverage | Bands used (level: runs) |", "|---|---|---|---|---|"]
     out += [f"| {k} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | {levels(v)} |"
             for k, v in loso["by_source"].items()]
+    out += ["", "| Method \\| stack \\| family | Runs | Inside | Coverage | Bands used (level: runs) |",
+            "|---|---|---|---|---|"]
+    out += [f"| {k.replace('|', chr(92) + '|')} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | "
+            f"{levels(v)} |" for k, v in loso["by_stack"].items()]
     out += ["", "| Regime (method \\| stack \\| family \\| precision \\| model \\| sharding \\| scale) | Runs | Inside | "
                 "Coverage | Bands used (level: runs) |", "|---|---|---|---|---|"]
     out += [f"| {k.replace('|', chr(92) + '|')} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | "

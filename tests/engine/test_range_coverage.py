@@ -70,17 +70,19 @@ def _claimed(section: str) -> dict[str, tuple[int, int]]:
 
 
 def test_bands_fitted_without_a_source_cover_its_runs_as_docs_validation_claims(runs):
-    by_source, by_regime, widths = {}, {}, []
+    by_source, by_stack, by_regime, widths = {}, {}, {}, []
     for source in sorted({r["source"] for r in runs}):
         fitted = ranges.fit([r for r in runs if r["source"] != source])
         for r in (r for r in runs if r["source"] == source):
             b = ranges.band_from(fitted, {d: r[d] for d in ranges.DIMENSIONS}, r["calibrated"])
             inside = b.low <= r["ratio"] <= b.high
             widths.append(b.high / b.low)
-            for table, key in ((by_source, source), (by_regime, " | ".join(r[d] for d in ranges.DIMENSIONS))):
+            for table, key in ((by_source, source), (by_stack, f"{r['method']} | {r['framework']} | {r['family']}"),
+                               (by_regime, " | ".join(r[d] for d in ranges.DIMENSIONS))):
                 n, k = table.get(key, (0, 0))
                 table[key] = (n + 1, k + inside)
     assert _claimed("| Left-out source |") == by_source
+    assert _claimed("| Method \\| stack \\| family |") == by_stack
     assert _claimed("| Regime (method") == by_regime
     n, inside = len(runs), sum(k for _, k in by_source.values())
     doc = (ROOT / "docs" / "validation.md").read_text()
