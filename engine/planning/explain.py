@@ -18,7 +18,7 @@ from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, byte
                                    headroom_fraction, layer_activation_bytes, memory_breakdown, optimizer_state_bytes,
                                    shard_groups, staged_params)
 from engine.physics.schedule import chunk_layers, peak_layers_in_flight, pipeline_slots, warmup_forwards
-from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate
+from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate, time_band
 from engine.planning.search import context
 from engine.scenario import Scenario, ScenarioError
 
@@ -318,7 +318,20 @@ def explain(sc: Scenario) -> list[Term]:
     ctx = context(sc)
     lay = Layouts.of([sc.layout])
     ev = evaluate(ctx, lay)
-    return _memory_terms(ctx, lay, ev) + _time_terms(ctx, lay, ev) + _flops_terms(ctx, ev) + _run_terms(ctx, ev)
+    return (_memory_terms(ctx, lay, ev) + _time_terms(ctx, lay, ev) + _flops_terms(ctx, ev) + _run_terms(ctx, ev)
+            + _range_terms(ctx, lay, ev))
+
+
+def _range_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
+    """The step time's range from its regime's measured band (every time-proportional range uses the same band)."""
+    rb = time_band(ctx, lay.layout(0))
+    step = _g(ev["step_time_s"])
+    how = f"{'measured' if rb.measured else 'not measured'}: {rb.text}"
+    return [Term("Range", f"step_time_{end}_s", step * factor, "s", f"{step:.4g} s x {factor:.3f} ({how})",
+                 "engine.economics.ranges.band_from",
+                 "data/accuracy.json (scripts/calibrate_ranges.py): published/predicted time of the regime's runs, "
+                 "10th-90th conformal quantile, jackknife+ over sources")
+            for end, factor in (("low", rb.low), ("high", rb.high))]
 
 
 def explain_text(sc: Scenario) -> str:
