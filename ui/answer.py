@@ -167,6 +167,7 @@ def _draw(sc: Scenario, result: Plan) -> None:
         return
     st.success(escape.md_escape(headline(result)))
     components.show_figures(answer_figures(answer), width=150)
+    st.caption(escape.md_escape(f"Ranges: {answer.estimate.time_range.text}."))    # the answer's own regime
     st.markdown("**Layout:** " + escape.md_escape(layout_words(answer.layout.model_dump(), answer.gpus_per_node)))
     st.markdown("**Nearest alternatives**\n" + "\n".join(
         f"- {escape.md_escape(r['alternative'])}: {escape.md_escape(r['what it takes'])}"
