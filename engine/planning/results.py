@@ -184,6 +184,8 @@ class VendorRow(Result):
     memory_gib: float | None = Field(default=None, description="per GPU, on the fullest pipeline stage")
     memory_capacity_gib: float | None = None
     memory_headroom: float | None = None
+    framework: dict[str, Any] | None = Field(default=None, description="the best layout's software stack and whether "
+                                                                      "its level is calibrated (Estimate.framework)")
     reason: str | None = None
     ecosystem_score: float
     ecosystem_levels: dict[str, str]
