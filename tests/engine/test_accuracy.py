@@ -17,7 +17,8 @@ import statistics
 import pytest
 
 from engine.inputs import parse_scenario
-from tests.engine.published_runs import h100_weak_scaling, megatron_table1, nemo_25_11, torchtitan_2024_12
+from tests.engine.published_runs import (CASES, h100_weak_scaling, megatron_table1, nemo_25_11, public_case_predictions,
+                                         torchtitan_2024_12)
 
 
 def _table(runs, predictions, capsys, title):
@@ -112,3 +113,13 @@ def test_async_tp_is_credited_as_measured():
     off, on = runs["tt24-t4-70b-256gpu-2d"], runs["tt24-t4-70b-256gpu-2d_asynctp"]
     gain = on.figure(on.predict()) / off.figure(off.predict())
     assert abs(gain - 876 / 829) < 0.02                                    # measured 1.057x (before: 1.28x credited)
+
+
+def test_every_public_case_is_predicted_for_the_ranges():
+    rows = public_case_predictions()
+    expected = sum(len(CASES[k]["rows"]) for k in ("throughput_cases", "h100_weak_scaling_cases", "nemo_25_11_cases",
+                                                   "torchtitan_2024_12_cases"))
+    assert len(rows) == expected == 52
+    for r in rows:
+        assert r["ratio"] > 0 and r["framework"] in ("megatron_core", "pytorch_fsdp2") and r["calibrated"]
+        assert abs(r["measured_step_s"] / r["predicted_step_s"] - r["ratio"]) < 1e-9
