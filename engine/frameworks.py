@@ -61,6 +61,9 @@ class Stack(BaseModel):
         "it (splits, casts, the grouped GEMM's per-expert setup) issued by the host after the token dispatcher's "
         "device-to-host synchronisation of the tokens per expert, while the GPU waits"))
     moe_expert_note: str
+    grad_reduce_bytes: float = Field(ge=0, le=4, description=(
+        "bytes per gradient element the stack reduces in where it overrides the gradients' format (0: as stored)"))
+    grad_reduce_note: str
     fp8: Fp8Recipe
     source: Source
 

@@ -61,6 +61,7 @@ class Hardware:
     tp_overlap_share: float = 1.0     # share of the exposed tensor-parallel communication tp_comm_overlap hides
     calibrated: bool = True           # a level fitted for this stack, accelerator and precision class
     moe_expert_gemm_fixed_s: float = 0.0  # per local expert and GEMM (engine.frameworks Stack.moe_expert_gemm_fixed_us)
+    grad_reduce_bytes: float = 0.0    # the stack's gradient-reduction format where it overrides the gradients' (fp32: 4)
     framework_detail: dict = field(default_factory=dict, compare=False)   # engine.frameworks.Resolved.detail()
     provenance: dict = field(default_factory=dict, compare=False)
 
@@ -120,6 +121,7 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         framework=fw.stack.id, selective_recompute_matmul_share=fw.stack.selective_recompute_matmul_share,
         tp_overlap_share=fw.stack.tp_overlap_share, calibrated=fw.calibrated,
         moe_expert_gemm_fixed_s=fw.stack.moe_expert_gemm_fixed_us * 1e-6, framework_detail=fw.detail(),
+        grad_reduce_bytes=fw.stack.grad_reduce_bytes,
         provenance={
             "matmul_efficiency": round(eff, 4), "matmul_efficiency_source": eff_note,
             "intra_node": f"{intra_net.name}: {intra_line:g} GB/s line, {intra_bus:.1f} GB/s achievable bus bandwidth",

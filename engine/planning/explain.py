@@ -179,10 +179,17 @@ def _time_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              f"layer) + embedding and output layer", "engine.physics.compute.layer_times; " + st,
              "MAMF (ml-engineering), Shah et al. 2024 FlashAttention-3, BabelStream (engine/physics/kernels.py)"),
         Term(sec_c, "recompute", bd["recompute"], "s",
-             f"recompute {RECOMPUTE[int(lay.rc[0])]}: " + ("the whole forward again" if full else
-                                                          "the attention core again (materialised attention only)"
-                                                          if RECOMPUTE[int(lay.rc[0])] == "selective" else "none"),
-             "engine.physics.compute.layer_times", KORTHIKANTI),
+             f"recompute {RECOMPUTE[int(lay.rc[0])]}: " + ("the whole forward again" if full else (
+                 f"{hw.selective_recompute_matmul_share:g} of the forward matmuls and every element-wise op again "
+                 f"({hw.framework}'s per-op selective checkpointing)" if hw.selective_recompute_matmul_share else
+                 "the attention core again (materialised attention only)")
+                 if RECOMPUTE[int(lay.rc[0])] == "selective" else "none"),
+             "engine.physics.compute.layer_times; engine.physics.compute.selective_recompute_s",
+             KORTHIKANTI + "; data/frameworks.json recompute"),
+        Term(sec_c, "sustained_level", hw.framework_detail.get("sustained_level"), "of the isolated best rates",
+             f"{hw.framework_detail.get('text')}; {hw.framework_detail.get('level_source')}",
+             "engine.physics.hardware.sustained_level; engine.frameworks.resolve",
+             "scripts/calibrate_sustained.py (data/frameworks.json levels)"),
         Term(sec_c, "optimizer", bd["optimizer"], "s",
              f"every local parameter's state streamed once at {hw.hbm_bytes_per_s / 1e12:.2f} TB/s "
              f"({b['grad']:g} B gradient + read and write of master and {tr.optimizer} states)",

@@ -190,6 +190,8 @@ class VendorRow(Result):
     memory_gib: float | None = Field(default=None, description="per GPU, on the fullest pipeline stage")
     memory_capacity_gib: float | None = None
     memory_headroom: float | None = None
+    framework: dict[str, Any] | None = Field(default=None, description="the best layout's software stack and whether "
+                                                                      "its level is calibrated (Estimate.framework)")
     time_range: RegimeBand | None = Field(default=None, description="the best layout's regime band (its ranges)")
     reason: str | None = None
     ecosystem_score: float

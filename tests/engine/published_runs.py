@@ -210,8 +210,9 @@ def public_runs() -> list[Run]:
 def public_case_predictions(runs: list[Run] | None = None) -> list[dict]:
     """One row per public run with the engine's prediction at the run's published layout (the fastest candidate, as
     Run.predict): {source, case_id, framework, accelerator, precision, moe, dp_sharding (zero0/zero1/zero3),
-    n_gpus, seq_len, calibrated, metric, predicted, measured, predicted_step_s, measured_step_s, ratio
-    (predicted/measured throughput = measured/predicted time), notes}. The time-based fields compare like with like
+    n_gpus, seq_len, calibrated (the stack's level is fitted for this accelerator and precision), fits_engine_memory,
+    metric, predicted, measured, predicted_step_s, measured_step_s, ratio (predicted/measured throughput =
+    measured/predicted time), notes (what the engine cannot express about the run)}. The time-based fields compare like with like
     whatever the metric (the published throughput converts to a step time at the run's batch and sequence)."""
     rows = []
     for run in public_runs() if runs is None else runs:
@@ -224,10 +225,10 @@ def public_case_predictions(runs: list[Run] | None = None) -> list[dict]:
         step = None if est is None else est.step_time_s
         zero = None if est is None else est.layout.zero_stage
         rows.append({
-            "source": run.source, "case_id": run.name, "framework": (est.assumptions or {}).get("framework") if est else None,
+            "source": run.source, "case_id": run.name, "framework": est.framework["id"] if est else None,
             "accelerator": run.accelerator, "precision": tr.get("precision", "bf16"), "moe": arch.is_moe,
             "dp_sharding": None if zero is None else f"zero{zero}", "n_gpus": sc["cluster"]["n_gpus"],
-            "seq_len": tr["seq_len"], "calibrated": None if est is None else bool((est.assumptions or {}).get("calibrated")),
+            "seq_len": tr["seq_len"], "calibrated": None if est is None else est.framework["calibrated"],
             "fits_engine_memory": None if est is None else est.fits,
             "metric": run.metric, "predicted": predicted, "measured": run.published,
             "predicted_step_s": step, "measured_step_s": None if ratio is None else step * ratio, "ratio": ratio,
