@@ -116,7 +116,8 @@ def _level_band(runs: list[dict]) -> dict | None:
 
 def fit(runs: list[dict]) -> dict:
     """Bands for every level and key the runs support, and the widest band (for regimes without data): runs are
-    {source, framework, family, precision, model, sharding, scale, calibrated, ratio (published / predicted time)}.
+    {source, method, framework, family, precision, model, sharding, scale, calibrated, ratio (published / predicted
+    time)}.
     Only calibrated runs fit the regime bands (an uncalibrated run's error is the borrowed level's, shown with the
     widest band); the widest band is the envelope of every band, of all runs pooled and of the uncalibrated runs
     pooled (what an estimate on a borrowed level has been off by)."""
