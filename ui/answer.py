@@ -110,8 +110,20 @@ def _use(result: Plan) -> None:
         st.session_state[state.NOTES] = [f"The scenario is now the answer: {headline(result)} Every page shows it."]
 
 
+def _follow(opts: PlannerOptions) -> None:
+    """Options changed outside the question's form (a saved scenario loaded, a link opened): its widgets are seeded
+    from them again, so the software stack shown is the one the answer uses (issue 19: 'Well tuned' was shown while a
+    typical stack was in effect)."""
+    ss = st.session_state
+    if ss.get(ASK + "from") not in (None, opts):
+        for key in [k for k in ss if k.startswith(ASK) and k != ASK + "from"]:
+            del ss[key]
+    ss[ASK + "from"] = opts
+
+
 def show(sc: Scenario, opts: PlannerOptions) -> None:
     """The question and, once worked out, its answer."""
+    _follow(opts)
     _seed(opts)
     with st.container(border=True):
         st.subheader("How many accelerators, how long, at what cost?")

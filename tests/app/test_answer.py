@@ -167,3 +167,14 @@ def test_a_link_with_a_question_the_engine_refuses_says_why_and_the_page_keeps_w
         assert any(e.startswith("This question cannot be answered") and expected in e for e in texts(at.error)), \
             texts(at.error)
         assert "Time to train" in {m.label for m in at.metric}          # the scenario's own figures still show
+
+
+def test_the_stack_selector_shows_the_stack_in_effect_when_the_options_change_outside_the_question():
+    # issue 19: 'Well tuned' was shown while a typical stack was in effect (options set by a loaded saved scenario or
+    # a link, after the question's widgets were seeded)
+    at = run_app()
+    assert at.selectbox(key="ask:efficiency").value == "tuned"
+    at.session_state["options"] = at.session_state["options"].model_copy(update={"efficiency": "typical"})
+    at.run()
+    assert at.selectbox(key="ask:efficiency").value == "typical"
+    assert any(c.startswith("A typical stack: 1.50x the tuned figure") for c in texts(at.caption))
