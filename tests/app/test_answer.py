@@ -110,6 +110,16 @@ def test_a_typical_stack_is_the_published_whole_run_ratio_slower_and_says_so():
     assert typical_days <= 60 and typical_days != tuned_days           # a bigger cluster is needed for the same date
 
 
+def test_the_stack_selector_shows_the_stack_in_effect_when_the_options_change_outside_the_question():
+    # issue 19: 'Well tuned' was shown while a typical stack was in effect (options set by a loaded saved scenario or
+    # a link, after the question's widgets were seeded)
+    at = run_app()
+    assert at.selectbox(key="ask:efficiency").value == "tuned"
+    at.session_state["options"] = at.session_state["options"].model_copy(update={"efficiency": "typical"})
+    at.run()
+    assert at.selectbox(key="ask:efficiency").value == "typical"
+    assert any(c.startswith("A typical stack: 1.50x the tuned figure") for c in texts(at.caption))
+
 def test_an_impossible_deadline_says_the_closest_and_a_batch_range_must_hold_the_batch():
     at = ask(run_app(), "deadline_days", 0.5)
     assert any(w.startswith("No accelerator meets within 0.5 days") for w in texts(at.warning)), texts(at.warning)
@@ -168,13 +178,3 @@ def test_a_link_with_a_question_the_engine_refuses_says_why_and_the_page_keeps_w
             texts(at.error)
         assert "Time to train" in {m.label for m in at.metric}          # the scenario's own figures still show
 
-
-def test_the_stack_selector_shows_the_stack_in_effect_when_the_options_change_outside_the_question():
-    # issue 19: 'Well tuned' was shown while a typical stack was in effect (options set by a loaded saved scenario or
-    # a link, after the question's widgets were seeded)
-    at = run_app()
-    assert at.selectbox(key="ask:efficiency").value == "tuned"
-    at.session_state["options"] = at.session_state["options"].model_copy(update={"efficiency": "typical"})
-    at.run()
-    assert at.selectbox(key="ask:efficiency").value == "typical"
-    assert any(c.startswith("A typical stack: 1.50x the tuned figure") for c in texts(at.caption))
