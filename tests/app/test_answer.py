@@ -120,6 +120,7 @@ def test_the_stack_selector_shows_the_stack_in_effect_when_the_options_change_ou
     assert at.selectbox(key="ask:efficiency").value == "typical"
     assert any(c.startswith("A typical stack: 1.50x the tuned figure") for c in texts(at.caption))
 
+
 def test_an_impossible_deadline_says_the_closest_and_a_batch_range_must_hold_the_batch():
     at = ask(run_app(), "deadline_days", 0.5)
     assert any(w.startswith("No accelerator meets within 0.5 days") for w in texts(at.warning)), texts(at.warning)
@@ -177,4 +178,3 @@ def test_a_link_with_a_question_the_engine_refuses_says_why_and_the_page_keeps_w
         assert any(e.startswith("This question cannot be answered") and expected in e for e in texts(at.error)), \
             texts(at.error)
         assert "Time to train" in {m.label for m in at.metric}          # the scenario's own figures still show
-
