@@ -36,6 +36,14 @@ class Recompute(BaseModel):
     note: str
 
 
+class Attention(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kernel: str
+    of_catalog_rate: dict[str, float] = Field(description=(
+        "by vendor: the stack's fused-attention rate over the catalog's (cuDNN on NVIDIA); 1 where not listed"))
+    note: str
+
+
 class Stack(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: Framework
@@ -47,6 +55,15 @@ class Stack(BaseModel):
     tp_overlap_share: float = Field(ge=0, le=1, description=(
         "share of the exposed tensor-parallel communication that the stack's overlap (tp_comm_overlap) hides"))
     tp_overlap_note: str
+    attention: Attention
+    moe_expert_gemm_fixed_us: float = Field(ge=0, le=1000, description=(
+        "time each local expert's GEMM adds beyond its FLOPs and bytes, microseconds: the per-expert kernels around "
+        "it (splits, casts, the grouped GEMM's per-expert setup) issued by the host after the token dispatcher's "
+        "device-to-host synchronisation of the tokens per expert, while the GPU waits"))
+    moe_expert_note: str
+    grad_reduce_bytes: float = Field(ge=0, le=4, description=(
+        "bytes per gradient element the stack reduces in where it overrides the gradients' format (0: as stored)"))
+    grad_reduce_note: str
     fp8: Fp8Recipe
     source: Source
 
@@ -56,7 +73,9 @@ class Level(BaseModel):
     framework: Framework
     accelerators: list[str] = Field(min_length=1)
     precision_class: Literal["16bit", "8bit", "4bit"]
-    value: float = Field(gt=0, le=1.2)
+    value: float = Field(gt=0, le=1.0, description=(
+        "a level above 1 would run the kernels faster than their isolated best: the runs then did something the "
+        "engine does not model (scripts/calibrate_sustained.py leaves such a group uncalibrated)"))
     fitted_on: str = Field(min_length=10)
 
 
@@ -123,6 +142,7 @@ class Resolved:
     """The stack a scenario runs on and its level on the scenario's accelerator and precision."""
     stack: Stack
     chosen_by_default: bool      # the vendor's MLPerf default, not the scenario's choice
+    vendor: str
     default_source: str
     level: float
     calibrated: bool
@@ -130,9 +150,15 @@ class Resolved:
 
     @property
     def describe(self) -> str:
-        """'framework: megatron_core, NVIDIA's MLPerf default' or '..., as given'."""
-        how = f"the vendor's MLPerf default ({self.default_source})" if self.chosen_by_default else "as given"
+        """'framework: megatron_core, NVIDIA's MLPerf default' or 'framework: pytorch_fsdp2, as given'."""
+        how = f"{self.vendor}'s MLPerf default" if self.chosen_by_default else "as given"
         return f"framework: {self.stack.id}, {how}"
+
+    def detail(self) -> dict:
+        """The estimate's `framework` block: which stack, why, and the level with its calibration."""
+        return {"id": self.stack.id, "name": self.stack.name, "text": self.describe,
+                "chosen_by": f"default: {self.default_source}" if self.chosen_by_default else "the scenario",
+                "calibrated": self.calibrated, "sustained_level": self.level, "level_source": self.level_note}
 
 
 def resolve(framework: str | None, vendor: str, accelerator: str, precision: str) -> Resolved:
@@ -144,10 +170,10 @@ def resolve(framework: str | None, vendor: str, accelerator: str, precision: str
     pclass = precision_class(precision)
     row = level_row(doc, chosen, accelerator, pclass)
     if row is not None:
-        return Resolved(stack(chosen), framework is None, default.source, row.value, True,
+        return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, True,
                         f"{chosen} on {accelerator}, {pclass}: fitted on {row.fitted_on}")
     fb = doc.uncalibrated_fallback
     ref = level_row(doc, fb.framework, fb.accelerator, fb.precision_class)
     note = (f"uncalibrated: no public per-step calibration of {chosen} on {accelerator} at {pclass} precision; "
             f"the level of {fb.framework} on {fb.accelerator} ({fb.precision_class}, {ref.value}) is used: {fb.note}")
-    return Resolved(stack(chosen), framework is None, default.source, ref.value, False, note)
+    return Resolved(stack(chosen), framework is None, vendor, default.source, ref.value, False, note)

@@ -28,7 +28,7 @@ if not est.fits:
     components.show_what_fits(sc)
     st.stop()
 cost, energy, rel = est.cost, est.energy, est.reliability
-band = lambda value, key: range_text(figure_band(value, "tuned"), key)      # the engine's figure and its range
+band = lambda value, key: range_text(figure_band(value, est.time_range, "tuned"), key)  # the figure, its regime's range
 
 
 def break_even_figure(curves: dict) -> go.Figure:
@@ -65,7 +65,7 @@ st.title("Cost & carbon")
 st.caption("What the run takes on a real cluster: failures and checkpoints stretch the wall-clock time, and every "
            "hour of it is paid for and draws power.")
 
-st.caption(ranges.explain("tuned") + " Each time-proportional figure has that range under it.")
+st.caption(ranges.explain("tuned", est.time_range) + " Each time-proportional figure has that range under it.")
 st.subheader("Time")
 cols = st.columns(4)
 cols[0].metric("Compute time", fmt_days(est.train_days), help="Training time if nothing ever failed.")

@@ -245,7 +245,8 @@ with results:
         components.show_what_fits(sc)
     components.show_key_figures(est, width=150)
     if est.fits:
-        st.caption(ranges.explain(state.options().efficiency) + " The ranges under the figures follow from it.")
+        st.caption(ranges.explain(state.options().efficiency, est.time_range) + " The ranges under the figures follow "
+                   "from it.")
         published = published_training_note(sc, est, state.options().efficiency)
         if published:
             st.info(escape.md_escape(published))

@@ -1,13 +1,18 @@
-"""Derive the ranges the app shows around its headline figures from the engine's measured error on published runs,
-and write them to data/accuracy.json (engine/economics/ranges.py reads them; tests/engine/test_ranges.py checks the file
-against this script).
+"""Derive the ranges the app shows around its time-proportional figures from the engine's measured error on published
+runs, per regime (engine/economics/ranges.py), and write them to data/accuracy.json with every run they rest on and
+the coverage measured by leaving one source out at a time (tests/engine/test_ranges.py checks the file against the
+engine and recounts the coverage).
 
-- Tuned stack: the ratio of published to predicted time over every published run the engine is validated on
-  (Megatron-LM Table 1 and the H100 weak-scaling table with their published layouts, and every MLPerf GPT-3 /
-  Llama 3.1 405B result in the store with the search's layout). The band is the 10th to 90th percentile.
+- Runs: every public per-step case at its published layout (tests/engine/published_runs.public_case_predictions:
+  Megatron-LM Table 1, the H100 weak-scaling table, NeMo 25.11, TorchTitan Dec 2024) and every MLPerf GPT-3 /
+  Llama 3.1 405B result in the store with the search's layout (benchmarks_db.validation.predicted_vs_measured, run on
+  the vendor's default stack). Each run: published / predicted time, its regime and its source (a publication; an
+  MLPerf round is one).
+- Regime bands: engine.economics.ranges.fit (10th-90th conformal quantile, hierarchical fallback).
+- Leave one source out: each source's runs against the bands fitted without it, per source and per regime.
 - Typical stack: the ratio of published whole-run GPU-hours to the engine's (best layout on 1,024 A100, the main
   setup, no evaluation) for the Llama 2 models of Touvron et al. 2023 Table 2 that have presets (7B, 13B, 70B),
-  the only whole-run GPU-hours in the public calibration set. Its median is the typical-stack factor, its range the band.
+  the only whole-run GPU-hours in the public calibration set. Its median is the typical-stack factor.
 
     .venv/bin/python scripts/calibrate_ranges.py --write
 """
@@ -25,30 +30,81 @@ sys.path.insert(0, str(ROOT))
 from benchmarks_db.seed import seed  # noqa: E402
 from benchmarks_db.store import open_store  # noqa: E402
 from benchmarks_db.validation import predicted_vs_measured  # noqa: E402
+from engine import frameworks  # noqa: E402
+from engine.catalog import load_catalog  # noqa: E402
+from engine.economics import ranges  # noqa: E402
 from engine.inputs import parse_scenario  # noqa: E402
 from engine.planning.search import search  # noqa: E402
-from tests.engine.published_runs import CASES, h100_weak_scaling, megatron_table1  # noqa: E402
+from tests.engine.published_runs import CASES, public_case_predictions, public_runs  # noqa: E402
 
 OUT = ROOT / "data" / "accuracy.json"
 
 
-def percentile(values: list[float], q: float) -> float:
-    v = sorted(values)
-    pos = (len(v) - 1) * q
-    lo = int(pos)
-    return v[lo] + (v[min(lo + 1, len(v) - 1)] - v[lo]) * (pos - lo)
+def _run(source: str, case: str, method: str, framework: str | None, accelerator: str, precision: str, moe: bool,
+         zero_stage: int, n_gpus: int, ratio: float) -> dict:
+    """One run as the fit reads it: its regime, whether the engine's level is fitted for it, published / predicted
+    time."""
+    acc = load_catalog().accelerator(accelerator)
+    stack = frameworks.resolve(framework, acc.vendor, accelerator, precision)
+    regime = ranges.regime_of(method, stack.stack.id, accelerator, frameworks.precision_class(precision), moe, zero_stage,
+                              n_gpus)
+    return {"source": source, "case": case, **regime, "calibrated": stack.calibrated, "ratio": round(ratio, 4)}
 
 
-def tuned_ratios() -> list[float]:
-    """Published time over predicted time, one per validated run."""
-    ratios = []
-    for run in megatron_table1() + h100_weak_scaling():
-        ratios.append(run.predict()[run.metric] / run.published)          # throughput ratio = time ratio inverted
+def public_runs_measured() -> list[dict]:
+    """The public per-step cases at their published layouts."""
+    runs = public_runs()
+    out = []
+    for run, row in zip(runs, public_case_predictions(runs)):
+        if row["ratio"] is None:
+            continue
+        tr = run.scenario["training"]
+        out.append(_run(run.source, run.name, tr.get("method", "pretrain"), tr.get("framework"), run.accelerator,
+                        tr.get("precision", "bf16"), row["moe"], int(row["dp_sharding"][-1]), row["n_gpus"],
+                        row["ratio"]))
+    return out
+
+
+def mlperf_runs() -> list[dict]:
+    """Every MLPerf result the engine predicts (GPT-3 175B, Llama 3.1 405B: dense pre-training; Llama 2 70B LoRA once
+    it is modelled), on the vendor's default stack."""
     store = open_store(str(Path(tempfile.mkdtemp()) / "ranges.duckdb"))
     seed(store)
     df = predicted_vs_measured(store)
-    ratios += [1.0 / r for r in df.ratio.dropna().astype(float)]
-    return ratios
+    out = []
+    for r in df[df.ratio.notna()].itertuples():
+        zero = int(r.layout.split(" zero")[1][0])
+        method = "lora" if r.benchmark.endswith("_lora") else "pretrain"        # llama2_70b_lora: LoRA fine-tuning
+        out.append(_run(f"mlperf {r.round}", r.run_id, method, None, r.accelerator,
+                        r.precision, False, zero, int(r.n_accelerators), 1.0 / float(r.ratio)))
+    return out
+
+
+def regime_name(run: dict) -> str:
+    return " | ".join(run[d] for d in ranges.DIMENSIONS)
+
+
+def leave_one_source_out(runs: list[dict]) -> dict:
+    """Each source's runs against the bands fitted without it: how many fall inside, per source and per regime, and
+    the median width (high / low) of the bands they got."""
+    by_source, by_regime, by_stack, widths = {}, {}, {}, []
+    for source in sorted({r["source"] for r in runs}):
+        fitted = ranges.fit([r for r in runs if r["source"] != source])
+        for r in (r for r in runs if r["source"] == source):
+            b = ranges.band_from(fitted, {d: r[d] for d in ranges.DIMENSIONS}, r["calibrated"])
+            inside = b.low <= r["ratio"] <= b.high
+            widths.append(b.high / b.low)
+            for table, key in ((by_source, source), (by_regime, regime_name(r)),
+                               (by_stack, f"{r['method']} | {r['framework']} | {r['family']}")):
+                row = table.setdefault(key, {"runs": 0, "inside": 0, "levels": {}})
+                row["runs"] += 1
+                row["inside"] += inside
+                row["levels"][b.level] = row["levels"].get(b.level, 0) + 1
+    n, inside = len(runs), sum(v["inside"] for v in by_source.values())
+    return {"runs": n, "inside": inside, "coverage": round(inside / n, 3),
+            "median_width": round(statistics.median(widths), 3),
+            "by_source": by_source, "by_stack": dict(sorted(by_stack.items())),
+            "by_regime": dict(sorted(by_regime.items()))}
 
 
 def typical_runs() -> list[dict]:
@@ -67,23 +123,28 @@ def typical_runs() -> list[dict]:
     return out
 
 
+def _rounded(fitted: dict) -> dict:
+    r = lambda b: {**b, **{k: round(b[k], 4) for k in ("low", "median", "high")}}
+    return {"bands": [r(b) for b in fitted["bands"]], "widest": r(fitted["widest"]), "measured": fitted["measured"]}
+
+
 def compute() -> dict:
-    tuned = tuned_ratios()
-    runs = typical_runs()
-    factors = [r["ratio"] for r in runs]
-    factor = statistics.median(factors)
+    runs = public_runs_measured() + mlperf_runs()
+    fitted = _rounded(ranges.fit(runs))
+    typical = typical_runs()
+    factors = [r["ratio"] for r in typical]
     return {
-        "schema_version": 1,
-        "about": "Ranges around the engine's time-proportional figures (days, GPU-hours, cost, energy, CO2), from its "
-                 "measured error on published runs; written by scripts/calibrate_ranges.py.",
-        "tuned": {"low": round(percentile(tuned, 0.10), 3), "high": round(percentile(tuned, 0.90), 3),
-                  "median": round(statistics.median(tuned), 3), "n_runs": len(tuned),
-                  "explain": "a well-tuned Megatron-class stack: published runs took between these multiples of the "
-                             "engine's time (10th to 90th percentile)",
-                  "source": "Megatron-LM Table 1 and H100 weak-scaling table (published layouts) and every MLPerf "
-                            "GPT-3 / Llama 3.1 405B result in the store (docs/validation.md)"},
-        "typical": {"factor": round(factor, 3), "low": round(min(factors), 3), "high": round(max(factors), 3),
-                    "runs": runs,
+        "schema_version": 2,
+        "about": "Ranges around the engine's time-proportional figures (step time, days, GPU-hours, cost, energy, CO2) "
+                 "per regime, from its measured error on published runs; written by scripts/calibrate_ranges.py.",
+        "method": ranges.__doc__.split("\n\n")[1].replace("\n", " ") + " " +
+                  ranges.__doc__.split("\n\n")[2].replace("\n", " "),
+        "coverage": list(ranges.COVERAGE), "min_runs": ranges.MIN_RUNS, "min_sources": ranges.MIN_SOURCES,
+        "runs": runs,
+        "fit": fitted,
+        "leave_one_source_out": leave_one_source_out(runs),
+        "typical": {"factor": round(statistics.median(factors), 3), "low": round(min(factors), 3),
+                    "high": round(max(factors), 3), "runs": typical,
                     "explain": "a typical stack: published whole-run GPU-hours were this multiple of the engine's "
                                "tuned-stack figure",
                     "source": "Touvron et al. 2023 (Llama 2) Table 2 GPU-hours (tests/data/public-validation-cases.json) "
@@ -91,12 +152,41 @@ def compute() -> dict:
     }
 
 
+def markdown(result: dict) -> str:
+    """The docs/validation.md section: the coverage left one source out (per source, per regime) and the bands."""
+    loso = result["leave_one_source_out"]
+    fitted = result["fit"]
+    runs = result["runs"]
+    levels = lambda v: ", ".join(f"{k} {n}" for k, n in v["levels"].items())
+    out = [f"{loso['runs']} runs ({sum(r['calibrated'] for r in runs)} on a calibrated level); each source's runs "
+           f"against the bands fitted without it: **{loso['inside']} inside ({loso['coverage']:.0%})**, median band "
+           f"**{loso['median_width']:.2f}x** high/low.", "",
+           "| Left-out source | Runs | Inside | Coverage | Bands used (level: runs) |", "|---|---|---|---|---|"]
+    out += [f"| {k} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | {levels(v)} |"
+            for k, v in loso["by_source"].items()]
+    out += ["", "| Method \\| stack \\| family | Runs | Inside | Coverage | Bands used (level: runs) |",
+            "|---|---|---|---|---|"]
+    out += [f"| {k.replace('|', chr(92) + '|')} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | "
+            f"{levels(v)} |" for k, v in loso["by_stack"].items()]
+    out += ["", "| Regime (method \\| stack \\| family \\| precision \\| model \\| sharding \\| scale) | Runs | Inside | "
+                "Coverage | Bands used (level: runs) |", "|---|---|---|---|---|"]
+    out += [f"| {k.replace('|', chr(92) + '|')} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | "
+            f"{levels(v)} |" for k, v in loso["by_regime"].items()]
+    out += ["", "Bands fitted on every run (data/accuracy.json), finest level first; a regime reads the first that "
+                "matches it:", "", "| Level | Key | Runs | Sources | Low | Median | High |", "|---|---|---|---|---|---|---|"]
+    out += [f"| {ranges._level_name(b['level'])} | {', '.join(b['key'].values()) or 'all'} | {b['n_runs']} | "
+            f"{len(b['sources'])} | {b['low']:.3f} | {b['median']:.3f} | {b['high']:.3f} |" for b in fitted["bands"]]
+    w = fitted["widest"]
+    out += ["", f"Widest band (a regime without data or without a fitted level): **{w['low']:.3f}-{w['high']:.3f}x**."]
+    return "\n".join(out)
+
+
 def main() -> None:
     result = compute()
     text = json.dumps(result, indent=1) + "\n"
     if "--write" in sys.argv:
         OUT.write_text(text)
-    print(text)
+    print(markdown(result))
 
 
 if __name__ == "__main__":

@@ -1,61 +1,312 @@
-"""Fit each calibrated accelerator's sustained level (data/accelerators.json sustained_fraction) on its published runs.
+"""Fit each software stack's in-training level per accelerator and precision class (data/frameworks.json levels) on
+the public per-step runs, and print the fit, the per-run errors and the leave-one-out figures.
 
-For every accelerator with a public per-step calibration set, find the level at which the engine's predictions,
-with each run's published layout, have a geometric-mean ratio of 1 to the published figures, and print the fit and
-the per-run errors. The fitted values are entered in data/accelerators.json by hand, with this script's output as
-the source; nothing else in the engine is fitted per accelerator.
+One set of physics; the only constants fitted here are
+- one level per (stack, accelerator, precision class) that has public runs: each run's own level is the one at which
+  the engine, with the run's published layout, predicts the published throughput exactly; the group's level is the
+  geometric mean of its runs' own levels (so the geometric-mean error over the group is about 0). Dense runs fit;
+  MoE runs fit a group only where it has no dense run (their own physics is validated, not absorbed), and runs the
+  engine cannot express (TorchTitan's eager runs without torch.compile) are shown but never fitted;
+- PyTorch's async-TP share (frameworks.json pytorch_fsdp2 tp_overlap_share): the share of the exposed TP time at
+  which the engine's speed-up of async TP equals TorchTitan's measured one (Table 4, 70B on 256 H100).
+Leave-one-out: each run predicted at the geometric mean of the other runs' own levels in its group (a run alone in
+its group has none: uncalibrated).
 
-    .venv/bin/python scripts/calibrate_sustained.py
+    .venv/bin/python scripts/calibrate_sustained.py            # print the fit
+    .venv/bin/python scripts/calibrate_sustained.py --write    # and write the levels to data/frameworks.json
 """
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import sys
+import tempfile
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import engine.physics.hardware as hardware  # noqa: E402
-from tests.engine.published_runs import h100_weak_scaling, megatron_table1  # noqa: E402
+import engine.frameworks as fw  # noqa: E402
+from engine.inputs import parse_scenario  # noqa: E402
+from benchmarks_db import validation  # noqa: E402
+from benchmarks_db.seed import seed  # noqa: E402
+from benchmarks_db.store import open_store  # noqa: E402
+from engine.catalog import load_catalog  # noqa: E402
+from engine.planning import search  # noqa: E402
+from tests.engine.published_runs import SOURCE_NAMES, Run, public_runs, torchtitan_2024_12  # noqa: E402
 
-CALIBRATION_SETS = {"A100-SXM4-80GB": ("Megatron-LM Table 1 (Narayanan et al. 2021)", megatron_table1),
-                    "H100-SXM5-80GB": ("Megatron-LM H100 weak-scaling table (2024)", h100_weak_scaling)}
+SOURCE_NAMES = {**SOURCE_NAMES, "mlperf": "MLPerf Training GPT-3 / Llama 3.1 405B results in the store (search's layout)"}
+
+FRAMEWORKS_JSON = ROOT / "data" / "frameworks.json"
+ASYNC_TP_PAIR = ("tt24-t4-70b-256gpu-2d", "tt24-t4-70b-256gpu-2d_asynctp")
 
 
-def ratios(runs) -> list[float]:
-    return [run.predict()[run.metric] / run.published for run in runs]
+@contextmanager
+def overridden(levels: dict | None = None, stack_fields: dict | None = None):
+    """Evaluate with other levels {(framework, accelerator, class): value} or stack fields {framework: {field: v}}."""
+    original = fw.frameworks
+    doc = original()
+    new_levels = list(doc.levels)
+    for (framework, acc, pclass), value in (levels or {}).items():
+        same = lambda lv: lv.framework == framework and lv.precision_class == pclass
+        new_levels = [lv.model_copy(update={"accelerators": [a for a in lv.accelerators if a != acc or not same(lv)]})
+                      for lv in new_levels]
+        new_levels = [lv for lv in new_levels if lv.accelerators]
+        new_levels.append(fw.Level.model_construct(framework=framework, accelerators=[acc], precision_class=pclass,
+                                                   value=value, fitted_on="calibration"))
+    rows = [r.model_copy(update=(stack_fields or {}).get(r.id, {})) for r in doc.rows]
+    patched = doc.model_copy(update={"levels": new_levels, "rows": rows})
+    fw.frameworks = lambda: patched
+    clear_caches()                             # best layouts and MLPerf predictions are cached per scenario
+    try:
+        yield
+    finally:
+        fw.frameworks = original
+        clear_caches()
 
 
-def fit(accelerator: str, runs, lo: float = 0.3, hi: float = 1.0) -> tuple[float, list[float]]:
-    """Bisection on the level: the geometric-mean predicted/published ratio falls monotonically with... rises with it."""
-    original = hardware.sustained_fraction
+def clear_caches() -> None:
+    search._best_json.cache_clear()
+    validation._predict.cache_clear()
 
-    def at(level: float) -> list[float]:
-        hardware.sustained_fraction = lambda acc: (level, "calibration") if acc.id == accelerator else original(acc)
-        try:
-            return ratios(runs)
-        finally:
-            hardware.sustained_fraction = original
 
+def group_of(run) -> tuple[str, str, str]:
+    """(stack, accelerator, precision class) of a run: the stack it names, else its vendor's default."""
+    vendor = load_catalog().accelerator(run.accelerator).vendor
+    framework = run.framework or fw.frameworks().vendor_defaults[vendor].framework
+    return framework, run.accelerator, fw.precision_class(run.precision)
+
+
+@dataclass(frozen=True)
+class MlperfRun:
+    """An MLPerf Training result in the store, predicted as benchmarks_db.validation does (the search's best layout
+    for the result's logged batch, sequence and tokens); its figure is 1/minutes so that ratios read as throughput."""
+    name: str
+    accelerator: str
+    precision: str
+    args: tuple
+    published: float
+    metric: str = "1/minutes"
+    source: str = "mlperf"
+    framework: str | None = None
+    notes: tuple = ()
+    is_moe: bool = False
+
+    def predict(self) -> dict:
+        return validation._predict(*self.args)
+
+    def figure(self, pred: dict) -> float:
+        return 1.0 / pred["predicted_minutes"]
+
+
+def mlperf_runs(vendors=("AMD", "Google", "Intel", "AWS")) -> list[MlperfRun]:
+    """The store's GPT-3 and Llama 3.1 405B results on accelerators of these vendors (NVIDIA's are held out)."""
+    store = open_store(str(Path(tempfile.mkdtemp()) / "calibration.duckdb"))
+    seed(store)
+    df = validation.predicted_vs_measured(store)
+    params = dict(store.rows("SELECT run_id, params FROM run WHERE suite = 'mlperf_training'"))
+    out = []
+    for r in df[df.status == "predicted"].itertuples():
+        acc = load_catalog().accelerators.get(r.accelerator)
+        if acc is None or acc.vendor not in vendors:
+            continue
+        seq, gbs, tokens, _ = validation._tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
+        args = (validation.REFERENCE[r.benchmark]["preset"], seq, gbs, tokens, r.precision, acc.id,
+                int(r.n_accelerators), validation.EVAL_SHARE[r.benchmark][0])
+        out.append(MlperfRun(f"{r.round} {r.submitter} {r.benchmark} {int(r.n_accelerators)}", acc.id, r.precision,
+                             args, 1.0 / r.published_minutes))
+    return out
+
+
+def ratio_at(run: Run, group, level: float) -> float:
+    with overridden({group: level}):
+        est = run.predict()
+    return run.figure(est) / run.published
+
+
+def own_level(run, group, start: float, lo: float = 0.1, hi: float = 2.0) -> float:
+    """The level at which the run is predicted exactly (log ratio rises with the level): regula falsi on
+    log(ratio) against log(level) inside [lo, hi], from the group's current level."""
+    f = lambda level: math.log(ratio_at(run, group, level))
+    a, b = math.log(lo), math.log(hi)
+    fa, fb = f(lo), f(hi)
+    if fa >= 0 or fb <= 0:
+        return lo if fa >= 0 else hi                  # the run is not reached inside the range
+    x = math.log(start)
     for _ in range(30):
+        fx = f(math.exp(x))
+        if abs(fx) < 1e-4:
+            break
+        a, fa, b, fb = (x, fx, b, fb) if fx < 0 else (a, fa, x, fx)
+        x = a - fa * (b - a) / (fb - fa)
+        if not (min(a, b) < x < max(a, b)) or abs(b - a) < 1e-6:
+            x = (a + b) / 2
+    return math.exp(x)
+
+
+def geo(values) -> float:
+    values = list(values)
+    return math.exp(statistics.mean(math.log(v) for v in values))
+
+
+def is_moe(run) -> bool:
+    return run.is_moe if isinstance(run, MlperfRun) else parse_scenario(run.scenario).arch.is_moe
+
+
+def fits(run: Run) -> bool:
+    return not run.notes
+
+
+def summary(errors: list[float]) -> str:
+    if not errors:
+        return "no runs"
+    return (f"median |error| {statistics.median(abs(e) for e in errors):.1%}, worst {max(abs(e) for e in errors):.1%}"
+            f" ({len(errors)} runs)")
+
+
+def fit_async_tp() -> float:
+    """pytorch_fsdp2 tp_overlap_share at which the engine's async-TP speed-up equals TorchTitan's measured one."""
+    runs = {r.name: r for r in torchtitan_2024_12()}
+    off, on = (runs[n] for n in ASYNC_TP_PAIR)
+    measured = on.published / off.published
+
+    def gain(share: float) -> float:
+        with overridden(stack_fields={"pytorch_fsdp2": {"tp_overlap_share": share}}):
+            return on.figure(on.predict()) / off.figure(off.predict())
+
+    lo, hi = 0.0, 1.0
+    for _ in range(20):
         mid = (lo + hi) / 2
-        geo = math.exp(statistics.mean(math.log(r) for r in at(mid)))
-        lo, hi = (mid, hi) if geo < 1 else (lo, mid)
-    level = round((lo + hi) / 2, 3)
-    return level, at(level)
+        lo, hi = (mid, hi) if gain(mid) < measured else (lo, mid)
+    share = round((lo + hi) / 2, 3)
+    print(f"pytorch_fsdp2 tp_overlap_share {share:.3f}: async TP measured {measured:.3f}x "
+          f"({off.published:g} -> {on.published:g} tokens/s/GPU), predicted {gain(share):.3f}x "
+          f"(a complete overlap would give {gain(1.0):.3f}x)")
+    return share
+
+
+def fit_expert_fixed(moe_runs: list, levels: dict, lo: float = 0.0, hi: float = 400.0) -> float:
+    """megatron_core moe_expert_gemm_fixed_us minimising the squared log errors of the MoE runs, at the levels
+    fitted on dense runs (golden section)."""
+    def loss(c: float) -> float:
+        with overridden(levels, {"megatron_core": {"moe_expert_gemm_fixed_us": c}}):
+            return sum(math.log(r.figure(r.predict()) / r.published) ** 2 for r in moe_runs)
+
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    x1, x2 = b - g * (b - a), a + g * (b - a)
+    f1, f2 = loss(x1), loss(x2)
+    for _ in range(25):
+        if f1 < f2:
+            b, x2, f2 = x2, x1, f1
+            x1 = b - g * (b - a)
+            f1 = loss(x1)
+        else:
+            a, x1, f1 = x1, x2, f2
+            x2 = a + g * (b - a)
+            f2 = loss(x2)
+    return round((a + b) / 2, 1)
 
 
 def main() -> None:
-    for accelerator, (name, build) in CALIBRATION_SETS.items():
-        runs = build()
-        level, r = fit(accelerator, runs)
-        errors = [x - 1 for x in r]
-        print(f"{accelerator}: sustained_fraction {level:.3f} fitted on {name}, {len(runs)} runs: median |error| "
-              f"{statistics.median(abs(e) for e in errors):.1%}, worst {max(abs(e) for e in errors):.1%}")
-        for run, e in zip(runs, errors):
-            print(f"    {run.name:>8}  {e:+6.1%}")
+    share = fit_async_tp()
+    doc = fw.frameworks()
+    runs = public_runs() + mlperf_runs()
+    groups = defaultdict(list)
+    for run in runs:
+        groups[group_of(run)].append(run)
+    fallback = fw.level_row(doc, doc.uncalibrated_fallback.framework, doc.uncalibrated_fallback.accelerator,
+                            doc.uncalibrated_fallback.precision_class).value
+    current = {g: (fw.level_row(doc, *g).value if fw.level_row(doc, *g) else fallback) for g in groups}
+    basis = {}
+    for g, rs in groups.items():
+        dense = [r for r in rs if fits(r) and not is_moe(r)]
+        basis[g] = dense or [r for r in rs if fits(r)]
+    dense_groups = [g for g in groups if not any(is_moe(r) for r in basis[g])]
+    stacks = {"pytorch_fsdp2": {"tp_overlap_share": share}}
+    own, fitted = {}, {}
+    with overridden(stack_fields=stacks):
+        for g in dense_groups:                              # 1. levels on dense runs
+            for r in basis[g]:
+                own[id(r)] = own_level(r, g, current[g])
+            fitted[g] = round(geo(own[id(r)] for r in basis[g]), 3)
+    # 2. the per-expert fixed cost on NeMo's H100 MoE runs, whose levels the dense runs fixed
+    moe_fit = [r for g in dense_groups for r in groups[g] if is_moe(r) and r.source == "nemo_25_11"]
+    levels = {g: fitted[g] for g in dense_groups}
+    expert_us = fit_expert_fixed(moe_fit, levels)
+    stacks["megatron_core"] = {"moe_expert_gemm_fixed_us": expert_us}
+    print(f"megatron_core moe_expert_gemm_fixed_us {expert_us:g} fitted on {len(moe_fit)} runs: "
+          + ", ".join(r.name for r in moe_fit))
+    for r in moe_fit:
+        others = [x for x in moe_fit if x is not r]
+        c = fit_expert_fixed(others, levels)
+        with overridden(levels, {**stacks, "megatron_core": {"moe_expert_gemm_fixed_us": c}}):
+            e = r.figure(r.predict()) / r.published - 1
+        print(f"    leave-one-out: {r.name} with {c:g} us fitted on the others: error {e:+.1%}")
+    lines, err, loo_err = [], defaultdict(list), defaultdict(list)
+    with overridden(levels, stack_fields=stacks):
+        for g in groups:                                    # 3. levels of the groups with MoE runs only
+            if g not in fitted:
+                for r in basis[g]:
+                    own[id(r)] = own_level(r, g, current[g])
+                fitted[g] = round(geo(own[id(r)] for r in basis[g]), 3)
+        for g, rs in sorted(groups.items()):
+            level = fitted[g]
+            lines.append(f"{g[0]} x {g[1]} x {g[2]}: level {level:.3f} (was {current[g]:.3f}) fitted on "
+                         f"{len(basis[g])} runs: {', '.join(sorted({SOURCE_NAMES[r.source] for r in basis[g]}))}")
+            for r in rs:
+                if id(r) not in own:
+                    own[id(r)] = own_level(r, g, level)
+                e = ratio_at(r, g, level) - 1
+                others = [own[id(x)] for x in basis[g] if x is not r]
+                loo = ratio_at(r, g, geo(others)) - 1 if others else None
+                used = "fit" if r in basis[g] else ("shown" if r.notes else "validated")
+                lines.append(f"    {r.name:<44} own level {own[id(r)]:.3f}  error {e:+6.1%}  leave-one-out "
+                             + (f"{loo:+6.1%}" if loo is not None else "  none")
+                             + f"  [{used}{'; ' + ', '.join(r.notes) if r.notes else ''}]")
+                err[r.source].append(e)
+                if loo is not None and r in basis[g]:
+                    loo_err[r.source].append(loo)
+    print("\n".join(lines))
+    print("\nper source, at the fitted levels:")
+    for source, es in err.items():
+        print(f"  {SOURCE_NAMES[source]}: {summary(es)}; leave-one-out (fitted runs) {summary(loo_err[source])}")
+    if "--write" in sys.argv:
+        write({g: (fitted[g], basis[g]) for g in groups}, share, expert_us)
+
+
+def write(fitted: dict, share: float, expert_us: float) -> None:
+    data = json.loads(FRAMEWORKS_JSON.read_text())
+    levels = []
+    for (framework, acc, pclass), (value, basis) in sorted(fitted.items()):
+        sources = sorted({SOURCE_NAMES[r.source] for r in basis})
+        levels.append({"framework": framework, "accelerators": [acc], "precision_class": pclass, "value": value,
+                       "fitted_on": f"{'; '.join(sources)}: {len(basis)} runs ({', '.join(r.name for r in basis)}), "
+                                    "each with its published layout; scripts/calibrate_sustained.py"})
+    # parts with the same silicon as a fitted one keep its level, named as such
+    same = {"A100-SXM4-40GB": ("A100-SXM4-80GB", "the same GA100 core and clocks"),
+            "H200-SXM-141GB": ("H100-SXM5-80GB", "the same GH100 core, clocks and 700 W limit")}
+    for part, (ref, why) in same.items():
+        for lv in levels:
+            if ref in lv["accelerators"]:
+                lv["accelerators"].append(part)
+                lv["fitted_on"] += f"; {part}: {why}"
+    for lv in [lv for lv in levels if lv["value"] > 1.0]:
+        print(f"not written: {lv['framework']} x {lv['accelerators'][0]} x {lv['precision_class']} level "
+              f"{lv['value']} > 1 (faster than the isolated best kernels: the runs trained in a way the engine "
+              "does not model, e.g. MaxText's int8 AQT where the store assumes bf16); it stays uncalibrated")
+        levels.remove(lv)
+    data["levels"] = levels
+    for row in data["rows"]:
+        if row["id"] == "pytorch_fsdp2":
+            row["tp_overlap_share"] = share
+        row["moe_expert_gemm_fixed_us"] = expert_us          # measured on Megatron-Core only (each row's note)
+    FRAMEWORKS_JSON.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {FRAMEWORKS_JSON}")
 
 
 if __name__ == "__main__":

@@ -114,8 +114,20 @@ def _use(result: Plan) -> None:
         st.session_state[state.NOTES] = [f"The scenario is now the answer: {headline(result)} Every page shows it."]
 
 
+def _follow(opts: PlannerOptions) -> None:
+    """Options changed outside the question's form (a saved scenario loaded, a link opened): its widgets are seeded
+    from them again, so the software stack shown is the one the answer uses (issue 19: 'Well tuned' was shown while a
+    typical stack was in effect)."""
+    ss = st.session_state
+    if ss.get(ASK + "from") not in (None, opts):
+        for key in [k for k in ss if k.startswith(ASK) and k != ASK + "from"]:
+            del ss[key]
+    ss[ASK + "from"] = opts
+
+
 def show(sc: Scenario, opts: PlannerOptions) -> None:
     """The question and, once worked out, its answer."""
+    _follow(opts)
     _seed(opts)
     with st.container(border=True):
         st.subheader("How many accelerators, how long, at what cost?")
@@ -175,6 +187,7 @@ def _draw(sc: Scenario, result: Plan) -> None:
         return
     st.success(escape.md_escape(headline(result)))
     components.show_figures(answer_figures(answer), width=150)
+    st.caption(escape.md_escape(f"Ranges: {answer.estimate.time_range.text}."))    # the answer's own regime
     st.markdown("**Layout:** " + escape.md_escape(layout_words(answer.layout.model_dump(), answer.gpus_per_node)))
     st.markdown("**Nearest alternatives**\n" + "\n".join(
         f"- {escape.md_escape(r['alternative'])}: {escape.md_escape(r['what it takes'])}"

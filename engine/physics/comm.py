@@ -20,9 +20,17 @@ import numpy as np
 from engine.physics.hardware import Hardware
 
 
+def placed_domain(gpus_per_node: int) -> int:
+    """The ranks of one scale-up domain a job's power-of-two groups are placed in: the domain itself when its size
+    is a power of two, else the largest power of two within it. An NVL72 rack (18 trays of 4 GPUs) runs 64-GPU groups
+    in one rack (NVIDIA's GB200/GB300 NeMo runs use multiples of 64 GPUs, 16 trays per rack), not 8 of them, which
+    is what the greatest common divisor of 64 and 72 would say."""
+    return 1 << (int(gpus_per_node).bit_length() - 1)
+
+
 def members_per_node(inner: np.ndarray, size: np.ndarray, gpus_per_node: int) -> np.ndarray:
     """Members of a group per node, for a group of `size` ranks at stride `inner` (ranks are packed tp-innermost)."""
-    return np.maximum(1, np.minimum(size, np.gcd(inner * size, gpus_per_node) // inner))
+    return np.maximum(1, np.minimum(size, np.gcd(inner * size, placed_domain(gpus_per_node)) // inner))
 
 
 def _ring_bw(k, n, hw: Hardware):

@@ -116,12 +116,21 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     per_token = per_token + hw.cast_bytes * (3 * h / t + ffn)
     elementwise_fwd = stream_s(tokens * per_token, hw.hbm_bytes_per_s)
 
-    fwd = matmul_fwd + attn_fwd + elementwise_fwd + LAYER_FIXED_S
-    bwd = matmul_bwd + attn_bwd + 2 * elementwise_fwd + 2 * LAYER_FIXED_S
+    fixed = LAYER_FIXED_S + (expert_fixed_s(shape, lay, hw) if moe else 0.0)
+    fwd = matmul_fwd + attn_fwd + elementwise_fwd + fixed
+    bwd = matmul_bwd + attn_bwd + 2 * elementwise_fwd + 2 * fixed
     selective = selective_recompute_s(attn_fwd, matmul_fwd, elementwise_fwd, flash, hw)
     recompute = np.select([lay.rc == 0, lay.rc == 1], [0.0 * fwd, selective], fwd)
     return LayerTimes(fwd=fwd, bwd=bwd, recompute=recompute, matmul_fwd=matmul_fwd, matmul_bwd=matmul_bwd,
                       attn_fwd=attn_fwd, attn_bwd=attn_bwd)
+
+
+def expert_fixed_s(shape: Shape, lay: Layouts, hw: Hardware) -> np.ndarray:
+    """Forward time a MoE layer's local experts add beyond their FLOPs and bytes (the backward pays twice, its two
+    GEMMs per forward GEMM): two GEMMs per local expert (the fused gate/up projection and the down projection) at
+    the stack's per-expert fixed cost (data/frameworks.json moe_expert_gemm_fixed_us, fitted on NeMo's H100 MoE
+    runs). Many small experts per GPU (Qwen3-30B-A3B: 16 of width 768 on each of 8 GPUs) pay it many times."""
+    return 2 * (shape.n_experts / lay.ep) * hw.moe_expert_gemm_fixed_s
 
 
 def selective_recompute_s(attn_fwd, matmul_fwd, elementwise_fwd, flash: bool, hw: Hardware) -> np.ndarray:

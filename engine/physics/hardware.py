@@ -60,6 +60,9 @@ class Hardware:
     selective_recompute_matmul_share: float = 0.0   # forward matmuls selective recompute runs again (per-op SAC: 0.5)
     tp_overlap_share: float = 1.0     # share of the exposed tensor-parallel communication tp_comm_overlap hides
     calibrated: bool = True           # a level fitted for this stack, accelerator and precision class
+    moe_expert_gemm_fixed_s: float = 0.0  # per local expert and GEMM (engine.frameworks Stack.moe_expert_gemm_fixed_us)
+    grad_reduce_bytes: float = 0.0    # the stack's gradient-reduction format where it overrides the gradients' (fp32: 4)
+    framework_detail: dict = field(default_factory=dict, compare=False)   # engine.frameworks.Resolved.detail()
     provenance: dict = field(default_factory=dict, compare=False)
 
 
@@ -80,10 +83,14 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     else:
         flash_fwd, flash_bwd = attn_matmul * FLASH_FWD_OF_MATMUL, attn_matmul * FLASH_BWD_OF_MATMUL
         flash_note = "no published fused-attention rate: the H100's ratios to its matmul rate (cuDNN 600/516 of 794.5 TFLOP/s)"
+    fw = sustained_level(sc, acc)
+    kernel = fw.stack.attention.of_catalog_rate.get(acc.vendor, 1.0)      # the stack's attention kernel
+    flash_fwd, flash_bwd = flash_fwd * kernel, flash_bwd * kernel
+    if kernel != 1.0:
+        flash_note += f"; {fw.stack.attention.kernel}: {kernel:g} of it ({fw.stack.attention.note})"
     if cl.matmul_efficiency is not None:
         eff, eff_note = cl.matmul_efficiency, "given in the scenario (cluster.matmul_efficiency)"
         attn_eff = cl.matmul_efficiency
-    fw = sustained_level(sc, acc)
     level, level_note = fw.level, fw.level_note
     if cl.level_scale is not None:        # a trusted step-time log of this cluster (benchmarks_db/step_time.py)
         level, level_note = level * cl.level_scale, f"{level_note}; x {cl.level_scale:g} measured on this cluster"
@@ -115,6 +122,8 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         weight_copy_bytes=(1 - high_share) * fmt.weight_copy_bytes,
         framework=fw.stack.id, selective_recompute_matmul_share=fw.stack.selective_recompute_matmul_share,
         tp_overlap_share=fw.stack.tp_overlap_share, calibrated=fw.calibrated,
+        moe_expert_gemm_fixed_s=fw.stack.moe_expert_gemm_fixed_us * 1e-6, framework_detail=fw.detail(),
+        grad_reduce_bytes=fw.stack.grad_reduce_bytes,
         provenance={
             "matmul_efficiency": round(eff, 4), "matmul_efficiency_source": eff_note,
             "intra_node": f"{intra_net.name}: {intra_line:g} GB/s line, {intra_bus:.1f} GB/s achievable bus bandwidth",

@@ -71,18 +71,25 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         layer_ne = (shape.attn_params + (shape.shared_expert_params if moe else shape.dense_mlp_params)) / t
         k = members_per_node(t, shard, g)
         gather = all_gather_s(b["weight"] * layer_ne, shard, k, hw)
-        scatter = reduce_scatter_s(b["grad"] * layer_ne, shard, k, hw)
+        scatter = reduce_scatter_s(reduce_bytes(training, hw) * layer_ne, shard, k, hw)
         if moe:
             layer_ex = (shape.n_experts / lay.ep) * shape.expert_params / lay.etp
             k_e = members_per_node(lay.etp * lay.ep, expert_shard, g)
             gather = gather + all_gather_s(b["weight"] * layer_ex, expert_shard, k_e, hw)
-            scatter = scatter + reduce_scatter_s(b["grad"] * layer_ex, expert_shard, k_e, hw)
+            scatter = scatter + reduce_scatter_s(reduce_bytes(training, hw) * layer_ex, expert_shard, k_e, hw)
         bwd_comm = np.where(lay.reshard, gather, 0.0) + scatter
         z3 = overlapped_s(lt.fwd, gather, slow)[1] * (1 + full) + overlapped_s(lt.bwd, bwd_comm, slow)[1]
         z3 = np.where(lay.zero >= 3, z3, 0.0)
 
     return {"compute": lt.fwd + lt.bwd, "recompute": lt.recompute, "tp_comm": tp, "cp_comm": cp, "ep_comm": ep,
             "zero3_comm": z3, "bwd": lt.bwd + lt.recompute, "fwd": lt.fwd}
+
+
+def reduce_bytes(training: Training, hw: Hardware) -> float:
+    """Bytes per gradient element in the data-parallel reduction: the gradients' own format
+    (engine.physics.memory.bytes_per_element), or fp32 where the stack reduces in fp32 whatever they are stored in
+    (TorchTitan's FSDP2 mixed precision: reduce_dtype float32 by default, data/frameworks.json grad_reduce_bytes)."""
+    return max(bytes_per_element(training)["grad"], hw.grad_reduce_bytes)
 
 
 def tp_overlap_exposed_s(hidden, exposed, hw: Hardware) -> np.ndarray:
@@ -111,9 +118,10 @@ def _data_parallel(shape: Shape, training: Training, hw: Hardware, lay: Layouts,
             t = t + collective(ex_bytes, expert_group, members_per_node(lay.etp * lay.ep, expert_group, g), hw)
         return t
 
-    full_ar = over(all_reduce_s, b["grad"], lay.dp_group, lay.expert_dp)            # ZeRO-0: all-reduce every gradient
-    sharded_rs = over(reduce_scatter_s, b["grad"], shard, expert_shard)              # ZeRO 1-3: reduce-scatter to shards
-    replica_ar = np.where(replicas > 1, over(all_reduce_s, b["grad"], replicas, replicas, replicated=True), 0.0)
+    rb = reduce_bytes(training, hw)
+    full_ar = over(all_reduce_s, rb, lay.dp_group, lay.expert_dp)                    # ZeRO-0: all-reduce every gradient
+    sharded_rs = over(reduce_scatter_s, rb, shard, expert_shard)                     # ZeRO 1-3: reduce-scatter to shards
+    replica_ar = np.where(replicas > 1, over(all_reduce_s, rb, replicas, replicas, replicated=True), 0.0)
     gather = over(all_gather_s, b["weight"], shard, expert_shard)                    # ZeRO 1-2: updated weights back
     per_step = np.select([lay.zero == 0, lay.zero <= 2], [full_ar, sharded_rs + replica_ar], replica_ar)
     per_mb = np.where(lay.zero == 2, sharded_rs, 0.0)                                # ZeRO-2 frees gradients each micro-batch

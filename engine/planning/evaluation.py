@@ -9,14 +9,15 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from engine.economics import cost, energy, goodput, whole_run
+from engine.economics import cost, energy, goodput, ranges, whole_run
+from engine.frameworks import precision_class
 from engine.physics.flops import CONVENTIONS, flops_per_token
 from engine.physics.hardware import GIB, Hardware, resolve_hardware
 from engine.physics.layouts import Layouts
 from engine.physics.memory import headroom_fraction, memory_breakdown, staged_params
 from engine.physics.model import Shape, shape_of
 from engine.planning.results import Estimate
-from engine.scenario import Scenario
+from engine.scenario import Layout, Scenario
 from engine.physics.steptime import step_time
 
 STAGES = ("first", "middle", "last")
@@ -138,6 +139,16 @@ def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int, **more) -
     return Estimate.model_validate({**_row_data(ctx, ev, lay, i), **more})
 
 
+def time_band(ctx: Context, layout: Layout) -> ranges.RegimeBand:
+    """The measured band of the engine's time for a layout's regime (engine.economics.ranges): the scenario's training
+    method, stack, accelerator, precision and model, the layout's data-parallel sharding and size."""
+    sc = ctx.scenario
+    method = getattr(sc.training, "method", "pretrain")     # training.method arrives with the fine-tuning physics
+    regime = ranges.regime_of(method, ctx.hw.framework, sc.cluster.accelerator, precision_class(sc.training.precision),
+                              sc.arch.is_moe, layout.zero_stage, layout.n_gpus)
+    return ranges.regime_band(regime, ctx.hw.calibrated)
+
+
 def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
     """The estimate of layout i as the plain data Estimate is validated from, keys in their printed order."""
     g = lambda k: float(ev[k][i])
@@ -146,8 +157,10 @@ def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> 
     other = sum(g(f"mem_{k}") for k in MEMORY_OTHER) / GIB
     tr = ctx.scenario.training
     m = int(lay.micro_batches(tr.global_batch_size)[i])
+    layout = lay.layout(i)
+    band = time_band(ctx, layout)
     return {
-        "layout": lay.layout(i).model_dump(),
+        "layout": layout.model_dump(),
         "memory_gib": {**{k: gib(k) for k in MEMORY_SUMMARY}, "other": round(other, 3), "total": gib("total")},
         "memory_detail_gib": {**{k: gib(k) for k in MEMORY_OTHER}, MEMORY_RESERVED: gib(MEMORY_RESERVED)},
         "memory_capacity_gib": round(ctx.hw.memory_bytes / GIB, 3),
@@ -155,6 +168,7 @@ def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> 
         "fits": fits,
         "micro_batches_per_step": m,
         "step_time_s": g("step_time_s"),
+        "step_time_range_s": {"low": g("step_time_s") * band.low, "high": g("step_time_s") * band.high},
         "tokens_per_s": g("tokens_per_s"),
         "model_tflops_per_gpu": g("model_tflops_per_gpu"),
         "hardware_tflops_per_gpu": g("hardware_tflops_per_gpu"),
@@ -172,6 +186,8 @@ def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> 
         "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")) if fits else ctx.run.detail(None, None),
         "gpu_hours": g("gpu_hours") if fits else None,
         **run_row(ctx, ev, i),
+        "framework": ctx.hw.framework_detail,
+        "time_range": band,
     }
 
 

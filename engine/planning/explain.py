@@ -20,7 +20,7 @@ from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, allo
                                    op_selective_layer_bytes, optimizer_state_bytes, shard_groups, stack_memory,
                                    staged_params)
 from engine.physics.schedule import chunk_layers, peak_layers_in_flight, pipeline_slots, warmup_forwards
-from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate
+from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate, time_band
 from engine.planning.search import context
 from engine.scenario import Scenario, ScenarioError
 
@@ -241,10 +241,17 @@ def _time_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              f"layer) + embedding and output layer", "engine.physics.compute.layer_times; " + st,
              "MAMF (ml-engineering), Shah et al. 2024 FlashAttention-3, BabelStream (engine/physics/kernels.py)"),
         Term(sec_c, "recompute", bd["recompute"], "s",
-             f"recompute {RECOMPUTE[int(lay.rc[0])]}: " + ("the whole forward again" if full else
-                                                          "the attention core again (materialised attention only)"
-                                                          if RECOMPUTE[int(lay.rc[0])] == "selective" else "none"),
-             "engine.physics.compute.layer_times", KORTHIKANTI),
+             f"recompute {RECOMPUTE[int(lay.rc[0])]}: " + ("the whole forward again" if full else (
+                 f"{hw.selective_recompute_matmul_share:g} of the forward matmuls and every element-wise op again "
+                 f"({hw.framework}'s per-op selective checkpointing)" if hw.selective_recompute_matmul_share else
+                 "the attention core again (materialised attention only)")
+                 if RECOMPUTE[int(lay.rc[0])] == "selective" else "none"),
+             "engine.physics.compute.layer_times; engine.physics.compute.selective_recompute_s",
+             KORTHIKANTI + "; data/frameworks.json recompute"),
+        Term(sec_c, "sustained_level", hw.framework_detail.get("sustained_level"), "of the isolated best rates",
+             f"{hw.framework_detail.get('text')}; {hw.framework_detail.get('level_source')}",
+             "engine.physics.hardware.sustained_level; engine.frameworks.resolve",
+             "scripts/calibrate_sustained.py (data/frameworks.json levels)"),
         Term(sec_c, "optimizer", bd["optimizer"], "s",
              f"every local parameter's state streamed once at {hw.hbm_bytes_per_s / 1e12:.2f} TB/s "
              f"({b['grad']:g} B gradient + read and write of master and {tr.optimizer} states)",
@@ -380,7 +387,20 @@ def explain(sc: Scenario) -> list[Term]:
     ctx = context(sc)
     lay = Layouts.of([sc.layout])
     ev = evaluate(ctx, lay)
-    return _memory_terms(ctx, lay, ev) + _time_terms(ctx, lay, ev) + _flops_terms(ctx, ev) + _run_terms(ctx, ev)
+    return (_memory_terms(ctx, lay, ev) + _time_terms(ctx, lay, ev) + _flops_terms(ctx, ev) + _run_terms(ctx, ev)
+            + _range_terms(ctx, lay, ev))
+
+
+def _range_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
+    """The step time's range from its regime's measured band (every time-proportional range uses the same band)."""
+    rb = time_band(ctx, lay.layout(0))
+    step = _g(ev["step_time_s"])
+    how = f"{'measured' if rb.measured else 'not measured'}: {rb.text}"
+    return [Term("Range", f"step_time_{end}_s", step * factor, "s", f"{step:.4g} s x {factor:.3f} ({how})",
+                 "engine.economics.ranges.band_from",
+                 "data/accuracy.json (scripts/calibrate_ranges.py): published/predicted time of the regime's runs, "
+                 "10th-90th conformal quantile, jackknife+ over sources")
+            for end, factor in (("low", rb.low), ("high", rb.high))]
 
 
 def explain_text(sc: Scenario) -> str:

@@ -29,13 +29,13 @@ HEADLINE = ("wall_days", "cost_usd", "energy_mwh", "co2_t")
 
 
 def _figures(row: Estimate, factor: float, efficiency: str) -> dict:
-    """The headline figures of a row for the chosen stack, each with its range (None: not known, or the run never
-    finishes)."""
+    """The headline figures of a row for the chosen stack, each with its range from the row's regime (None: not known,
+    or the run never finishes)."""
     finishes = row.wall_days is not None
     base = {"wall_days": row.wall_days, "gpu_hours": billed_gpu_hours(row) if finishes else None,
             "cost_usd": row.cost_usd, "energy_mwh": row.energy_mwh, "co2_t": row.co2_t}
     out = {k: None if v is None else v * factor for k, v in base.items()}
-    out["ranges"] = {k: ranges.band(v, efficiency) for k, v in base.items()}
+    out["ranges"] = {k: ranges.band(v, row.time_range, efficiency) for k, v in base.items()}
     return out
 
 
@@ -154,9 +154,9 @@ def _answer(o: Option, factor: float, efficiency: str, target: Target) -> dict:
     figures = _figures(best, factor, efficiency)
     deadline = None
     if target.deadline_days is not None and figures["ranges"]["wall_days"]["high"] > target.deadline_days:
-        chance = ranges.chance_within(best.wall_days, target.deadline_days, efficiency)
+        chance = ranges.chance_within(best.wall_days, target.deadline_days, best.time_range, efficiency)
         deadline = {**chance, "text": f"the range of days crosses the {target.deadline_days:g}-day deadline: "
-                                      f"{chance['text']} chance of meeting it (measured published/predicted times)"}
+                                      f"{chance['text']} chance of meeting it (published/predicted times of its regime)"}
     return {"deadline_chance": deadline, "accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision,
             "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
             "global_batch_size": o.global_batch_size, "layout": best.layout, "mfu": best.mfu,

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.economics.ranges import RegimeBand
 from engine.scenario import Layout
 
 
@@ -53,6 +54,8 @@ class Estimate(Result):
     fits: bool
     micro_batches_per_step: int
     step_time_s: float = Field(description="one optimizer step")
+    step_time_range_s: dict[str, float] = Field(description="low and high: the step time's range, from the measured "
+                                                            "error of the layout's regime (time_range)")
     tokens_per_s: float
     model_tflops_per_gpu: float
     hardware_tflops_per_gpu: float
@@ -79,6 +82,12 @@ class Estimate(Result):
     reliability: dict[str, Any]
     cost: dict[str, Any]
     energy: dict[str, Any]
+    framework: dict[str, Any] | None = Field(default=None, description=(
+        "the software stack the figures are for (engine.frameworks): id, why (the scenario's choice or the vendor's "
+        "MLPerf default), and whether its level is calibrated on this accelerator and precision"))
+    time_range: RegimeBand = Field(description="the regime (stack, accelerator family, precision, dense/MoE, "
+                                               "data-parallel sharding, scale) and the band of published / predicted "
+                                               "time every time-proportional range uses (engine.economics.ranges)")
     nearest_fit: NearestFit | None = Field(default=None, description="for a layout that does not fit: the fastest "
                                                                      "layout that does, here or at the nearest size")
     assumptions: dict[str, Any] | None = None
@@ -184,6 +193,9 @@ class VendorRow(Result):
     memory_headroom: float | None = None
     ranges: dict[str, Figure | None] | None = Field(default=None, description="each headline figure's range for the "
                                                                              "chosen stack, as the plan's")
+    framework: dict[str, Any] | None = Field(default=None, description="the best layout's software stack and whether "
+                                                                      "its level is calibrated (Estimate.framework)")
+    time_range: RegimeBand | None = Field(default=None, description="the best layout's regime band (its ranges)")
     reason: str | None = None
     ecosystem_score: float
     ecosystem_levels: dict[str, str]

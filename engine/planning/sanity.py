@@ -3,6 +3,7 @@ token, fewer tokens than parameters, a run of ten years), and an accelerator kno
 Each warning says what looks wrong and what is usual."""
 from __future__ import annotations
 
+from engine import frameworks
 from engine.catalog import load_catalog
 from engine.physics.memory import headroom_fraction
 from engine.physics.model import shape_of
@@ -33,6 +34,9 @@ def warnings_for(sc: Scenario, estimate: Estimate | None = None) -> list[str]:
     if tr.global_batch_size * tr.seq_len > 128e6:
         out.append(f"A global batch of {tr.global_batch_size * tr.seq_len / 1e6:,.0f}M tokens is larger than any "
                    "published pre-training run (Llama 3 405B: 16M); convergence at this batch is unproven.")
+    calibration = calibration_warning(sc)
+    if calibration:
+        out.append(calibration)
     if estimate is not None:
         memory = memory_headroom_warning(sc, estimate)
         if memory:
@@ -44,6 +48,20 @@ def warnings_for(sc: Scenario, estimate: Estimate | None = None) -> list[str]:
             out.append(f"The run would take {days:,.0f} days, longer than a year: hardware generations change "
                        "faster than that; a larger cluster or a shorter run is usual.")
     return out
+
+
+def calibration_warning(sc: Scenario) -> str | None:
+    """The one rule for an accelerator without public calibration for the scenario's stack and precision
+    (engine.frameworks.resolve): say so, and which level stands in for it."""
+    acc = load_catalog().accelerator(sc.cluster.accelerator)
+    fw = frameworks.resolve(sc.training.framework, acc.vendor, acc.id, sc.training.precision)
+    if fw.calibrated:
+        return None
+    fb = frameworks.frameworks().uncalibrated_fallback
+    return (f"{acc.id} is not calibrated for {fw.stack.id} at {sc.training.precision}: no public per-step run of "
+            f"this stack, accelerator and precision was fitted, so the time uses the level of {fb.framework} on "
+            f"{fb.accelerator} ({fw.level:g}) and can be further off than the ranges of calibrated accelerators say "
+            "(its range is the widest).")
 
 
 def memory_headroom_warning(sc: Scenario, estimate: Estimate) -> str | None:

@@ -169,8 +169,8 @@ class Candidate:
             "layout": b.layout, "train_days": k(b.train_days), "wall_days": k(b.wall_days), "gpu_hours": k(b.gpu_hours),
             "mfu": b.mfu, "cost_usd": k(b.cost_usd), "energy_mwh": k(b.energy_mwh), "co2_t": k(b.co2_t),
             "memory_gib": b.memory_gib.total, "memory_capacity_gib": b.memory_capacity_gib,
-            "memory_headroom": b.memory_headroom,
-            "ranges": {key: ranges.band(getattr(b, key), self.efficiency)
+            "memory_headroom": b.memory_headroom, "framework": b.framework, "time_range": b.time_range,
+            "ranges": {key: ranges.band(getattr(b, key), b.time_range, self.efficiency)
                        for key in ("wall_days", "cost_usd", "energy_mwh", "co2_t")}}
         return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
                 "software_stack": self.software_stack, "precision": self.precision,

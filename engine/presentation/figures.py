@@ -25,9 +25,10 @@ FIGURE_UNITS = {"wall_days": fmt_days, "gpu_hours": fmt_num, "cost_usd": fmt_usd
                 "energy_mwh": lambda v: f"{fmt_num(v)} MWh", "co2_t": lambda v: f"{fmt_num(v)} t"}
 
 
-def band(value: float | None, efficiency: str = "tuned") -> Band | None:
-    """A figure with its range for the chosen stack (engine.economics.ranges.band), typed; None for no figure."""
-    b = ranges.band(value, efficiency)
+def band(value: float | None, rb: ranges.RegimeBand, efficiency: str = "tuned") -> Band | None:
+    """A figure with its range from its regime's band (rb) for the chosen stack (engine.economics.ranges.band), typed;
+    None for no figure."""
+    b = ranges.band(value, rb, efficiency)
     return None if b is None else Band(**b)
 
 
@@ -49,9 +50,10 @@ def billed_gpu_hours(est: Estimate) -> float | None:
 def headline_bands(est: Estimate, efficiency: str = "tuned") -> dict[str, Band | None]:
     """The time-proportional headline figures of an estimate as bands for the chosen stack: wall days, GPU-hours
     (billed: GPUs x wall-clock hours, as the cost), cost, energy and CO2."""
-    return {"wall_days": band(est.wall_days, efficiency),
-            "gpu_hours": band(billed_gpu_hours(est), efficiency),
-            **{k: band(getattr(est, k), efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
+    rb = est.time_range
+    return {"wall_days": band(est.wall_days, rb, efficiency),
+            "gpu_hours": band(billed_gpu_hours(est), rb, efficiency),
+            **{k: band(getattr(est, k), rb, efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
 
 
 def key_figures(est: Estimate, efficiency: str = "tuned") -> list[Figure]:
@@ -80,7 +82,8 @@ def key_figures(est: Estimate, efficiency: str = "tuned") -> list[Figure]:
                range_text(bands["gpu_hours"], "gpu_hours")),
         Figure("MFU", fmt_pct(est.mfu), GLOSSARY["MFU"] + "; 35-55% is typical for large well-tuned runs" + tuned),
         Figure("Step time", f"{est.step_time_s:.2f} s", f"one optimizer step ({est.micro_batches_per_step} "
-                                                         "micro-batches per pipeline)" + tuned),
+                                                         "micro-batches per pipeline)" + tuned,
+               f"{est.step_time_range_s['low']:.2f}–{est.step_time_range_s['high']:.2f} s"),
         Figure("Throughput", f"{fmt_rate(est.tokens_per_s)} tok/s", "training tokens processed per second by the "
                                                                     "whole cluster" + tuned),
         Figure("Cost", fmt_usd(value("cost_usd")), est.cost.get("price_source") or "no price known: "
@@ -119,7 +122,7 @@ def published_training_note(sc: Scenario, est: Estimate, efficiency: str = "tune
     if shown.low <= scaled <= shown.high:
         verdict = "within the range shown"
     elif scaled > shown.high:
-        typical = band(billed_gpu_hours(est), "typical")
+        typical = band(billed_gpu_hours(est), est.time_range, "typical")
         verdict = ("above the range shown" + (": about what a typical stack takes, so plan with 'typical' unless "
                                               "your stack is tuned" if efficiency == "tuned" and typical.low <=
                                               scaled <= typical.high else

@@ -153,8 +153,8 @@ def summary_html(sc: Scenario, est: Estimate, generated_at: datetime, link: str 
                       + f"<span>{_e(f.what)}</span></div>" for f in key_figures(est, efficiency))
     head = f'<p class="{"rec" if est.fits else "warn"}">{_e(plan_sentence(sc, est, efficiency))}</p>'
     published = published_training_note(sc, est, efficiency)
-    stack = f'<p class="sub">{_e(ranges.explain(efficiency))}</p>' + (f'<p class="sub">{_e(published)}</p>'
-                                                                      if published else "")
+    stack = (f'<p class="sub">{_e(ranges.explain(efficiency, est.time_range))}</p>'
+             + (f'<p class="sub">{_e(published)}</p>' if published else ""))
     answer_part = _answer_section(sc, answer) if answer is not None else ""
     vendor_part = _vendor_section(sc, est, vendor) if vendor is not None and vendor.recommendation else ""
     memory_svg = svg_stacked_bar([(label, getattr(est.memory_gib, key)) for key, label in MEMORY_PARTS.items()],

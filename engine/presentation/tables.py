@@ -96,10 +96,17 @@ def breakdown_rows(est: Estimate) -> list[dict]:
 
 
 
+def stack_cell(framework: dict | None) -> str:
+    """The training stack an accelerator's figures are for, and whether its level is calibrated there."""
+    if not framework:
+        return "-"
+    return framework["id"] + ("" if framework["calibrated"] else " (uncalibrated: widest range)")
+
+
 def vendor_rows(result: Comparison) -> list[dict]:
     """engine.planning.vendor.compare rows as a table, ranked first, with the plain-language reason of each."""
     return [{"rank": r.rank, "accelerator": r.accelerator, "vendor": r.vendor, "status": r.status,
-             "software": r.software_stack, "decision score": r.decision_score,
+             "software": r.software_stack, "stack": stack_cell(r.framework), "decision score": r.decision_score,
              "GPUs": r.n_gpus, "days (wall)": r.wall_days, "cost USD": r.cost_usd,
              "energy MWh": r.energy_mwh, "CO2 t": r.co2_t, "MFU": r.mfu,
              "memory headroom": r.memory_headroom, "ecosystem": r.ecosystem_score,

@@ -24,6 +24,9 @@ from tests.conftest import DATA
 from tests.engine.helpers import gpt
 
 CASES = json.loads((DATA / "public-validation-cases.json").read_text())
+SOURCE_NAMES = {"megatron_table1": "Megatron-LM Table 1 (Narayanan et al. 2021)",
+                "h100_weak_scaling": "Megatron-LM H100 weak-scaling table (2024)",
+                "nemo_25_11": "NeMo 25.11 performance summary", "torchtitan_2024_12": "TorchTitan Llama 3.1 tables (Dec 2024)"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,15 @@ class Run:
     require_fit: bool = True  # False where the run's memory was measured on a larger part than the catalog's
     source: str = ""          # the published table
     notes: tuple = ()         # what the engine cannot express about the run (e.g. eager mode without torch.compile)
+
+    @property
+    def precision(self) -> str:
+        return self.scenario["training"].get("precision", "bf16")
+
+    @property
+    def framework(self) -> str | None:
+        """The stack the run names (None: its vendor's default)."""
+        return self.scenario["training"].get("framework")
 
     def figure(self, est: Estimate) -> float:
         """The estimate's value of the published metric."""
@@ -126,7 +138,9 @@ def nemo_25_11() -> list[Run]:
     """NVIDIA NeMo 25.11 performance summary (Megatron-Core, tuned recipes): tokens/s per GPU with the published
     parallel layout; fsdp 1 = Megatron-FSDP (ZeRO-3), else the distributed optimizer (ZeRO-1); TP with sequence
     parallelism and communication overlap; routed experts without tensor parallelism (expert_tp 1, the recipes'
-    default); recompute is 'per recipe' (unpublished), so the fastest that fits."""
+    default); recompute is 'per recipe' (unpublished), so the fastest candidate: the published run ran, so its
+    memory fit (NeMo keeps FP8 weights only, and offloads activations on Grace where the recipe says so), whatever
+    the engine's memory model says (`require_fit` False; public_case_predictions reports both)."""
     cols = CASES["nemo_25_11_cases"]["columns"]
     runs = []
     for values in CASES["nemo_25_11_cases"]["rows"]:
@@ -148,7 +162,7 @@ def nemo_25_11() -> list[Run]:
                    for rc in ("none", "selective", "full") for first, last in _splits(arch.n_layers, pp, v)]
         name = f"{r['system']} {r['model']} {r['precision']} {r['n_gpus']}"
         runs.append(Run(name, NEMO_SYSTEMS[r["system"]], r["tokens_per_s_per_gpu"], "tokens_per_s_per_gpu", scenario,
-                        layouts, source="nemo_25_11"))
+                        layouts, require_fit=False, source="nemo_25_11"))
     return runs
 
 
@@ -198,8 +212,9 @@ def public_runs() -> list[Run]:
 def public_case_predictions(runs: list[Run] | None = None) -> list[dict]:
     """One row per public run with the engine's prediction at the run's published layout (the fastest candidate, as
     Run.predict): {source, case_id, framework, accelerator, precision, moe, dp_sharding (zero0/zero1/zero3),
-    n_gpus, seq_len, calibrated, metric, predicted, measured, predicted_step_s, measured_step_s, ratio
-    (predicted/measured throughput = measured/predicted time), notes}. The time-based fields compare like with like
+    n_gpus, seq_len, calibrated (the stack's level is fitted for this accelerator and precision), fits_engine_memory,
+    metric, predicted, measured, predicted_step_s, measured_step_s, ratio (predicted/measured throughput =
+    measured/predicted time), notes (what the engine cannot express about the run)}. The time-based fields compare like with like
     whatever the metric (the published throughput converts to a step time at the run's batch and sequence)."""
     rows = []
     for run in public_runs() if runs is None else runs:
@@ -212,10 +227,11 @@ def public_case_predictions(runs: list[Run] | None = None) -> list[dict]:
         step = None if est is None else est.step_time_s
         zero = None if est is None else est.layout.zero_stage
         rows.append({
-            "source": run.source, "case_id": run.name, "framework": (est.assumptions or {}).get("framework") if est else None,
+            "source": run.source, "case_id": run.name, "framework": est.framework["id"] if est else None,
             "accelerator": run.accelerator, "precision": tr.get("precision", "bf16"), "moe": arch.is_moe,
             "dp_sharding": None if zero is None else f"zero{zero}", "n_gpus": sc["cluster"]["n_gpus"],
-            "seq_len": tr["seq_len"], "calibrated": None if est is None else bool((est.assumptions or {}).get("calibrated")),
+            "seq_len": tr["seq_len"], "calibrated": None if est is None else est.framework["calibrated"],
+            "fits_engine_memory": None if est is None else est.fits,
             "metric": run.metric, "predicted": predicted, "measured": run.published,
             "predicted_step_s": step, "measured_step_s": None if ratio is None else step * ratio, "ratio": ratio,
             "notes": list(run.notes)})

@@ -5,20 +5,26 @@ runs achieved. Each test prints its table (run with -s to see it; docs/validatio
 - Megatron-LM's H100 weak-scaling table (2024): 9 runs on 48-6,144 H100, published layouts.
 - Search realism: for the same 9 jobs (model, GPUs, sequence, batch fixed, layout free) the search's best layout is
   predicted within 15% of the tuned run's published throughput.
-One set of physics for every run; the only per-accelerator constants are the two sustained levels these tables fit
-(scripts/calibrate_sustained.py), nothing per run.
+- NeMo 25.11 (Megatron-Core, FP8 current scaling) on H100, B200, GB200 and GB300 and TorchTitan (PyTorch FSDP2, Dec
+  2024) on H100: tokens/s per GPU with the published layouts. The tolerances are what leaving one run out of each
+  level's fit supports (scripts/calibrate_sustained.py: NeMo dense median 3.8%, worst 13.7%; TorchTitan compiled
+  median 7.4%, worst 18.4%), not the in-sample errors.
+One set of physics for every run; the only constants fitted per stack, accelerator and precision class are the
+sustained levels of data/frameworks.json (scripts/calibrate_sustained.py), nothing per run.
 """
 import statistics
 
 import pytest
 
-from tests.engine.published_runs import h100_weak_scaling, megatron_table1
+from engine.inputs import parse_scenario
+from tests.engine.published_runs import (CASES, h100_weak_scaling, megatron_table1, nemo_25_11, public_case_predictions,
+                                         torchtitan_2024_12)
 
 
 def _table(runs, predictions, capsys, title):
     errors, lines = [], [title, f"{'run':>8} {'predicted':>10} {'published':>10} {'error':>8}  layout"]
     for run, est in zip(runs, predictions):
-        pred = getattr(est, run.metric)
+        pred = run.figure(est)
         errors.append(pred / run.published - 1)
         lay = est.layout.model_dump()
         lines.append(f"{run.name:>8} {pred:10.1f} {run.published:10.1f} {errors[-1]:+8.1%}  tp{lay['tp']} pp{lay['pp']} "
@@ -58,3 +64,62 @@ def test_search_best_layout_matches_tuned_runs(capsys):
 def test_search_never_worse_than_the_published_layout(run):
     # the search covers the published layout (same rules), so its best is at least as fast
     assert run.search_best().step_time_s <= run.predict().step_time_s * (1 + 1e-9)
+
+
+def _named(runs):
+    return {r.name: r for r in runs}
+
+
+def test_nemo_dense_runs_on_four_nvidia_generations(capsys):
+    runs = [r for r in nemo_25_11() if not parse_scenario(r.scenario).arch.is_moe]
+    errors = _table(runs, [r.predict() for r in runs], capsys, "NeMo 25.11, tokens/s per GPU, dense FP8 runs")
+    assert statistics.median(abs(e) for e in errors) <= 0.10
+    assert max(abs(e) for e in errors) <= 0.20
+
+
+@pytest.mark.parametrize("name, published, tolerance", [
+    ("GB300 LLAMA3_70B FP8-CS 64", 4520, 0.15),       # leave-one-out +11.4%
+    ("GB200 LLAMA3.1_405B FP8-CS 256", 813, 0.10),    # leave-one-out +2.0%
+    ("H100 LLAMA3_8B FP8-CS 8", 14451, 0.15),         # leave-one-out -9.6%
+])
+def test_published_nemo_figures(name, published, tolerance):
+    run = _named(nemo_25_11())[name]
+    assert run.published == published                                     # the table's tokens/s per GPU
+    assert abs(run.figure(run.predict()) / published - 1) <= tolerance
+
+
+def test_torchtitan_runs_on_h100(capsys):
+    runs = [r for r in torchtitan_2024_12() if not r.notes]               # compiled: what the level is fitted on
+    errors = _table(runs, [r.predict() for r in runs], capsys, "TorchTitan Dec 2024, tokens/s per GPU (compiled)")
+    assert statistics.median(abs(e) for e in errors) <= 0.10
+    assert max(abs(e) for e in errors) <= 0.20
+
+
+def test_torchtitan_8b_fsdp_and_its_fp8_speed_up():
+    runs = _named(torchtitan_2024_12())
+    eager, compiled, fp8 = (runs[n] for n in ("tt24-t1-8b-8gpu-fsdp", "tt24-t1-8b-8gpu-fsdp_compile",
+                                             "tt24-t1-8b-8gpu-fsdp_compile_fp8"))
+    assert (eager.published, compiled.published, fp8.published) == (5762, 6667, 8532)
+    assert abs(compiled.figure(compiled.predict()) / 6667 - 1) <= 0.10
+    # eager mode is not an input: its unfused kernels make it 14% slower than predicted (shown, not fitted)
+    assert abs(eager.figure(eager.predict()) / 5762 - 1) <= 0.20
+    # float8 (torchao, tensorwise) over bf16: measured 1.28x; before the stack was an input the engine said 1.39x
+    speed_up = fp8.figure(fp8.predict()) / compiled.figure(compiled.predict())
+    assert 1.15 <= speed_up <= 1.35
+
+
+def test_async_tp_is_credited_as_measured():
+    runs = _named(torchtitan_2024_12())
+    off, on = runs["tt24-t4-70b-256gpu-2d"], runs["tt24-t4-70b-256gpu-2d_asynctp"]
+    gain = on.figure(on.predict()) / off.figure(off.predict())
+    assert abs(gain - 876 / 829) < 0.02                                    # measured 1.057x (before: 1.28x credited)
+
+
+def test_every_public_case_is_predicted_for_the_ranges():
+    rows = public_case_predictions()
+    expected = sum(len(CASES[k]["rows"]) for k in ("throughput_cases", "h100_weak_scaling_cases", "nemo_25_11_cases",
+                                                   "torchtitan_2024_12_cases"))
+    assert len(rows) == expected == 52
+    for r in rows:
+        assert r["ratio"] > 0 and r["framework"] in ("megatron_core", "pytorch_fsdp2") and r["calibrated"]
+        assert abs(r["measured_step_s"] / r["predicted_step_s"] - r["ratio"]) < 1e-9

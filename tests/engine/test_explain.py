@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 from tests.engine.helpers import parse, scenario
 
 SECTIONS = {"Memory per GPU", "Step time: compute", "Step time: collectives (exposed)", "Step time: pipeline",
-            "Step time", "FLOPs and utilisation", "Whole run", "Goodput", "Cost", "Energy and CO2"}
+            "Step time", "FLOPs and utilisation", "Whole run", "Goodput", "Cost", "Energy and CO2", "Range"}
 
 
 def _terms(sc):
@@ -35,6 +35,8 @@ def test_every_term_agrees_with_the_estimate_and_names_its_function_and_source()
         assert terms[key].value == pytest.approx(value)
     for key in ("step_time_s", "mfu", "gpu_hours", "goodput", "cost_usd", "energy_mwh", "co2_t", "train_days", "wall_days"):
         assert terms[key].value == pytest.approx(getattr(est, key)), key
+    for end in ("low", "high"):                                  # the step time's range, from the regime's band
+        assert terms[f"step_time_{end}_s"].value == pytest.approx(est.step_time_range_s[end])
     # 1F1B on 2 stages with 64 micro-batches: the first stage keeps p - 0 = 2 micro-batches of its 16 layers
     assert "32 layer-micro-batches / 16 layers = 2 micro-batches" in terms["activations"].formula
 

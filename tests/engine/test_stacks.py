@@ -1,0 +1,74 @@
+"""The software stack as an input (engine/frameworks.py, data/frameworks.json): the vendor's MLPerf stack by default,
+said in the estimate; each stack's semantics reaching the physics; an accelerator without a fitted level warned about
+(one rule), never given another's level in silence; an NVL72 rack placing 64-GPU groups inside it."""
+import numpy as np
+import pytest
+
+from engine import frameworks
+from engine.inputs import parse_scenario
+from engine.physics.comm import members_per_node, placed_domain
+from engine.planning.estimate import estimate
+from engine.scenario import ScenarioError
+from tests.engine.helpers import scenario
+
+H100_8B = {"training.seq_len": 8192, "training.global_batch_size": 16, "layout.zero_stage": 3,
+           "layout.micro_batch_size": 2, "layout.recompute": "selective"}
+
+
+@pytest.mark.parametrize("vendor, stack", [("NVIDIA", "megatron_core"), ("Google", "jax_maxtext"),
+                                           ("Intel", "deepspeed"), ("AMD", "pytorch_fsdp2")])
+def test_each_vendor_defaults_to_the_stack_of_its_mlperf_submissions(vendor, stack):
+    default = frameworks.frameworks().vendor_defaults[vendor]
+    assert default.framework == stack and "MLPerf" in default.source
+
+
+def test_the_estimate_names_its_stack_and_why():
+    chosen = estimate(parse_scenario(scenario(**H100_8B)))
+    assert chosen.framework["id"] == "megatron_core"
+    assert chosen.framework["text"] == "framework: megatron_core, NVIDIA's MLPerf default"
+    given = estimate(parse_scenario(scenario(**H100_8B, **{"training.framework": "pytorch_fsdp2"})))
+    assert given.framework["text"] == "framework: pytorch_fsdp2, as given" and given.framework["calibrated"]
+
+
+def test_an_unknown_stack_is_refused_with_the_choices():
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(scenario(**{"training.framework": "megatron"}))
+    assert "training.framework" in str(err.value) and "pytorch_fsdp2" in str(err.value)
+
+
+def test_an_uncalibrated_accelerator_says_so_and_a_calibrated_one_does_not():
+    # B200 has FP8 runs in NeMo 25.11 but no public 16-bit per-step run: bf16 on it is uncalibrated
+    b200 = estimate(parse_scenario(scenario(**H100_8B, **{"cluster.accelerator": "B200-SXM-180GB"})))
+    assert not b200.framework["calibrated"]
+    assert any("B200-SXM-180GB is not calibrated for megatron_core at bf16" in w for w in b200.warnings)
+    fp8 = estimate(parse_scenario(scenario(**H100_8B, **{"cluster.accelerator": "B200-SXM-180GB",
+                                                          "training.precision": "fp8"})))
+    assert fp8.framework["calibrated"] and not any("not calibrated" in w for w in fp8.warnings)
+    h100 = estimate(parse_scenario(scenario(**H100_8B)))
+    assert h100.framework["calibrated"] and not any("not calibrated" in w for w in h100.warnings)
+
+
+def test_every_level_is_physical_and_names_its_runs():
+    doc = frameworks.frameworks()
+    for lv in doc.levels:
+        assert 0.3 < lv.value <= 1.0 and "runs" in lv.fitted_on
+    for stack in doc.rows:
+        assert stack.source.url.startswith("https://")
+
+
+def test_torchtitan_selective_recompute_reruns_half_the_forward_matmuls():
+    # per-op SAC saves every other matmul (torchtitan _save_list policy); Megatron's selective recomputes the
+    # attention core, which flash attention does not store: nothing
+    megatron = estimate(parse_scenario(scenario(**H100_8B)))
+    titan = estimate(parse_scenario(scenario(**H100_8B, **{"training.framework": "pytorch_fsdp2"})))
+    assert megatron.time_breakdown_s["recompute"] == 0
+    full = estimate(parse_scenario(scenario(**{**H100_8B, "training.framework": "pytorch_fsdp2",
+                                               "layout.recompute": "full"})))
+    assert 0.3 < titan.time_breakdown_s["recompute"] / full.time_breakdown_s["recompute"] < 0.7
+
+
+def test_an_nvl72_rack_places_a_64_gpu_group_inside_it():
+    assert placed_domain(72) == 64 and placed_domain(8) == 8 and placed_domain(4) == 4
+    assert members_per_node(np.array(1), np.array(64), 72) == 64          # gcd(64, 72) = 8 would split it in 8
+    assert members_per_node(np.array(8), np.array(32), 72) == 8           # tp8 x dp32: 8 dp members per rack
+    assert members_per_node(np.array(2), np.array(8), 8) == 4             # an 8-GPU node is unchanged
