@@ -190,7 +190,7 @@ def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
     a = np.concatenate(cols, axis=1) if cols else np.zeros((16, 0), dtype=np.int64)
     return Layouts(tp=a[0], pp=a[1], dp=a[2], cp=a[3], ep=a[4], mbs=a[5], v=a[6], zero=a[7], sp=a[8].astype(bool),
                    rc=a[9], etp=a[10], first=a[11], last=a[12], reshard=a[13].astype(bool), shard=a[14],
-                   tpo=a[15].astype(bool))
+                   tpo=a[15].astype(bool), off=np.zeros(a.shape[1], dtype=np.int64))
 
 
 def enumerate_layouts(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False) -> Layouts:
