@@ -8,7 +8,8 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from engine.catalog import load_catalog
-from engine.physics.model import ModelArch
+from engine.physics import finetune
+from engine.physics.model import ModelArch, shape_of
 from engine.precision import PRECISION_DTYPE, Precision  # PRECISION_DTYPE is looked up here by pages and the engine
 from engine.physics import layout_rules
 from engine.physics.layout_rules import divisors, listing as _choices  # divisors is looked up here by the planner
@@ -286,6 +287,27 @@ def catalog_problems(sc: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
+
+
+def training_problems(sc: Scenario) -> list[tuple[str, str]]:
+    """What the fine-tuning method cannot do with this model (engine.physics.finetune): a LoRA rank at or above the
+    narrowest targeted matrix's dimension is no low-rank adapter (Hu et al. 2021: r << min(d_in, d_out)), and QLoRA
+    computes in a 16-bit or fp32 type (bitsandbytes bnb_4bit_compute_dtype), not in fp8 or fp4."""
+    tr = sc.training
+    if not tr.adapters:
+        return []
+    problems = []
+    shape = shape_of(sc.arch)
+    narrowest = finetune.smallest_target(shape, tr)
+    if tr.lora_rank >= narrowest[1]:
+        problems.append(("training.lora_rank", f"lora_rank={tr.lora_rank} is not below the {narrowest[0]} matrix's "
+                                               f"smaller dimension {narrowest[1]}: the adapter would be no smaller "
+                                               f"than the weight it adapts; choose lora_rank < {narrowest[1]} "
+                                               "(LoRA uses 1-64)"))
+    if tr.method == "qlora" and tr.precision not in ("bf16", "fp16", "fp32"):
+        problems.append(("training.precision", f"qlora dequantizes its 4-bit base to a 16-bit or fp32 compute type; "
+                                               f"precision {tr.precision!r} is not one; choose bf16, fp16 or fp32"))
+    return problems
 
 
 def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:

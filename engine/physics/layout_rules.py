@@ -332,6 +332,27 @@ RESHARD_ZERO3 = LayoutRule(
                                    "to ZeRO-3 only."))
 
 
+# ---- offload (ZeRO-Offload / ZeRO-Infinity) -------------------------------------------------------------------------
+
+def _offload_holds(f: Facts, L) -> np.ndarray:
+    return (L.off == 0) | ((L.off == 1) & (L.zero >= 1)) | ((L.off == 2) & (L.zero == 3))
+
+
+def _offload_reset(f: Facts, L, broken: np.ndarray) -> dict:
+    """A ZeRO stage that no longer allows the offload keeps what it still allows: the optimizer with ZeRO 1-2."""
+    return {"off": np.where(broken, np.where(L.zero >= 1, 1, 0), L.off)}
+
+
+OFFLOAD_ZERO = LayoutRule(
+    "offload_zero", ("off", "zero"), _offload_holds, lambda f, r: "layout.offload",
+    lambda f, r: (f"offload={OFFLOAD[r['off']]} needs zero_stage {'3' if r['off'] == 2 else '1, 2 or 3'} "
+                  f"(zero_stage is {r['zero']}): DeepSpeed offloads the optimizer with ZeRO 1-3 (offload_optimizer) "
+                  "and the parameters with ZeRO-3 only (offload_param)"),
+    "offload needs a ZeRO stage that shards what it moves", reset=_offload_reset, resets=("off",),
+    note=lambda f, before, after: (f"Offload set to {OFFLOAD[after['off']]}: with ZeRO-{after['zero']} DeepSpeed "
+                                   "cannot offload " + ("the parameters." if after["off"] == 1 else "anything.")))
+
+
 # ---- tensor-parallel overlap and context parallelism --------------------------------------------------------------
 
 TP_OVERLAP = LayoutRule(
@@ -348,8 +369,8 @@ CP_SEQUENCE = LayoutRule(
 
 
 RULES: tuple[LayoutRule, ...] = (GPUS, TP_WIDTHS, SPLIT, BATCH, EXPERTS_NEED_MOE, EP_DIVIDES_EXPERTS, EXPERT_TP_WIDTH,
-                                 EXPERT_GROUPS_FOLD, SHARD_NEEDS_ZERO, SHARD_DIVIDES, RESHARD_ZERO3, TP_OVERLAP,
-                                 CP_SEQUENCE)
+                                 EXPERT_GROUPS_FOLD, SHARD_NEEDS_ZERO, SHARD_DIVIDES, RESHARD_ZERO3, OFFLOAD_ZERO,
+                                 TP_OVERLAP, CP_SEQUENCE)
 
 
 def reading(cols) -> tuple[LayoutRule, ...]:

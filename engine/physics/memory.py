@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from engine.catalog import DATA_DIR
+from engine.physics import finetune
 from engine.physics.hardware import GIB
 from engine.physics.layouts import Layouts
 from engine.physics.model import Shape
@@ -200,15 +201,27 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
     pp_buffer = np.where(lay.pp > 1, 2 * tokens * e * shape.hidden / lay.tp, 0.0)    # pipeline send/recv
     comm = tp_buffer + pp_buffer + zero3_gather
     embedding_out = tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1)
+    optimizer_bytes = finetune.adapter_optimizer_bytes(training, b["optimizer"])
+    bucket = finetune.offload_data()["gradient_bucket_elements"]["value"] * b["grad"]
+    offloaded = lay.off >= finetune.OFFLOAD_OPTIMIZER
     out = {}
     for name, sp in staged.items():
         st, ne, ex = sp.stage, sp.non_expert, sp.expert
         local = ne + ex
         sharded = ne / shard + ex / expert_shard
         gathered = (lay.zero >= 3) & lay.reshard
-        weights = b["weight"] * np.where(gathered, sharded, local) + weight_copy_bytes * local
-        grads = b["grad"] * np.where(lay.zero >= 2, sharded, local)
-        optimizer = b["optimizer"] * np.where(lay.zero >= 1, sharded, local)
+        # frozen base (NF4 under QLoRA) and adapters, or every weight trained (engine.physics.finetune)
+        held = finetune.base_weight_bytes(shape, training, lay, st, ne, ex, b["weight"])
+        held_sharded = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard)
+        weights = np.where(gathered, held_sharded, held) + weight_copy_bytes * local
+        weights = np.where((lay.off >= finetune.OFFLOAD_PARAMS) & gathered, 0.0, weights)
+        tr_ne, tr_ex = finetune.stage_trainable(shape, training, lay, st, ne, ex)
+        tr_local, tr_sharded = tr_ne + tr_ex, tr_ne / shard + tr_ex / expert_shard
+        grads = b["grad"] * np.where(lay.zero >= 2, tr_sharded, tr_local)
+        grads = np.where(offloaded, np.minimum(grads, bucket), grads)     # ZeRO-Offload: only the bucket in flight
+        optimizer = np.where(offloaded, 0.0, optimizer_bytes * np.where(lay.zero >= 1, tr_sharded, tr_local))
+        host_offloaded = (np.where(offloaded, (b["grad"] + optimizer_bytes) * tr_sharded, 0.0)
+                          + np.where(lay.off >= finetune.OFFLOAD_PARAMS, held_sharded, 0.0))
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
         # full recompute re-materialises one layer's activations during its backward pass
         working = np.where(lay.rc == 2, full_layer, 0.0)
@@ -218,5 +231,5 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
         overhead = FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live
         out[name] = {"weights": weights, "gradients": grads, "optimizer_states": optimizer, "activations": activations,
                      "logits": logits, "comm_buffers": comm, "framework_overhead": overhead,
-                     "total": live + overhead}
+                     "total": live + overhead, "host_offloaded": host_offloaded}
     return out
