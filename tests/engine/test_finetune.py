@@ -14,6 +14,7 @@ from engine.inputs import parse_scenario
 from engine.physics import finetune
 from engine.physics.hardware import GIB
 from engine.physics.model import shape_of
+from engine.planning.alternatives import fitting_alternatives
 from engine.planning.estimate import estimate
 from engine.planning.sanity import warnings_for
 from engine.planning.search import search
@@ -222,3 +223,19 @@ def test_the_search_offloads_only_where_nothing_fits_without_it():
     assert not search(parse_scenario(no_host), top=1, pareto_sizes=[], summaries=False).best
     lora = {**base, "training": {**base["training"], "method": "lora"}}
     assert search(parse_scenario(lora), top=1, pareto_sizes=[], summaries=False).best[0].layout.offload == "none"
+
+
+def test_what_would_fit_when_nothing_does():
+    # 70B trained in full on 2 x A100-40GB: 16 bytes for each of its 69.0B parameters is 552 GB per GPU to offload
+    sc = parse_scenario({"model": {"preset": "llama2-70b"}, "training": {
+        "seq_len": 4096, "global_batch_size": 64, "total_tokens": 5e8, "method": "full"},
+        "cluster": {"accelerator": "A100-SXM4-40GB", "n_gpus": 2}})
+    options = {o.option: o for o in fitting_alternatives(sc)}
+    assert set(options) == {"lora", "qlora", "offload", "more_gpus"}
+    assert options["lora"].fits and options["qlora"].fits and options["qlora"].memory_gib < 40
+    p = shape_of(sc.arch).total_params()
+    assert options["offload"].host_memory_gb_per_gpu == pytest.approx(16 * p / 2 / 1e9, rel=0.01)
+    assert "cluster.host_memory_gb_per_gpu" in options["offload"].text
+    assert options["more_gpus"].fits and options["more_gpus"].n_gpus > 2 and options["more_gpus"].wall_days > 0
+    fits = sc.model_copy(update={"training": sc.training.model_copy(update={"method": "qlora"})})
+    assert fitting_alternatives(fits) == []
