@@ -51,11 +51,12 @@ class Link(BaseModel):
 
 
 class HostLink(BaseModel):
-    """The accelerator's link to its host CPU and memory (what optimizer offload moves over)."""
+    """The link between an accelerator and its host CPU's memory, which offloaded states cross every step."""
     model_config = ConfigDict(extra="forbid", frozen=True)
-    link: str
-    bandwidth_gbs: float = Field(gt=0, description="per direction, GB/s")
-    note: str = ""
+    link: str = Field(min_length=3, description="pcie_gen3_x16, pcie_gen4_x16, pcie_gen5_x16, nvlink_c2c, infinity_fabric, "
+                                                "unified_memory, ...")
+    bandwidth_gbs: float = Field(gt=0, description="line rate per accelerator, per direction, GB/s")
+    note: str = Field(min_length=10, description="the link's and the host memory's sources")
 
 
 # The one rule for an accelerator known only from its vendor's announcement: said wherever it is chosen (the estimate's
@@ -95,8 +96,10 @@ class Accelerator(BaseModel):
         "accelerators in one server or compute tray when that differs from the scale-up domain (NVL72: 4 per "
         "tray), for server prices and power"))
     network: Link
-    host_link: HostLink | None = None
-    host_memory_gb_per_gpu: float | None = Field(default=None, gt=0, description="CPU memory of a typical host / its GPUs")
+    host_link: HostLink
+    host_memory_gb_per_gpu: float = Field(ge=0, description=(
+        "CPU memory of the reference server divided by its accelerators, GB: what offloaded optimizer states and "
+        "weights must fit in (0: unified memory, nothing to offload to)"))
     matmul_measured_tflops: dict[Literal["bf16", "fp16", "fp8", "mxfp8", "fp4"], float | None]
     attention_measured_tflops: AttentionRate | None = None
     matmul_efficiency_fallback: Fallback | None = None

@@ -8,8 +8,9 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from engine.catalog import load_catalog
-from engine.physics.model import ModelArch
 from engine.frameworks import Framework
+from engine.physics import finetune
+from engine.physics.model import ModelArch, shape_of
 from engine.precision import PRECISION_DTYPE, Precision  # PRECISION_DTYPE is looked up here by pages and the engine
 from engine.physics import layout_rules
 from engine.physics.layout_rules import divisors, listing as _choices  # divisors is looked up here by the planner
@@ -44,6 +45,19 @@ class Training(BaseModel):
         "keep, accumulate and reduce the gradients in fp32 (Megatron-LM --accumulate-allreduce-grads-in-fp32, 4 bytes "
         "per parameter) rather than in the 16-bit training format (2 bytes); default: 16-bit, as the tuned recipes "
         "reduce them (engine.physics.memory.grads_in_fp32)"))
+    method: Literal["pretrain", "full", "lora", "qlora"] = Field(default="pretrain", description=(
+        "pretrain: train every weight from scratch; full: fine-tune every weight of a trained model; lora: train "
+        "low-rank adapters beside frozen 16-bit base weights (Hu et al. 2021, arXiv 2106.09685); qlora: the same with "
+        "the base stored in 4-bit NF4 (Dettmers et al. 2023, arXiv 2305.14314); see engine/physics/finetune.py"))
+    lora_rank: int = Field(default=16, ge=1, le=65_536, description=(
+        "rank r of each LoRA adapter (r x (d_in + d_out) parameters per targeted matrix); 16 as MLPerf's "
+        "Llama-2-70B LoRA reference (lora_r 16); used by lora and qlora"))
+    lora_targets: Literal["attention", "all_linear"] = Field(default="attention", description=(
+        "matrices the adapters attach to: attention = the query, key, value and output projections (MLPerf's "
+        "reference: lora_target_modules qkv_proj,o_proj); all_linear = also every MLP/expert matrix (QLoRA's "
+        "setting; PEFT target_modules='all-linear', the output layer excluded)"))
+    epochs: float = Field(default=1.0, gt=0, le=1_000_000, description=(
+        "passes over the data: the tokens trained are total_tokens (the dataset's tokens) x epochs"))
     memory_headroom_fraction: float | None = Field(default=None, ge=0, le=0.5, description=(
         "share of each accelerator's memory that recommended layouts keep free for the allocator's reserve and "
         "transient peaks, beyond the estimate; default: from published measurements (data/memory_headroom.json)"))
@@ -51,6 +65,21 @@ class Training(BaseModel):
         "training software stack: megatron_core (Megatron-Core / NeMo), pytorch_fsdp2 (TorchTitan-style FSDP2, TP, PP, "
         "CP; torchao float8), deepspeed (ZeRO), jax_maxtext (TPU); default: what the accelerator's vendor ran in its "
         "own MLPerf submissions (data/frameworks.json)"))
+
+    @property
+    def fine_tune(self) -> bool:
+        """Whether the run fine-tunes a trained model (full, lora, qlora) rather than pre-training one."""
+        return self.method != "pretrain"
+
+    @property
+    def adapters(self) -> bool:
+        """Whether the base weights are frozen and only LoRA adapters train (lora, qlora)."""
+        return self.method in ("lora", "qlora")
+
+    @property
+    def trained_tokens(self) -> float:
+        """Tokens the run trains on: the dataset's tokens (total_tokens) times the epochs."""
+        return self.total_tokens * self.epochs
 
     @field_validator("accumulate_grads_in_fp32")
     @classmethod
@@ -70,6 +99,9 @@ class Cluster(BaseModel):
     matmul_efficiency: float | None = Field(default=None, gt=0, le=1, description="measured matmul FLOP/s over peak, replaces the published default")
     intra_node_busbw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="measured collective bus bandwidth inside a node")
     inter_node_busbw_gbs: float | None = Field(default=None, gt=0, le=100_000, description="measured collective bus bandwidth per GPU across nodes")
+    host_memory_gb_per_gpu: float | None = Field(default=None, ge=0, le=100_000, description=(
+        "CPU memory of a server divided by its GPUs, GB, which offloaded states must fit in; replaces the catalog's "
+        "reference-server figure (data/accelerators.json host_memory_gb_per_gpu)"))
     intra_node_latency_us: float | None = Field(default=None, gt=0, le=10_000, description="measured latency of one ring step inside a node, us (replaces NCCL's tuning-model figure)")
     inter_node_latency_us: float | None = Field(default=None, gt=0, le=100_000, description="measured latency of one ring step across nodes, us")
     level_scale: float | None = Field(default=None, gt=0, le=5, description=(
@@ -105,6 +137,11 @@ class Layout(BaseModel):
     shard_group: int | None = Field(default=None, ge=1, le=10_000_000, description=(
         "hybrid sharding (HSDP): shard the ZeRO states within groups of this many data-parallel ranks and replicate "
         "across groups; default: shard over every data-parallel rank"))
+    offload: Literal["none", "optimizer", "optimizer_and_params"] = Field(default="none", description=(
+        "ZeRO-Offload (Ren et al. 2021, arXiv 2101.06840): gradients go to CPU memory, the optimizer steps on the "
+        "CPU and updated weights come back over the host link (needs zero_stage >= 1); optimizer_and_params: "
+        "ZeRO-Infinity (Rajbhandari et al. 2021, arXiv 2104.07857) also keeps the 16-bit weights in CPU memory and "
+        "fetches each layer's over the host link when it runs (needs zero_stage 3)"))
     tp_comm_overlap: bool = Field(default=False, description=(
         "overlap tensor-parallel collectives with the matmuls around them (Transformer Engine userbuffers); the "
         "overlap is not free: the matmuls slow down while the collectives run"))
@@ -258,6 +295,27 @@ def catalog_problems(sc: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
+
+
+def training_problems(sc: Scenario) -> list[tuple[str, str]]:
+    """What the fine-tuning method cannot do with this model (engine.physics.finetune): a LoRA rank at or above the
+    narrowest targeted matrix's dimension is no low-rank adapter (Hu et al. 2021: r << min(d_in, d_out)), and QLoRA
+    computes in a 16-bit or fp32 type (bitsandbytes bnb_4bit_compute_dtype), not in fp8 or fp4."""
+    tr = sc.training
+    if not tr.adapters:
+        return []
+    problems = []
+    shape = shape_of(sc.arch)
+    narrowest = finetune.smallest_target(shape, tr)
+    if tr.lora_rank >= narrowest[1]:
+        problems.append(("training.lora_rank", f"lora_rank={tr.lora_rank} is not below the {narrowest[0]} matrix's "
+                                               f"smaller dimension {narrowest[1]}: the adapter would be no smaller "
+                                               f"than the weight it adapts; choose lora_rank < {narrowest[1]} "
+                                               "(LoRA uses 1-64)"))
+    if tr.method == "qlora" and tr.precision not in ("bf16", "fp16", "fp32"):
+        problems.append(("training.precision", f"qlora dequantizes its 4-bit base to a 16-bit or fp32 compute type; "
+                                               f"precision {tr.precision!r} is not one; choose bf16, fp16 or fp32"))
+    return problems
 
 
 def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:

@@ -8,12 +8,16 @@
   with every query attending to all s keys. Published MFU of 2021-2024 runs (Megatron-LM Table 1, its H100
   weak-scaling table, Llama 3) uses this count, which exceeds the work a causal kernel does.
 - Hardware FLOPs (HFU): model FLOPs plus the forward work recomputed in the backward pass.
+- Fine-tuning with frozen base weights (LoRA, QLoRA; engine.physics.finetune): the frozen weight matmuls compute
+  their input gradient but no weight gradient, 2x their forward instead of 3x (Hu et al. 2021, section 4.2), and
+  the adapters add 3x their own forward, 2 FLOPs per adapter parameter.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from engine.physics.compute import attention_keys
+from engine.physics.finetune import adapter_flops_per_token, frozen_linear_flops_per_token
 from engine.physics.layouts import Layouts
 from engine.physics.model import Shape
 from engine.scenario import Training
@@ -45,9 +49,16 @@ def flops_per_token(shape: Shape, training: Training, lay: Layouts) -> dict[str,
         layers = fwd - (1 + shape.mtp_layers) * 2.0 * shape.hidden * shape.vocab
         recomputed = np.select([lay.rc == 0, lay.rc == 1], [0.0, attention if training.attention == "standard" else 0.0],
                                layers)
-        out[f"model_{name}"] = 3.0 * fwd
-        out[f"hardware_{name}"] = 3.0 * fwd + recomputed
+        model = 3.0 * fwd + finetune_flops(shape, training, fwd - attention)
+        out[f"model_{name}"] = model
+        out[f"hardware_{name}"] = model + recomputed + np.where(lay.rc == 2, adapter_flops_per_token(shape, training), 0.0)
     return out
+
+
+def finetune_flops(shape: Shape, training: Training, linear_fwd: float) -> float:
+    """What a frozen base changes in the FLOPs per token (module docstring): less the frozen matmuls' weight
+    gradients, plus the adapters' forward and backward; 0 when every weight trains."""
+    return -frozen_linear_flops_per_token(shape, training, linear_fwd) + 3.0 * adapter_flops_per_token(shape, training)
 
 
 def model_flops_per_token(shape: Shape, seq_len: int, convention: str = "causal") -> float:

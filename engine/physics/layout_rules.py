@@ -9,7 +9,7 @@ Everything that decides whether a layout is valid derives from RULES: the scenar
 choices and the edit's resets (engine.presentation.edit).
 
 Columns are those of engine.physics.layouts.Layouts: tp pp dp cp ep mbs v zero sp rc etp first last reshard shard
-tpo, with the optional fields filled (expert tp = tp, first/last = UNSET for the even split, shard group = dp*cp).
+tpo off (index into OFFLOAD), with the optional fields filled (expert tp = tp, first/last = UNSET for the even split, shard group = dp*cp).
 """
 from __future__ import annotations
 
@@ -25,13 +25,14 @@ from engine.physics.model import ModelArch, shape_of
 from engine.physics.schedule import SplitError, split_options, stage_layers
 
 RECOMPUTE = ("none", "selective", "full")
+OFFLOAD = ("none", "optimizer", "optimizer_and_params")
 UNSET = -1            # first/last stage layers not given: even split
 
 # column -> scenario layout field (engine.scenario.Layout)
 FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "mbs": "micro_batch_size", "v": "virtual_stages",
           "zero": "zero_stage", "sp": "sequence_parallel", "rc": "recompute", "etp": "expert_tp",
           "first": "first_stage_layers", "last": "last_stage_layers", "reshard": "reshard_after_forward",
-          "shard": "shard_group", "tpo": "tp_comm_overlap"}
+          "shard": "shard_group", "tpo": "tp_comm_overlap", "off": "offload"}
 COLUMN = {field: column for column, field in FIELDS.items()}
 FLAGS = ("sp", "reshard", "tpo")
 
@@ -57,7 +58,7 @@ def row(layout) -> dict[str, int | bool]:
             "sp": layout.sequence_parallel, "rc": RECOMPUTE.index(layout.recompute), "etp": layout.expert_tp or layout.tp,
             "first": unset(layout.first_stage_layers), "last": unset(layout.last_stage_layers),
             "reshard": layout.reshard_after_forward, "shard": layout.shard_group or layout.dp * layout.cp,
-            "tpo": layout.tp_comm_overlap}
+            "tpo": layout.tp_comm_overlap, "off": OFFLOAD.index(layout.offload)}
 
 
 def layout_fields(r: dict) -> dict:
@@ -69,7 +70,8 @@ def layout_fields(r: dict) -> dict:
             "recompute": RECOMPUTE[int(r["rc"])], "expert_tp": None if int(r["etp"]) == tp else int(r["etp"]),
             "first_stage_layers": optional(r["first"]), "last_stage_layers": optional(r["last"]),
             "reshard_after_forward": bool(r["reshard"]),
-            "shard_group": None if int(r["shard"]) == dp * cp else int(r["shard"]), "tp_comm_overlap": bool(r["tpo"])}
+            "shard_group": None if int(r["shard"]) == dp * cp else int(r["shard"]), "tp_comm_overlap": bool(r["tpo"]),
+            "offload": OFFLOAD[int(r.get("off", 0))]}
 
 
 def columns(**cols) -> SimpleNamespace:
@@ -330,6 +332,27 @@ RESHARD_ZERO3 = LayoutRule(
                                    "to ZeRO-3 only."))
 
 
+# ---- offload (ZeRO-Offload / ZeRO-Infinity) -------------------------------------------------------------------------
+
+def _offload_holds(f: Facts, L) -> np.ndarray:
+    return (L.off == 0) | ((L.off == 1) & (L.zero >= 1)) | ((L.off == 2) & (L.zero == 3))
+
+
+def _offload_reset(f: Facts, L, broken: np.ndarray) -> dict:
+    """A ZeRO stage that no longer allows the offload keeps what it still allows: the optimizer with ZeRO 1-2."""
+    return {"off": np.where(broken, np.where(L.zero >= 1, 1, 0), L.off)}
+
+
+OFFLOAD_ZERO = LayoutRule(
+    "offload_zero", ("off", "zero"), _offload_holds, lambda f, r: "layout.offload",
+    lambda f, r: (f"offload={OFFLOAD[r['off']]} needs zero_stage {'3' if r['off'] == 2 else '1, 2 or 3'} "
+                  f"(zero_stage is {r['zero']}): DeepSpeed offloads the optimizer with ZeRO 1-3 (offload_optimizer) "
+                  "and the parameters with ZeRO-3 only (offload_param)"),
+    "offload needs a ZeRO stage that shards what it moves", reset=_offload_reset, resets=("off",),
+    note=lambda f, before, after: (f"Offload set to {OFFLOAD[after['off']]}: with ZeRO-{after['zero']} DeepSpeed "
+                                   "cannot offload " + ("the parameters." if after["off"] == 1 else "anything.")))
+
+
 # ---- tensor-parallel overlap and context parallelism --------------------------------------------------------------
 
 TP_OVERLAP = LayoutRule(
@@ -346,8 +369,8 @@ CP_SEQUENCE = LayoutRule(
 
 
 RULES: tuple[LayoutRule, ...] = (GPUS, TP_WIDTHS, SPLIT, BATCH, EXPERTS_NEED_MOE, EP_DIVIDES_EXPERTS, EXPERT_TP_WIDTH,
-                                 EXPERT_GROUPS_FOLD, SHARD_NEEDS_ZERO, SHARD_DIVIDES, RESHARD_ZERO3, TP_OVERLAP,
-                                 CP_SEQUENCE)
+                                 EXPERT_GROUPS_FOLD, SHARD_NEEDS_ZERO, SHARD_DIVIDES, RESHARD_ZERO3, OFFLOAD_ZERO,
+                                 TP_OVERLAP, CP_SEQUENCE)
 
 
 def reading(cols) -> tuple[LayoutRule, ...]:

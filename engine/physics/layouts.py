@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from engine.physics.layout_rules import FLAGS, RECOMPUTE, layout_fields, row  # noqa: F401 (RECOMPUTE re-exported)
+from engine.physics.layout_rules import FLAGS, OFFLOAD, RECOMPUTE, layout_fields, row  # noqa: F401 (re-exported)
 from engine.scenario import Layout
 
 
@@ -31,6 +31,7 @@ class Layouts:
     reshard: np.ndarray  # bool: ZeRO-3 frees gathered weights after forward
     shard: np.ndarray    # ZeRO shard group size (HSDP); equal to dp*cp when sharding over every data-parallel rank
     tpo: np.ndarray      # bool: tensor-parallel communication overlapped with matmuls
+    off: np.ndarray      # index into OFFLOAD: what ZeRO-Offload keeps in CPU memory
 
     def __len__(self) -> int:
         return len(self.tp)

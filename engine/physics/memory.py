@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.catalog import DATA_DIR
 from engine.frameworks import stack
+from engine.physics import finetune
 from engine.physics.hardware import GIB
 from engine.physics.layouts import Layouts
 from engine.physics.model import Shape
@@ -245,8 +246,9 @@ def fsdp2_gradient_bytes(training: Training) -> tuple[float, float]:
     return 4.0, 2.0 if training.accumulate_grads_in_fp32 is False else 4.0
 
 
-def fsdp2_terms(shape: Shape, training: Training, lay: Layouts, st: Stage, local: np.ndarray, sharded: np.ndarray,
-                layer_params: np.ndarray, weight_copy_bytes: float) -> dict[str, np.ndarray]:
+def fsdp2_terms(shape: Shape, training: Training, lay: Layouts, st: Stage, held_bytes: np.ndarray,
+                trainable_local: np.ndarray, trainable_sharded: np.ndarray, layer_params: np.ndarray,
+                weight_copy_bytes: float) -> dict[str, np.ndarray]:
     """Weights, gradients and buffers of one stage's GPU under FSDP2 (PyTorch fully_shard with TorchTitan's
     MixedPrecisionPolicy). The fp32 sharded parameter is the master weight (counted with the optimizer states); 16-bit
     weights exist only gathered. Without resharding after forward, and under a pipeline (whose stages turn resharding
@@ -255,13 +257,16 @@ def fsdp2_terms(shape: Shape, training: Training, lay: Layouts, st: Stage, local
     reduce dtype. Otherwise the buffers are the current and the prefetched layer's gathered weights, one layer's
     unsharded 16-bit gradients with the reduce-dtype copy reduce-scattered from, and the root module (embedding, final
     norm, output layer), which FSDP2 does not reshard between its forward and backward. Low-precision training
-    (torchao float8) casts the gathered weights of the current and the prefetched layer and keeps no persistent copy."""
+    (torchao float8) casts the gathered weights of the current and the prefetched layer and keeps no persistent copy.
+    held_bytes are the stage's weights as held before sharding (a QLoRA base in NF4 and the adapters:
+    finetune.base_weight_bytes); gradients exist for the trainable parameters only (all of them unless fine-tuning
+    with adapters)."""
     w = bytes_per_element(training)["weight"]
     sharded_grad, reduce = fsdp2_gradient_bytes(training)
     kept = ~lay.reshard | (lay.pp > 1)
     in_flight = layer_params * (2 * w + w + reduce) + w * outer_params(shape, lay, st)
-    return {"weights": np.where(kept, w * local, 0.0),
-            "gradients": sharded_grad * sharded + np.where(lay.pp > 1, reduce * local, 0.0),
+    return {"weights": np.where(kept, held_bytes, 0.0),
+            "gradients": sharded_grad * trainable_sharded + np.where(lay.pp > 1, reduce * trainable_local, 0.0),
             "buffers": 2 * weight_copy_bytes * layer_params + np.where(kept, 0.0, in_flight)}
 
 
@@ -339,18 +344,30 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
     tp_buffer = np.where(lay.tp > 1, tokens * e * shape.hidden, 0.0)                 # all-gathered TP input
     pp_buffer = np.where(lay.pp > 1, 2 * tokens * e * shape.hidden / lay.tp, 0.0)    # pipeline send/recv
     embedding_out = tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1)
+    optimizer_bytes = finetune.adapter_optimizer_bytes(training, b["optimizer"])
+    bucket = finetune.offload_data()["gradient_bucket_elements"]["value"] * b["grad"]
+    offloaded = lay.off >= finetune.OFFLOAD_OPTIMIZER
     out = {}
     for name, sp in staged.items():
         st, ne, ex = sp.stage, sp.non_expert, sp.expert
         local = ne + ex
         sharded = ne / shard + ex / expert_shard
         gathered = (lay.zero >= 3) & lay.reshard
-        weights = (b["weight"] + weight_copy_bytes) * np.where(gathered, sharded, local)
-        grads = b["grad"] * np.where(lay.zero >= 2, sharded, local)
-        f = fsdp2_terms(shape, training, lay, st, local, sharded, layer_params, weight_copy_bytes)
+        # frozen base (NF4 under QLoRA) and adapters, or every weight trained (engine.physics.finetune)
+        held = finetune.base_weight_bytes(shape, training, lay, st, ne, ex, b["weight"])
+        held_sharded = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard)
+        weights = np.where(gathered, held_sharded + weight_copy_bytes * sharded, held + weight_copy_bytes * local)
+        weights = np.where((lay.off >= finetune.OFFLOAD_PARAMS) & gathered, 0.0, weights)
+        tr_ne, tr_ex = finetune.stage_trainable(shape, training, lay, st, ne, ex)
+        tr_local, tr_sharded = tr_ne + tr_ex, tr_ne / shard + tr_ex / expert_shard
+        grads = b["grad"] * np.where(lay.zero >= 2, tr_sharded, tr_local)
+        f = fsdp2_terms(shape, training, lay, st, held, tr_local, tr_sharded, layer_params, weight_copy_bytes)
         weights, grads = np.where(fsdp2, f["weights"], weights), np.where(fsdp2, f["gradients"], grads)
+        grads = np.where(offloaded, np.minimum(grads, bucket), grads)     # ZeRO-Offload: only the bucket in flight
         comm = tp_buffer + pp_buffer + np.where(fsdp2, f["buffers"], zero3_gather)
-        optimizer = b["optimizer"] * np.where(lay.zero >= 1, sharded, local)
+        optimizer = np.where(offloaded, 0.0, optimizer_bytes * np.where(lay.zero >= 1, tr_sharded, tr_local))
+        host_offloaded = (np.where(offloaded, (b["grad"] + optimizer_bytes) * tr_sharded, 0.0)
+                          + np.where(lay.off >= finetune.OFFLOAD_PARAMS, held_sharded, 0.0))
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
         logits = np.where(st.head, tokens * shape.vocab / lay.tp * loss_bytes_per_logit(training, lay, sm.eager_loss), 0.0)
         activations = per_mb * st.in_flight + recompute_peak_bytes(lay, full_layer, logits)
@@ -359,5 +376,6 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
         # beside the terms (not in the total): the caching allocator's reserve at the peak, as PyTorch reports it
         out[name] = {"weights": weights, "gradients": grads, "optimizer_states": optimizer, "activations": activations,
                      "logits": logits, "comm_buffers": comm, "framework_overhead": overhead,
-                     "total": live + overhead, "reserved_peak": live * (1 + allocator_reserve_fraction())}
+                     "total": live + overhead, "reserved_peak": live * (1 + allocator_reserve_fraction()),
+                     "host_offloaded": host_offloaded}
     return out

@@ -168,6 +168,12 @@ class Shape:
     mtp_layers: int = 0                                   # multi-token-prediction modules
     mtp_layer_params: int = 0                             # one MTP module (embedding and head are shared, not counted)
     mtp_layer_active_params: int = 0
+    # the weight matrices of a layer as (name, d_in, d_out): what LoRA adapters attach to (engine.physics.finetune)
+    attn_matrices: tuple[tuple[str, int, int], ...] = ()
+    dense_mlp_matrices: tuple[tuple[str, int, int], ...] = ()
+    expert_matrices: tuple[tuple[str, int, int], ...] = ()      # one routed expert
+    shared_matrices: tuple[tuple[str, int, int], ...] = ()      # all shared experts of a layer
+    router_matrices: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def embedding_params(self) -> int:
@@ -215,6 +221,27 @@ def mlp_params(hidden: int, ffn: int, gated: bool, bias: bool = False) -> int:
     """Weights of one MLP (up and down, plus the gate when gated) and, with bias, their bias vectors."""
     weights = (3 if gated else 2) * hidden * ffn
     return weights + (((2 if gated else 1) * ffn + hidden) if bias else 0)
+
+
+def attention_matrices(arch: ModelArch) -> tuple[tuple[str, int, int], ...]:
+    """(name, d_in, d_out) of one layer's attention projections, as Hugging Face names them (Llama q/k/v/o_proj;
+    DeepSeek MLA q_a/q_b or q, kv_a, kv_b, o_proj)."""
+    h, a, kv = arch.hidden_size, arch.n_heads, arch.kv_heads
+    if arch.mla is None:
+        d = arch.attn_head_dim
+        return (("q_proj", h, a * d), ("k_proj", h, kv * d), ("v_proj", h, kv * d), ("o_proj", a * d, h))
+    m = arch.mla
+    qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+    q = ((("q_proj", h, a * qk),) if m.q_lora_rank is None else
+         (("q_a_proj", h, m.q_lora_rank), ("q_b_proj", m.q_lora_rank, a * qk)))
+    return q + (("kv_a_proj_with_mqa", h, m.kv_lora_rank + m.qk_rope_head_dim),
+                ("kv_b_proj", m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim)), ("o_proj", a * m.v_head_dim, h))
+
+
+def mlp_matrices(hidden: int, ffn: int, gated: bool, copies: int = 1) -> tuple[tuple[str, int, int], ...]:
+    """(name, d_in, d_out) of an MLP's matrices (gate, up, down; up and down ungated), `copies` times."""
+    one = ((("gate_proj", hidden, ffn),) if gated else ()) + (("up_proj", hidden, ffn), ("down_proj", ffn, hidden))
+    return one * copies
 
 
 def _attention(arch: ModelArch) -> tuple[int, int, int, int, float]:
@@ -279,4 +306,9 @@ def shape_of(arch: ModelArch) -> Shape:
         mtp_layers=arch.mtp_layers,
         mtp_layer_params=attn + mtp_mlp_total + norms + mtp_extra,
         mtp_layer_active_params=attn + mtp_mlp_active + norms + mtp_extra,
+        attn_matrices=attention_matrices(arch),
+        dense_mlp_matrices=mlp_matrices(h, dense_ffn, gated),
+        expert_matrices=mlp_matrices(h, arch.ffn_hidden_size, gated) if moe else (),
+        shared_matrices=mlp_matrices(h, shared_ffn, gated, arch.n_shared_experts) if moe else (),
+        router_matrices=(("router", h, arch.n_experts),) if moe else (),
     )

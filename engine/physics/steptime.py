@@ -17,6 +17,7 @@ import numpy as np
 
 from engine.physics.comm import (all_gather_s, all_reduce_s, all_to_all_s, members_per_node, overlapped_s, reduce_scatter_s,
                          send_recv_s)
+from engine.physics import finetune, finetune_time
 from engine.physics.compute import embedding_times, head_times, layer_times, optimizer_step_s
 from engine.physics.hardware import Hardware
 from engine.physics.layouts import Layouts
@@ -37,7 +38,7 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     b = bytes_per_element(training)
     e, h, t, g = b["activation"], shape.hidden, lay.tp, hw.gpus_per_node
     tokens = lay.mbs * (training.seq_len / lay.cp)
-    lt = layer_times(shape, training, hw, lay, moe)
+    lt = finetune_time.layer_times(layer_times(shape, training, hw, lay, moe), shape, training, hw, lay, moe, e, b["grad"])
     full = lay.rc == 2
     slow = OVERLAP_SLOWDOWN
 
@@ -70,13 +71,16 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         shard, expert_shard = shard_groups(lay)
         layer_ne = (shape.attn_params + (shape.shared_expert_params if moe else shape.dense_mlp_params)) / t
         k = members_per_node(t, shard, g)
-        gather = all_gather_s(b["weight"] * layer_ne, shard, k, hw)
-        scatter = reduce_scatter_s(reduce_bytes(training, hw) * layer_ne, shard, k, hw)
+        stored = finetune.stored_weight_bytes(training, b["weight"])     # NF4 under QLoRA
+        gather = all_gather_s(stored * layer_ne, shard, k, hw)
+        reduced = reduce_bytes(training, hw)
+        scatter = reduce_scatter_s(reduced * finetune.trainable_share(shape, training, moe) * layer_ne, shard, k, hw)
         if moe:
             layer_ex = (shape.n_experts / lay.ep) * shape.expert_params / lay.etp
             k_e = members_per_node(lay.etp * lay.ep, expert_shard, g)
-            gather = gather + all_gather_s(b["weight"] * layer_ex, expert_shard, k_e, hw)
-            scatter = scatter + reduce_scatter_s(reduce_bytes(training, hw) * layer_ex, expert_shard, k_e, hw)
+            gather = gather + all_gather_s(stored * layer_ex, expert_shard, k_e, hw)
+            scatter = scatter + reduce_scatter_s(reduced * finetune.trainable_share(shape, training, moe, expert=True)
+                                                 * layer_ex, expert_shard, k_e, hw)
         bwd_comm = np.where(lay.reshard, gather, 0.0) + scatter
         z3 = overlapped_s(lt.fwd, gather, slow)[1] * (1 + full) + overlapped_s(lt.bwd, bwd_comm, slow)[1]
         z3 = np.where(lay.zero >= 3, z3, 0.0)
@@ -150,20 +154,26 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
     # a stage boundary crosses nodes when a pipeline stage's tp*cp*dp ranks fill whole nodes
     pp_msg = send_recv_s(e * tokens * h / lay.tp, np.full(len(lay), n_gpus > g) & (n_gpus // lay.pp >= g), hw)
 
-    per_stage, dp_exposed, optimizer = {}, [], []
+    per_stage, dp_exposed, optimizer, offload = {}, [], [], []
     for name, sp in staged.items():
         st, ne, ex = sp.stage, sp.non_expert, sp.expert
+        tr_ne, tr_ex = finetune.stage_trainable(shape, training, lay, st, ne, ex)   # what has gradients
         layers = (lambda key: st.dense * dense[key] + st.moe * moe[key]) if moe_model else (lambda key: st.dense * dense[key])
         comp = {c: layers(c) for c in COMPONENTS}
         heads = 1 + shape.mtp_layers                # each multi-token-prediction module runs the shared head again
         comp["compute"] = (comp["compute"] + np.where(st.head, heads * (head_fwd + head_bwd), 0.0)
                            + np.where(st.embedding, emb_fwd + emb_bwd, 0.0))
         per_stage[name] = comp
-        dp_exposed.append(_data_parallel(shape, training, hw, lay, ne, ex, m, layers("fwd"), layers("bwd"),
+        dp_exposed.append(_data_parallel(shape, training, hw, lay, tr_ne, tr_ex, m, layers("fwd"), layers("bwd"),
                                          st.dense + st.moe))
         shard, expert_shard = shard_groups(lay)
-        local = np.where(lay.zero >= 1, ne / shard + ex / expert_shard, ne + ex)
-        optimizer.append(optimizer_step_s(local, training, hw))
+        local = np.where(lay.zero >= 1, tr_ne / shard + tr_ex / expert_shard, tr_ne + tr_ex)
+        # with the optimizer offloaded the CPU steps it (offload below), not the GPU
+        optimizer.append(np.where(lay.off >= finetune.OFFLOAD_OPTIMIZER, 0.0, optimizer_step_s(local, training, hw)))
+        weight_shard = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard)
+        offload.append(finetune_time.offload_step_s(
+            training, hw, lay, m, tr_ne / shard + tr_ex / expert_shard, weight_shard, layers("bwd"),
+            layers("fwd") + layers("bwd"), b["grad"], b["weight"])["exposed_s"])
 
     weights = {name: sp.stage.weight for name, sp in staged.items()}
     total = {name: sum(comp.values()) for name, comp in per_stage.items()}
@@ -176,5 +186,7 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
     out["pp_comm"] = np.where(lay.pp > 1, slots * 2 * pp_msg, 0.0)
     out["dp_comm"] = np.maximum.reduce(dp_exposed)
     out["optimizer"] = np.maximum.reduce(optimizer)
-    out["step_time_s"] = (m * slowest + out["pipeline_bubble"] + out["pp_comm"] + out["dp_comm"] + out["optimizer"])
+    out["offload"] = np.maximum.reduce(offload)
+    out["step_time_s"] = (m * slowest + out["pipeline_bubble"] + out["pp_comm"] + out["dp_comm"] + out["optimizer"]
+                          + out["offload"])
     return out

@@ -9,12 +9,15 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from engine.catalog import load_catalog
 from engine.economics import cost, energy, goodput, ranges, whole_run
 from engine.frameworks import precision_class
 from engine.physics.flops import CONVENTIONS, flops_per_token
 from engine.physics.hardware import GIB, Hardware, resolve_hardware
 from engine.physics.layouts import Layouts
-from engine.physics.memory import headroom_fraction, memory_breakdown, staged_params
+from engine.physics import finetune, finetune_time
+from engine.physics.memory import (FRAGMENTATION, allocator_reserve_fraction, headroom_fraction, memory_breakdown,
+                                   staged_params)
 from engine.physics.model import Shape, shape_of
 from engine.planning.results import Estimate
 from engine.scenario import Layout, Scenario
@@ -51,27 +54,55 @@ def context(sc: Scenario, phases: tuple[whole_run.PhaseRun, ...] = ()) -> Contex
                    power=power, price=cost.resolve(sc, power), run=whole_run.resolve(sc, phases))
 
 
+def host_memory_bytes(sc: Scenario) -> float:
+    """CPU memory per GPU that offloaded states may use: cluster.host_memory_gb_per_gpu, else the catalog's
+    reference server (data/accelerators.json host_memory_gb_per_gpu)."""
+    gb = sc.cluster.host_memory_gb_per_gpu
+    if gb is None:
+        gb = load_catalog().accelerator(sc.cluster.accelerator).host_memory_gb_per_gpu
+    return gb * 1e9
+
+
 def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     """Memory per GPU of every layout (its worst pipeline stage) and whether it fits; `staged` for the time model."""
     tr = ctx.scenario.training
     staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
     mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework)
+    for s in STAGES:                     # QLoRA's paged optimizer states go to host memory where the GPU is short
+        m = mem[s]
+        paged = finetune.paged_optimizer_bytes(tr, m["total"], m["optimizer_states"], ctx.hw.memory_bytes, FRAGMENTATION)
+        m["optimizer_states"] = m["optimizer_states"] - paged
+        m["framework_overhead"] = m["framework_overhead"] - FRAGMENTATION * paged
+        m["total"] = m["total"] - (1 + FRAGMENTATION) * paged
+        m["reserved_peak"] = m["reserved_peak"] - (1 + allocator_reserve_fraction()) * paged
+        m["host_offloaded"] = m["host_offloaded"] + paged
+        m["paged"] = paged
     totals = np.stack([mem[s]["total"] for s in STAGES])
     worst = np.argmax(totals, axis=0)
     pick = lambda key: np.choose(worst, [mem[s][key] for s in STAGES])
     out = {f"mem_{k}": pick(k) for k in mem["first"]}
     out["worst_stage"] = worst
-    out["fits"] = out["mem_total"] <= ctx.hw.memory_bytes
+    # offloaded states must fit in the host's memory too (the fullest stage's share of it)
+    out["mem_host_offloaded"] = np.max(np.stack([mem[s]["host_offloaded"] for s in STAGES]), axis=0)
+    out["fits_gpu"] = out["mem_total"] <= ctx.hw.memory_bytes
+    out["fits_host"] = out["mem_host_offloaded"] <= host_memory_bytes(ctx.scenario)
+    out["fits"] = out["fits_gpu"] & out["fits_host"]
     # what the search recommends: fits with the headroom kept free (a user's own layout is estimated either way)
-    out["fits_with_headroom"] = out["mem_total"] <= (1 - headroom_fraction(ctx.scenario.training)) * ctx.hw.memory_bytes
+    out["fits_with_headroom"] = out["fits_host"] & (
+        out["mem_total"] <= (1 - headroom_fraction(ctx.scenario.training)) * ctx.hw.memory_bytes)
     out["staged"] = staged
     return out
 
 
-def timing(ctx: Context, lay: Layouts, staged) -> dict[str, np.ndarray]:
-    """Step time, throughput, FLOP rates, the whole run's time, cost, energy and CO2 of every layout."""
+def timing(ctx: Context, lay: Layouts, staged, paged: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """Step time, throughput, FLOP rates, the whole run's time, cost, energy and CO2 of every layout (paged: the
+    bytes of QLoRA's paged optimizer states in host memory, memory()'s mem_paged)."""
     tr = ctx.scenario.training
     out = dict(step_time(ctx.shape, tr, ctx.hw, lay, ctx.n_gpus, staged))
+    if paged is not None:
+        paging = finetune_time.paged_optimizer_s(paged, ctx.hw)
+        out["offload"] = out["offload"] + paging
+        out["step_time_s"] = out["step_time_s"] + paging
     flops = flops_per_token(ctx.shape, tr, lay)
     tokens_per_s = tr.global_batch_size * tr.seq_len / out["step_time_s"]
     out["tokens_per_s"] = tokens_per_s
@@ -84,7 +115,7 @@ def timing(ctx: Context, lay: Layouts, staged) -> dict[str, np.ndarray]:
     out["hfu"] = out["hardware_tflops_per_gpu"] * 1e12 / ctx.hw.peak_flops
     out["mfu_full_square"] = out["model_tflops_per_gpu_full_square"] * 1e12 / ctx.hw.peak_flops
     # the whole run: the main setup's steps, the phases at other sequences or batches, periodic evaluation
-    out["steps_s"] = (tr.total_tokens - ctx.run.phase_tokens) / tokens_per_s
+    out["steps_s"] = (tr.trained_tokens - ctx.run.phase_tokens) / tokens_per_s     # dataset x epochs
     out["eval_s"] = (out["steps_s"] + ctx.run.phase_s) * ctx.run.eval_factor
     out["train_s"] = out["steps_s"] + ctx.run.phase_s + out["eval_s"]
     out["gpu_hours"] = cost.gpu_hours(ctx.n_gpus, out["train_s"])
@@ -98,10 +129,11 @@ def evaluate(ctx: Context, lay: Layouts, timed: np.ndarray | None = None, mem: d
     out = dict(memory(ctx, lay) if mem is None else mem)
     staged = out.pop("staged")
     if timed is None:
-        out.update(timing(ctx, lay, staged))
+        out.update(timing(ctx, lay, staged, out["mem_paged"]))
         return out
     idx = np.flatnonzero(timed)
-    part = timing(ctx, lay.take(idx), {k: _take_stage(v, idx) for k, v in staged.items()}) if len(idx) else {}
+    part = timing(ctx, lay.take(idx), {k: _take_stage(v, idx) for k, v in staged.items()},
+                  out["mem_paged"][idx]) if len(idx) else {}
     for key, values in part.items():
         full = np.full(len(lay), np.nan)
         full[idx] = values
@@ -129,7 +161,7 @@ def run_figures(ctx: Context, train_s: np.ndarray) -> dict[str, np.ndarray]:
 
 
 BREAKDOWN = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero3_comm", "pp_comm",
-             "pipeline_bubble", "pipeline_imbalance", "dp_comm", "optimizer")
+             "pipeline_bubble", "pipeline_imbalance", "dp_comm", "optimizer", "offload")
 
 
 def row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int, **more) -> Estimate:
@@ -188,7 +220,35 @@ def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> 
         **run_row(ctx, ev, i),
         "framework": ctx.hw.framework_detail,
         "time_range": band,
+        "fine_tuning": fine_tuning_row(ctx, ev, lay, i),
     }
+
+
+def fine_tuning_row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
+    """The job's method and what trains, the tokens it trains on, and what offload keeps in CPU memory."""
+    tr, shape = ctx.scenario.training, ctx.shape
+    return {"method": tr.method, "trainable_params": finetune.trainable_total(shape, tr),
+            "frozen_params": finetune.frozen_total(shape, tr),
+            **({"lora_rank": tr.lora_rank, "lora_targets": tr.lora_targets} if tr.adapters else {}),
+            "tokens_trained": tr.trained_tokens, "epochs": tr.epochs,
+            "offload": lay.layout(i).offload,
+            "host_offloaded_gb_per_gpu": float(ev["mem_host_offloaded"][i]) / 1e9,
+            "host_memory_gb_per_gpu": host_memory_bytes(ctx.scenario) / 1e9,
+            "paged_optimizer_gb": float(ev["mem_paged"][i]) / 1e9}
+
+
+def misfit(ctx: Context, ev: dict[str, np.ndarray], i: int) -> str:
+    """Why layout i does not fit: the accelerator's memory, or the host memory its offloaded states need."""
+    if not bool(ev["fits_gpu"][i]):
+        return (f"does not fit: {float(ev['mem_total'][i]) / GIB:.1f} GiB per GPU on its fullest pipeline stage, "
+                f"{ctx.hw.memory_bytes / GIB:.1f} GiB available")
+    sc = ctx.scenario
+    where = ("cluster.host_memory_gb_per_gpu" if sc.cluster.host_memory_gb_per_gpu is not None else
+             f"host_memory_gb_per_gpu of {sc.cluster.accelerator} in data/accelerators.json; set "
+             "cluster.host_memory_gb_per_gpu for your servers")
+    return (f"does not fit in host memory: layout.offload={sc.layout.offload if sc.layout else 'searched'} keeps "
+            f"{float(ev['mem_host_offloaded'][i]) / 1e9:.1f} GB per GPU in CPU memory, "
+            f"{host_memory_bytes(sc) / 1e9:.1f} GB available ({where})")
 
 
 def run_row(ctx: Context, ev: dict[str, np.ndarray], i: int) -> dict:
@@ -207,9 +267,7 @@ def run_row(ctx: Context, ev: dict[str, np.ndarray], i: int) -> dict:
         "cost_usd": value("cost_usd"),
         "energy_mwh": value("energy_mwh"),
         "co2_t": value("co2_t"),
-        "problem": None if finishes else reliability["problem"] if fits else (
-            f"does not fit: {float(ev['mem_total'][i]) / GIB:.1f} GiB per GPU on its fullest pipeline stage, "
-            f"{ctx.hw.memory_bytes / GIB:.1f} GiB available"),
+        "problem": None if finishes else reliability["problem"] if fits else misfit(ctx, ev, i),
         "reliability": reliability,
         "cost": cost.detail(ctx.price, ctx.scenario.cluster.accelerator, billed),
         "energy": energy.detail(ctx.power, ctx.n_gpus, billed, None if mwh is None else mwh * 1000),

@@ -13,14 +13,15 @@ from engine.economics import cost, energy, goodput
 from engine.physics.comm import members_per_node
 from engine.physics.compute import LAYER_FIXED_S
 from engine.physics.hardware import GIB
-from engine.physics.layouts import RECOMPUTE, Layouts
+from engine.physics import finetune
+from engine.physics.layouts import OFFLOAD as OFFLOAD_NAMES, RECOMPUTE, Layouts
 from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, allocator_reserve_fraction,
                                    bytes_per_element, fsdp2_gradient_bytes, gradient_text, headroom_fraction,
                                    layer_activation_bytes, loss_bytes_per_logit, memory_breakdown,
                                    op_selective_layer_bytes, optimizer_state_bytes, shard_groups, stack_memory,
                                    staged_params)
 from engine.physics.schedule import chunk_layers, peak_layers_in_flight, pipeline_slots, warmup_forwards
-from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate, time_band
+from engine.planning.evaluation import BREAKDOWN, STAGES, evaluate, host_memory_bytes, time_band
 from engine.planning.search import context
 from engine.scenario import Scenario, ScenarioError
 
@@ -78,7 +79,7 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     shard, expert_shard = (int(_g(x)) for x in shard_groups(lay))
     zero = int(lay.zero[0])
     ne, ex = _g(sp.non_expert), _g(sp.expert)
-    c = mem[worst]
+    c = {k[4:]: ev[k] for k in ev if k.startswith("mem_")}   # the worst stage as evaluated (QLoRA paging included)
     sec = "Memory per GPU"
     fn = "engine.physics.memory.memory_breakdown"
     where = ("no pipeline" if p == 1 else
@@ -380,6 +381,55 @@ def _run_terms(ctx, ev: dict) -> list[Term]:
     return out
 
 
+LORA = "Hu et al. 2021, LoRA (arXiv 2106.09685) sec. 4"
+QLORA = "Dettmers et al. 2023, QLoRA (arXiv 2305.14314) sec. 3"
+OFFLOAD = ("Ren et al. 2021, ZeRO-Offload (arXiv 2101.06840) sec. 4 and Table 3; Rajbhandari et al. 2021, ZeRO-Infinity "
+           "(arXiv 2104.07857); data/offload.json")
+
+
+def _finetune_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
+    """The job's method, what trains and what is frozen, what offloading keeps in CPU memory and what it costs."""
+    tr, shape = ctx.scenario.training, ctx.shape
+    sec, fn = "Fine-tuning and offload", "engine.physics.finetune"
+    b = bytes_per_element(tr)
+    trainable, frozen = finetune.trainable_total(shape, tr), finetune.frozen_total(shape, tr)
+    t = finetune.targets(shape, tr)
+    names = sorted({name for name, _, _ in t.dense + t.moe + t.expert})
+    adapters = (f"lora_rank {tr.lora_rank} x (d_in + d_out) on {tr.lora_targets} matrices ({', '.join(names)}) of every "
+                f"layer = {finetune.adapters(shape, tr)['dense']:,.0f} per dense layer"
+                + (f", {finetune.adapters(shape, tr)['moe']:,.0f} + {shape.n_experts} experts x "
+                   f"{finetune.adapters(shape, tr)['expert']:,.0f} per MoE layer" if shape.n_moe_layers else ""))
+    off = OFFLOAD_NAMES[int(lay.off[0])]
+    host = finetune.host(ctx.hw.accelerator)
+    out = [
+        Term(sec, "tokens_trained", tr.trained_tokens, "tokens",
+             f"total_tokens {tr.total_tokens:.4g} x epochs {tr.epochs:g} (method {tr.method})",
+             "engine.scenario.Training.trained_tokens", "-"),
+        Term(sec, "trainable_params", trainable, "params",
+             adapters if tr.adapters else f"every parameter ({tr.method}): {shape.total_params():,}", fn + ".trainable_total",
+             LORA if tr.adapters else ZERO),
+        Term(sec, "frozen_params", frozen, "params",
+             (f"the base, without gradients or optimizer states; stored at "
+              + (f"{finetune.NF4_BYTES:.4f} B/param (NF4 4 bits + {finetune.DOUBLE_QUANT_BITS:.3f} bits of double-"
+                 "quantized constants) in its linear layers, 16-bit elsewhere" if tr.method == "qlora" else
+                 f"{b['weight']:g} B/param")) if tr.adapters else "0: every weight trains",
+             fn + ".base_weight_bytes", QLORA if tr.method == "qlora" else LORA),
+        Term(sec, "host_offloaded", _g(ev["mem_host_offloaded"]) / 1e9, "GB",
+             f"offload {off}: gradient partition + optimizer states" + (" + 16-bit weights" if off == "optimizer_and_params" else "")
+             + f" of this GPU's ZeRO shard in CPU memory; {host_memory_bytes(ctx.scenario) / 1e9:.0f} GB per GPU available"
+             + (f" (incl. {_g(ev['mem_paged']) / 1e9:.3f} GB of QLoRA's paged optimizer states)" if _g(ev["mem_paged"]) else ""),
+             "engine.physics.memory.memory_breakdown; engine.planning.evaluation.memory", OFFLOAD),
+        Term(sec, "offload", _g(ev["offload"]), "s",
+             (f"gradients down behind the backward + CPU-Adam at {host['cpu_adam_params_per_s'] / 1e9:.3g}e9 params/s "
+              f"+ updated weights up, over the host link at {host['link_bytes_per_s'] / 1e9:.1f} GB/s achievable"
+              + ("; each layer's weights fetched for forward and backward behind its compute" if off == "optimizer_and_params" else "")
+              if off != "none" else "0: nothing offloaded")
+             + ("; QLoRA's paged optimizer states in and out once a step" if _g(ev["mem_paged"]) else ""),
+             "engine.physics.finetune_time.offload_step_s, paged_optimizer_s", OFFLOAD),
+    ]
+    return out
+
+
 def explain(sc: Scenario) -> list[Term]:
     """Every term of the estimate of a scenario with a layout, in report order."""
     if sc.layout is None:
@@ -387,8 +437,8 @@ def explain(sc: Scenario) -> list[Term]:
     ctx = context(sc)
     lay = Layouts.of([sc.layout])
     ev = evaluate(ctx, lay)
-    return (_memory_terms(ctx, lay, ev) + _time_terms(ctx, lay, ev) + _flops_terms(ctx, ev) + _run_terms(ctx, ev)
-            + _range_terms(ctx, lay, ev))
+    return (_memory_terms(ctx, lay, ev) + _time_terms(ctx, lay, ev) + _flops_terms(ctx, ev)
+            + _finetune_terms(ctx, lay, ev) + _run_terms(ctx, ev) + _range_terms(ctx, lay, ev))
 
 
 def _range_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:

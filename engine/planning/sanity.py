@@ -27,8 +27,8 @@ def warnings_for(sc: Scenario, estimate: Estimate | None = None) -> list[str]:
     if tr.seq_len < MIN_SEQ_LEN:
         out.append(f"Sequence length {tr.seq_len} is unusually short: pre-training uses 2,048-8,192 tokens per "
                    "sequence, and every step's fixed costs are paid for very few tokens.")
-    if tr.total_tokens < params:
-        out.append(f"{tr.total_tokens:.3g} tokens is fewer than the model's {params:.3g} parameters: compute-optimal "
+    if tr.trained_tokens < params and not tr.fine_tune:     # a fine-tune's dataset is small by nature
+        out.append(f"{tr.trained_tokens:.3g} tokens is fewer than the model's {params:.3g} parameters: compute-optimal "
                    f"training uses about {CHINCHILLA_TOKENS_PER_PARAM} tokens per parameter (Hoffmann et al. 2022); "
                    "check the token count's units.")
     if tr.global_batch_size * tr.seq_len > 128e6:

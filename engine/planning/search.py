@@ -20,11 +20,13 @@ from engine.planning.evaluation import Context, evaluate, memory, row
 from engine.planning.results import Estimate, ParetoPoint, SearchResult
 from engine.physics.layouts import RECOMPUTE, Layouts
 from engine.physics.memory import headroom_fraction
+from engine.planning.evaluation import host_memory_bytes
 from engine.scenario import Scenario, ScenarioError, divisors
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
 SPAN_REASON = "tensor-parallel group would span nodes (allow_span_nodes to permit)"
 MEMORY_REASON = "does not fit in accelerator memory"
+HOST_REASON = "offloaded states do not fit in the host's memory (cluster.host_memory_gb_per_gpu)"
 HEADROOM_REASON = ("fits, but only by using the {:.1%} of memory kept free for the allocator's reserve and transient "
                    "peaks (training.memory_headroom_fraction)")
 MIN_TOKENS_PER_CP_RANK = 512     # context parallelism finer than this is not enumerated
@@ -48,7 +50,7 @@ class Block:
     splits: list            # (first, last, v) with -1 for an even stage
     mbs: list
     experts: list           # (ep, expert_tp)
-    zero: list              # (zero stage, reshard after forward, shard group)
+    zero: list              # (zero stage, reshard after forward, shard group, offload)
     rc: list
 
     @property
@@ -56,10 +58,12 @@ class Block:
         return len(self.splits) * len(self.mbs) * len(self.experts) * len(self.zero) * len(self.rc)
 
 
-def _zero_options(facts, dp: int, cp: int, tp: int, gpus_per_node: int, quick: bool = False) -> list[tuple[int, bool, int]]:
-    """ZeRO 0-3 over the whole data-parallel group, FSDP without resharding, and hybrid sharding (HSDP) over groups
-    of one or a few nodes' data-parallel ranks, replicated across groups (quick: ZeRO-1 and ZeRO-3 only); those the
-    rules allow."""
+def _zero_options(facts, dp: int, cp: int, tp: int, gpus_per_node: int, quick: bool = False,
+                  offload: bool = False) -> list[tuple[int, bool, int, int]]:
+    """(zero stage, reshard, shard group, offload) choices: ZeRO 0-3 over the whole data-parallel group, FSDP without
+    resharding, and hybrid sharding (HSDP) over groups of one or a few nodes' data-parallel ranks, replicated across
+    groups (quick: ZeRO-1 and ZeRO-3 only); with offload, each also with the optimizer offloaded and ZeRO-3 with the
+    parameters too; those the rules allow."""
     dp_group = dp * cp
     if quick:
         out = [(1, True, dp_group), (3, True, dp_group)]
@@ -70,7 +74,11 @@ def _zero_options(facts, dp: int, cp: int, tp: int, gpus_per_node: int, quick: b
             group = per_node * growth
             if 1 < group < dp_group:
                 out += [(1, True, group), (3, True, group)]
-    return [(z, bool(r), g) for z, r, g in _allowed(facts, {"dp": dp, "cp": cp}, out, ("zero", "reshard", "shard"))]
+    out = [(z, r, g, 0) for z, r, g in out]
+    if offload:
+        out += [(z, r, g, off) for z, r, g, _ in out for off in (1, 2)]
+    return [(z, bool(r), g, off) for z, r, g, off in
+            _allowed(facts, {"dp": dp, "cp": cp}, out, ("zero", "reshard", "shard", "off"))]
 
 
 QUICK_MICRO_BATCHES = (1, 2, 4)
@@ -78,7 +86,7 @@ QUICK_VIRTUAL_STAGES = 4         # quick: no interleaving, or the largest degree
 
 
 def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: bool, software_stack: str,
-            quick: bool = False):
+            quick: bool = False, offload: bool = False):
     """(blocks of valid choices, rejected (tp, cp, pp) groups as (values, layouts, reason)). quick keeps the choices
     tuned runs use (ZeRO-1/3, micro-batches 1-4, one interleaving degree, one split, experts without expert TP): a
     few percent of the space, for sizing clusters; the full search then runs on the size chosen.
@@ -90,12 +98,13 @@ def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: boo
     and dominated choices, each named where it is set). The enumeration reads only the rules' facts, so it is cached
     per facts and size: every accelerator with the same node size shares it (the plan sizes them all)."""
     blocks, rejected = _blocks_of(layout_rules.facts_of(sc.arch, sc.training, n_gpus), sc.training.attention, n_gpus,
-                                  gpus_per_node, allow_span_nodes, quick)
+                                  gpus_per_node, allow_span_nodes, quick, offload)
     return list(blocks), list(rejected)          # the cached tuples stay as they are
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_span_nodes: bool, quick: bool):
+def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_span_nodes: bool, quick: bool,
+               offload: bool = False):
     divs = divisors(n_gpus)
     tps = [d for d in divs if d <= facts.n_heads]
     cp_space = [d for d in divs if d == 1 or facts.seq_len // d >= MIN_TOKENS_PER_CP_RANK]
@@ -124,12 +133,12 @@ def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_spa
                 rejected.append(({"tp": t, "cp": c, "pp": p, "dp": d}, count, reason))
             continue
         blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=_experts(facts, t, c, d, quick),
-                            zero=_zero_options(facts, d, c, t, gpus_per_node, quick), rc=rcs))
+                            zero=_zero_options(facts, d, c, t, gpus_per_node, quick, offload), rc=rcs))
     return tuple(blocks), tuple(rejected)
 
 
 GROUP = ("tp", "cp", "pp", "dp")
-BLOCK_DIMENSIONS = (("first", "last", "v"), ("mbs",), ("ep", "etp"), ("zero", "reshard", "shard"), ("rc",),
+BLOCK_DIMENSIONS = (("first", "last", "v"), ("mbs",), ("ep", "etp"), ("zero", "reshard", "shard", "off"), ("rc",),
                     ("sp", "tpo"))      # sequence parallelism and TP overlap: one value per block (search_cluster)
 
 
@@ -186,11 +195,11 @@ def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
         const = lambda value: np.full(n, value, dtype=np.int64)
         cols.append(np.stack([const(b.tp), const(b.pp), const(b.dp), const(b.cp), expert[:, 0], grid[1], split[:, 2],
                               zero[:, 0], const(b.tp > 1), grid[4], expert[:, 1], split[:, 0], split[:, 1], zero[:, 1],
-                              zero[:, 2], const(tp_overlap and b.tp > 1)]))
-    a = np.concatenate(cols, axis=1) if cols else np.zeros((16, 0), dtype=np.int64)
+                              zero[:, 2], const(tp_overlap and b.tp > 1), zero[:, 3]]))
+    a = np.concatenate(cols, axis=1) if cols else np.zeros((17, 0), dtype=np.int64)
     return Layouts(tp=a[0], pp=a[1], dp=a[2], cp=a[3], ep=a[4], mbs=a[5], v=a[6], zero=a[7], sp=a[8].astype(bool),
                    rc=a[9], etp=a[10], first=a[11], last=a[12], reshard=a[13].astype(bool), shard=a[14],
-                   tpo=a[15].astype(bool))
+                   tpo=a[15].astype(bool), off=a[16])
 
 
 def enumerate_layouts(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False) -> Layouts:
@@ -262,15 +271,25 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
     applied per dimension before the product is built (tensor parallelism divides the heads and widths, data
     parallelism the batch, the layers split into the pipeline stages and virtual stages, the experts into expert
     groups), so only valid layouts are built; dominated choices are not enumerated (sequence parallelism is on
-    wherever tp > 1, and tensor-parallel overlap wherever the software stack has it)."""
+    wherever tp > 1, and tensor-parallel overlap wherever the software stack has it). Offload (ZeRO-Offload,
+    ZeRO-Infinity) is enumerated only where no layout fits without it: it moves states to CPU memory and never makes
+    a step faster, so it is the choice of last resort for memory (DeepSpeed's tutorial: for models that do not fit)."""
+    cs = _search_cluster(sc, n_gpus, allow_span_nodes, evaluate_model, quick, offload=False)
+    if evaluate_model and not cs.feasible.any() and host_memory_bytes(cs.ctx.scenario) > 0:
+        return _search_cluster(sc, n_gpus, allow_span_nodes, evaluate_model, quick, offload=True)
+    return cs
+
+
+def _search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool, evaluate_model: bool, quick: bool,
+                    offload: bool) -> ClusterSearch:
     scn = _scenario_for(sc, n_gpus)
     ctx = context(scn)
     acc = load_catalog().accelerator(scn.cluster.accelerator)
-    blocks, rejected = _blocks(scn, n_gpus, ctx.hw.gpus_per_node, allow_span_nodes, acc.software_stack, quick)
+    blocks, rejected = _blocks(scn, n_gpus, ctx.hw.gpus_per_node, allow_span_nodes, acc.software_stack, quick, offload)
     if problems := _over_limit(scn, n_gpus, blocks, rejected):
         raise ScenarioError(problems)
     lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA")
-    reasons = [MEMORY_REASON, DOMINATED_REASON, HEADROOM_REASON.format(headroom_fraction(scn.training))]
+    reasons = [MEMORY_REASON, DOMINATED_REASON, HEADROOM_REASON.format(headroom_fraction(scn.training)), HOST_REASON]
     reason = np.full(len(lay), -1)
     ev: dict = {}
     if evaluate_model and len(lay):
@@ -286,6 +305,7 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
         timed = keep.reshape(-1)
         ev = evaluate(ctx, lay, timed=timed, mem=mem)
         reason[~mem["fits"]] = 0
+        reason[mem["fits_gpu"] & ~mem["fits_host"]] = 3
         reason[mem["fits"] & ~fits] = 2
         reason[fits & ~timed] = 1
     return ClusterSearch(ctx=ctx, layouts=lay, reason=reason, reasons=reasons, ev=ev, rejected_groups=rejected)

@@ -102,8 +102,8 @@ def published_training_note(sc: Scenario, est: Estimate, efficiency: str = "tune
     """The whole-training GPU-hours the model's makers published (data/models.json published_training) beside this
     estimate's billed GPU-hours, scaled linearly to the scenario's tokens, and where the published figure falls
     against the range shown. None for a custom model, a preset without a published figure, or a layout that does
-    not fit."""
-    if not isinstance(sc.model, PresetRef) or not est.fits:
+    not fit, or a fine-tune (the published hours are the model's pre-training, another job)."""
+    if not isinstance(sc.model, PresetRef) or not est.fits or sc.training.fine_tune:
         return None
     published = load_catalog().models[sc.model.preset].published_training
     if published is None:

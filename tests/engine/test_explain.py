@@ -14,7 +14,8 @@ from tests.conftest import ROOT
 from tests.engine.helpers import parse, scenario
 
 SECTIONS = {"Memory per GPU", "Step time: compute", "Step time: collectives (exposed)", "Step time: pipeline",
-            "Step time", "FLOPs and utilisation", "Whole run", "Goodput", "Cost", "Energy and CO2", "Range"}
+            "Step time", "FLOPs and utilisation", "Fine-tuning and offload", "Whole run", "Goodput", "Cost",
+            "Energy and CO2", "Range"}
 
 
 def _terms(sc):

@@ -79,7 +79,8 @@ def rule_space(sc, n: int, allow_span: bool) -> np.ndarray:
     of schedule.split_options with every interleaving degree; ep dividing the experts, expert TP none or tp; ZeRO
     0-3 over the whole data-parallel group, ZeRO-3 without resharding, and ZeRO-1/3 over HSDP groups of one node's
     data-parallel ranks times HSDP_GROWTH. Dominated choices are not in it: sequence parallelism is on wherever
-    tp > 1, TP overlap wherever the stack has it (CUDA), selective recompute only with standard attention."""
+    tp > 1, TP overlap wherever the stack has it (CUDA), selective recompute only with standard attention. Offload
+    is enumerated only where nothing fits without it (tests/engine/test_finetune.py), so not in this space."""
     arch, tr = sc.arch, sc.training
     gpn = sc.gpus_per_node
     cuda = load_catalog().accelerator(sc.cluster.accelerator).software_stack == "CUDA"
@@ -105,7 +106,7 @@ def rule_space(sc, n: int, allow_span: bool) -> np.ndarray:
         split, expert, zero = np.array(splits)[grid[1]], np.array(experts)[grid[2]], np.array(zeros)[grid[3]]
         cols = layout_rules.columns(tp=t, pp=p, dp=d, cp=c, ep=expert[:, 0], mbs=np.array(mbs)[grid[0]], v=split[:, 2],
                                     zero=zero[:, 0], sp=t > 1, rc=grid[4], etp=expert[:, 1], first=split[:, 0],
-                                    last=split[:, 1], reshard=zero[:, 1], shard=zero[:, 2], tpo=cuda and t > 1)
+                                    last=split[:, 1], reshard=zero[:, 1], shard=zero[:, 2], tpo=cuda and t > 1, off=0)
         out.append(_rows(cols)[layout_rules.allowed(facts, cols)])
     return np.concatenate(out)
 
