@@ -15,6 +15,15 @@ REFERENCE = {
                      "tokens": 331_776 * 8192, "tokens_in_log": "sequences",
                      "source": "v5.1 NVIDIA theia_ngpu512_ngc25.09_nemo (GB300) llama31_405b result_0.txt: "
                                "331,776 sequences x 8192 tokens"},
+    # Llama 2 70B fine-tuned with LoRA on GovReport (SCROLLS), tokenized and packed into 8192-token sequences
+    # (mlcommons/training llama2_70b_lora README; AMD's and Krai's v5.1 READMEs). Adapters of rank 16 (alpha 32, both
+    # logged as lora_rank/lora_alpha) on the attention projections: the reference trains lora_target_modules
+    # qkv_proj,o_proj (run_llama_70B_scrolls_r16.sh). Samples are logged as sequences (samples_count).
+    "llama2_70b_lora": {"preset": "llama2-70b", "seq_len": 8192, "global_batch_size": 8, "tokens": 3072 * 8192,
+                        "tokens_in_log": "sequences",
+                        "training": {"method": "lora", "lora_rank": 16, "lora_targets": "attention"},
+                        "source": "v4.0 NVIDIA eos_ngc24.04_nemo (8 H100) llama2_70b_lora result_0.txt: global_batch_size 8, "
+                                  "run_stop samples_count 3,072 sequences x 8192 tokens"},
 }
 
 # A time to train below the reference run's model FLOPs over every accelerator at FLOOR_PEAK_FACTOR x its fastest

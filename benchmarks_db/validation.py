@@ -9,9 +9,13 @@ own logs use their own values; the six results whose log could not be read use t
   logs count tokens).
 - llama31_405b: mlcommons/training_results_v5.1 @ 4da2d1c, NVIDIA/results/theia_ngpu512_ngc25.09_nemo/llama31_405b/
   result_0.txt stops at samples_count = 331,776 sequences (288 steps x 1152) of 8192 tokens.
+- llama2_70b_lora: mlcommons/training_results_v4.0 @ 62f111b, NVIDIA/results/eos_ngc24.04_nemo/llama2_70b_lora/
+  result_0.txt stops at samples_count = 3,072 packed GovReport sequences of 8192 tokens at global_batch_size 8; the
+  engine trains rank-16 LoRA adapters on the attention projections of a frozen Llama 2 70B (REFERENCE's training).
 Published minutes include the runs' in-run evaluations, which the engine adds as the share of the run the logs
-measure (EVAL_SHARE). Precision: per submission, from the submission's configuration where it is published
-(PRECISION_RULES); an accelerator without that precision falls back to the nearest it has.
+measure (EVAL_SHARE), and the RCP penalty of the submission (scaling.json scaling_factor, >= 1), by which the
+published score multiplies the runs' mean. Precision: per submission, from the submission's configuration where it is
+published (PRECISION_RULES); an accelerator without that precision falls back to the nearest it has.
 """
 from __future__ import annotations
 
@@ -27,12 +31,13 @@ from benchmarks_db.queries import BASE, TRUSTED_SOURCE, mlperf_results
 from benchmarks_db.reference_runs import REFERENCE
 from benchmarks_db.store import Store
 
-NOT_MODELLED = {"llama2_70b_lora": "not modelled: LoRA fine-tuning (frozen base weights, low-rank adapters)"}
 # Share of a run spent in its in-run evaluations, measured in its log (eval_start..eval_stop over run_start..run_stop)
 EVAL_SHARE = {
     "gpt3": (0.080, "v4.1 NVIDIA eos_n64_ngc24.09_nemo result_0.txt: 24 evaluations, 3.97 of 49.77 minutes"),
     "llama31_405b": (0.096, "v5.1 NVIDIA theia_ngpu512_ngc25.09_nemo result_0.txt: 22.2 s of evaluation every 16 "
                             "steps of 13.13 s"),
+    "llama2_70b_lora": (0.098, "v5.0 AMD MI300X_EPYC_9575F_pytorch result_0.txt (tests/data/mlperf-samples): 5 "
+                               "evaluations of the 173 validation sequences, 166.0 of 1695.6 s"),
 }
 # Training precision per submission (first match wins): (round, submitter, system prefix, precision, source)
 PRECISION_RULES = [
@@ -43,8 +48,9 @@ PRECISION_RULES = [
                                           "FP8 for what stays in 8 bits)"),
     ("v3.0", "Intel-HabanaLabs", "", "bf16", "Intel's v3.0 GPT-3 runs were BF16; FP8 came in v3.1 (311.94 -> 153.58 min)"),
     ("", "Google", "", "bf16", "no precision published in the MaxText/PAX submissions; BF16 assumed"),
-    ("", "", "", "fp8", "NVIDIA's LLM submissions set FP8=True (e.g. v5.1 theia_ngpu512 config_common.sh), as do the "
-                        "partner and Habana v3.1+ submissions"),
+    ("", "", "", "fp8", "NVIDIA's LLM submissions set FP8=True (e.g. v5.1 theia_ngpu512 config_common.sh; LoRA: v4.0 "
+                        "config_DGXH100_1x8x4xtp4pp1cp1.sh), as do the partner and Habana v3.1+ submissions and AMD's "
+                        "LoRA recipe (v5.1 Krai config_MI300X_1x8x1.sh: FP8=True)"),
 ]
 RUN_PARAMS = Path(__file__).resolve().parent / "data" / "mlperf_run_params.csv"
 
@@ -77,15 +83,17 @@ def precision_for(mlperf_round: str, submitter: str, system: str, acc) -> tuple[
 
 
 @lru_cache(maxsize=512)
-def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int,
-             eval_share: float) -> dict:
+def _predict(benchmark: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int) -> dict:
+    """The engine's time to train the benchmark's model (REFERENCE: preset and training method) on this system, with
+    the share of the run its evaluations take (EVAL_SHARE), before the RCP penalty."""
     from engine.scenario import ScenarioError
     from engine.inputs import parse_scenario
     from engine.planning.search import search
+    ref, eval_share = REFERENCE[benchmark], EVAL_SHARE[benchmark][0]
     try:
-        sc = parse_scenario({"model": {"preset": preset},
+        sc = parse_scenario({"model": {"preset": ref["preset"]},
                              "training": {"seq_len": seq_len, "global_batch_size": gbs, "total_tokens": tokens,
-                                          "precision": precision},
+                                          "precision": precision, **ref.get("training", {})},
                              "cluster": {"accelerator": accel, "n_gpus": n_gpus},
                              "schedule": {"eval_steps": 0}})
         best = search(sc, top=1, pareto_sizes=[]).best
@@ -102,16 +110,19 @@ def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str,
 
 
 def _tokens(run_id: str, benchmark: str, params: dict) -> tuple[int, int, float, str]:
-    """(sequence length, global batch, tokens, basis) from the run's own log where it has them."""
+    """(sequence length, global batch, tokens, basis) from the run's own log where it has them. Each benchmark fixes
+    its sequence length, so a log without the key (LoRA logs name none) has the reference's."""
     ref = REFERENCE[benchmark]
-    seq, gbs, samples = params.get("max_sequence_length"), params.get("global_batch_size"), params.get("samples_at_stop")
-    if seq and gbs and samples:
+    seq = params.get("max_sequence_length") or ref["seq_len"]
+    gbs, samples = params.get("global_batch_size"), params.get("samples_at_stop")
+    if gbs and samples:
         tokens = samples if ref["tokens_in_log"] == "tokens" else samples * seq
         return int(seq), int(gbs), float(tokens), "this result's log"
     logged = run_params().get(run_id)
     if logged:
         return logged["seq_len"], logged["global_batch_size"], logged["tokens"], logged["source"]
-    return ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]), "reference run (this log unreadable): " + ref["source"]
+    return (ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]),
+            "reference run (no batch or samples read from this result's log): " + ref["source"])
 
 
 def results_version(store: Store, benchmark: str | None = None) -> tuple:
@@ -135,28 +146,31 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                "benchmark": r.benchmark, "accelerator": accel_id or r.accelerator_raw,
                "n_accelerators": r.n_accelerators, "published_minutes": r.score_minutes, "source_kind": r.source_kind,
                "predicted_minutes": None, "ratio": None, "precision": None, "precision_source": None, "tokens": None,
-               "token_basis": None, "global_batch_size": None, "layout": None, "mfu": None}
+               "token_basis": None, "global_batch_size": None, "scaling_factor": None, "layout": None, "mfu": None}
         acc = accelerator(accel_id)
         if not r.trusted:                              # an untrusted upload costs no search (issue 13)
             out["status"] = "not predicted: an upload the deployment's operator has not trusted"
-        elif r.benchmark in NOT_MODELLED:
-            out["status"] = NOT_MODELLED[r.benchmark]
         elif r.benchmark not in REFERENCE:
             out["status"] = "not modelled: no model preset for this benchmark"
         elif acc is None:
             out["status"] = "not predicted: accelerator not in the catalog"
         else:
-            seq, gbs, tokens, basis = _tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
+            logged = json.loads(params.get(r.run_id) or "{}")
+            seq, gbs, tokens, basis = _tokens(r.run_id, r.benchmark, logged)
             parts = r.run_id.split(":")            # mlperf:<round>:<submitter folder>:<system id>:<benchmark>
             folder, system = (parts[2], parts[3]) if len(parts) >= 5 else (r.submitter, r.system_name)
             precision, precision_source = precision_for(r.round, folder, system, acc)
-            share = EVAL_SHARE[r.benchmark][0]
-            pred = _predict(REFERENCE[r.benchmark]["preset"], seq, gbs, tokens, precision, acc.id, int(r.n_accelerators),
-                            share)
-            out.update(pred, precision=precision, precision_source=precision_source, tokens=tokens, token_basis=basis,
-                       global_batch_size=gbs)
+            pred = dict(_predict(r.benchmark, seq, gbs, tokens, precision, acc.id, int(r.n_accelerators)))
+            scaling = float(logged.get("scaling_factor") or 1.0)
             if pred.get("predicted_minutes"):
+                pred["predicted_minutes"] *= scaling
                 out["ratio"] = pred["predicted_minutes"] / r.score_minutes
+            elif basis.startswith("reference run"):
+                pred["status"] = (f"not predicted: this result's global batch is unknown (no batch or samples read from "
+                                  f"its log) and the reference run's batch of {gbs} has no feasible layout on "
+                                  f"{int(r.n_accelerators)} accelerators")
+            out.update(pred, precision=precision, precision_source=precision_source, tokens=tokens, token_basis=basis,
+                       global_batch_size=gbs, scaling_factor=scaling)
         rows.append(out)
     df = pd.DataFrame(rows)
     df["diagnosis"] = [diagnosis(r, df) for r in df.itertuples()]
@@ -191,8 +205,10 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
         return None
     reasons = []
     if str(row.token_basis).startswith("reference run"):
-        reasons.append("batch size and tokens unknown: this result's log could not be read, so the reference run's "
-                       "are used")
+        ref = REFERENCE[row.benchmark]
+        reasons.append(f"batch size and samples unknown: no batch or samples were read from this result's log, so the "
+                       f"reference run's global batch {ref['global_batch_size']} and "
+                       f"{ref['tokens'] / ref['seq_len']:,.0f} sequences are used")
     if str(row.accelerator).startswith("TPU") and row.precision == "bf16":
         mfu = implied_mfu(row)
         if mfu is not None and mfu > 0.6:
@@ -218,4 +234,38 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
                        f"{', '.join(sorted(close['round'].unique()))} are predicted within {OFF:.0%}, this one "
                        f"{row.ratio - 1:+.0%}; the same {row.n_accelerators} accelerators scored {scores} minutes, so "
                        "the newer software runs faster than the engine's calibration on 2024 BF16 runs")
+    if "has no" in str(row.precision_source):
+        reasons.append(f"precision: {row.precision_source.rsplit('; ', 1)[-1]} (the submission's own precision is "
+                       "not available on this accelerator)")
+    reasons += [r for r in (_submitter_spread(row, df), _uncalibrated(row)) if r]
     return "; ".join(reasons) or "not diagnosed"
+
+
+def _submitter_spread(row, df: pd.DataFrame) -> str | None:
+    """Where the same accelerators in the same number published times far apart (other software, other recipe), the
+    result's distance from the others'."""
+    same = df[(df.benchmark == row.benchmark) & (df.accelerator == row.accelerator)
+              & (df.n_accelerators == row.n_accelerators) & (df.run_id != row.run_id)]
+    if len(same) < 2:
+        return None
+    median = float(same.published_minutes.median())
+    if abs(row.published_minutes / median - 1) <= OFF:
+        return None
+    return (f"submitter spread: the {len(same)} other results on {row.n_accelerators} {row.accelerator} published "
+            f"{same.published_minutes.min():.2f}-{same.published_minutes.max():.2f} min (median {median:.2f}); this "
+            f"one {row.published_minutes:.2f} min is {row.published_minutes / median:.2f}x that median, so its software "
+            "or recipe differs from the others' by more than the engine's error")
+
+
+def _uncalibrated(row) -> str | None:
+    """An accelerator whose in-training level no published per-step run calibrates (engine.physics.hardware)."""
+    from engine.catalog import load_catalog
+    from engine.physics.hardware import sustained_fraction
+    acc = accelerator(row.accelerator)
+    if acc is None:
+        return None
+    level, note = sustained_fraction(load_catalog().accelerator(acc.id))
+    if not note.startswith("no published per-step calibration"):
+        return None
+    return (f"uncalibrated accelerator: {note} ({level:.2f} of its isolated kernel rates); this result is a held-out "
+            f"check of that assumption, {row.ratio - 1:+.0%}")
