@@ -45,8 +45,10 @@ def minimum_minutes(benchmark: str, accelerator_id: str | None, n_accelerators: 
     """(floor, why) for an MLPerf time to train on this system, or None where the benchmark is unknown. An unknown
     accelerator is taken as fast as the catalog's fastest, an unknown or larger count as MAX_ACCELERATORS."""
     from engine.catalog import load_catalog
-    from engine.physics.flops import model_flops_per_token
+    from engine.physics.flops import flops_per_token
+    from engine.physics.layouts import Layouts
     from engine.physics.model import shape_of
+    from engine.scenario import Layout, Training
     ref, acc = REFERENCE.get(benchmark), accelerator(accelerator_id)
     if ref is None:
         return None
@@ -57,7 +59,10 @@ def minimum_minutes(benchmark: str, accelerator_id: str | None, n_accelerators: 
         which = f"the fastest {accelerator_id} datasheet peak ({_fastest_peak(acc):g} TFLOP/s)"
     n = min(n_accelerators, MAX_ACCELERATORS) if n_accelerators and n_accelerators >= 1 else MAX_ACCELERATORS
     shape = shape_of(load_catalog().models[ref["preset"]].arch)
-    flops = model_flops_per_token(shape, ref["seq_len"], "full_square") * ref["tokens"]
+    training = Training(seq_len=ref["seq_len"], global_batch_size=ref["global_batch_size"], total_tokens=ref["tokens"],
+                        **ref.get("training", {}))     # LoRA: no weight gradients for the frozen base
+    per_token = float(flops_per_token(shape, training, Layouts.of([Layout()]))["model_full_square"])
+    flops = per_token * ref["tokens"]
     floor = flops / (n * FLOOR_PEAK_FACTOR * _fastest_peak(acc) * 1e12) / 60
     return floor, (f"{ref['tokens']:,} tokens of {ref['preset']} need {flops:.3g} FLOP, at least {floor:.3g} min "
                    f"on {n:,} accelerators even at {FLOOR_PEAK_FACTOR:g}x {which}")
