@@ -41,6 +41,22 @@ def test_lora_run_params_are_the_logged_values():
     assert REFERENCE["llama2_70b_lora"]["tokens"] == eos["tokens"]
 
 
+def test_the_lora_logs_read_are_the_published_runs():
+    # each run's minutes, where both ends of the log were read, is one of the per-run minutes MLCommons published
+    with RESULTS_CSV.open() as f:
+        published = {(r["round"], r["submitter"], r["system_id"]): [float(m) for m in r["run_minutes_sorted"].split()]
+                     for r in csv.DictReader(f) if r["benchmark"] == "llama2_70b_lora"}
+    with (RESULTS_CSV.parent / "mlperf_run_params.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["benchmark"] == "llama2_70b_lora"]
+    timed = [r for r in rows if r["run_minutes"]]
+    assert len(rows) == 60 and len(timed) == 22
+    for r in timed:
+        runs = published[(r["round"], r["submitter"], r["system_id"])]
+        assert min(abs(m - float(r["run_minutes"])) for m in runs) < 2e-4, r["system_id"]
+    for r in rows:                                        # a whole number of steps of the logged batch
+        assert int(r["trained_count"]) % int(r["global_batch_size"]) == 0, r["system_id"]
+
+
 @pytest.mark.parametrize("folder, system, batch, samples", [
     (DELL_LORA, "9xXE9712x4GB200", 9, 3024), (AMD_LORA, "MI300X_EPYC_9575F_pytorch", 8, 3072)])
 def test_run_params_agree_with_the_local_copies_of_the_logs(folder, system, batch, samples):
