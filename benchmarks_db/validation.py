@@ -205,10 +205,7 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
         return None
     reasons = []
     if str(row.token_basis).startswith("reference run"):
-        ref = REFERENCE[row.benchmark]
-        reasons.append(f"batch size and samples unknown: no batch or samples were read from this result's log, so the "
-                       f"reference run's global batch {ref['global_batch_size']} and "
-                       f"{ref['tokens'] / ref['seq_len']:,.0f} sequences are used")
+        reasons.append(_unread(row, df))
     if str(row.accelerator).startswith("TPU") and row.precision == "bf16":
         mfu = implied_mfu(row)
         if mfu is not None and mfu > 0.6:
@@ -233,12 +230,32 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
         reasons.append(f"software round: {row.submitter}'s {row.accelerator} results of this benchmark in rounds "
                        f"{', '.join(sorted(close['round'].unique()))} are predicted within {OFF:.0%}, this one "
                        f"{row.ratio - 1:+.0%}; the same {row.n_accelerators} accelerators scored {scores} minutes, so "
-                       "the newer software runs faster than the engine's calibration on 2024 BF16 runs")
+                       + ("the newer software runs faster than the engine's calibration on 2024 BF16 runs" if row.ratio > 1
+                          else "this round's software ran slower than the engine's calibration and the later rounds'"))
     if "has no" in str(row.precision_source):
         reasons.append(f"precision: {row.precision_source.rsplit('; ', 1)[-1]} (the submission's own precision is "
                        "not available on this accelerator)")
-    reasons += [r for r in (_submitter_spread(row, df), _uncalibrated(row)) if r]
+    others = _submitter_spread(row, df) or _submitter_elsewhere(row, df)
+    reasons += [r for r in (others, _memory_bound(row), _uncalibrated(row)) if r]
     return "; ".join(reasons) or "not diagnosed"
+
+
+def _unread(row, df: pd.DataFrame) -> str:
+    """What taking the reference run's batch and samples for a result whose log was not read may cost: the batches
+    and samples the logs read show on systems of the same size."""
+    ref = REFERENCE[row.benchmark]
+    used = (f"no batch or samples were read from this result's log, so the reference run's global batch "
+            f"{ref['global_batch_size']} and {ref['tokens'] / ref['seq_len']:,.0f} sequences are used")
+    read = df[(df.benchmark == row.benchmark) & (df.n_accelerators == row.n_accelerators) & df.tokens.notna()
+              & ~df.token_basis.astype(str).str.startswith("reference run")]
+    if not len(read):
+        return f"batch size and samples unknown: {used}; no log of a {row.n_accelerators}-accelerator result was read"
+    batches = sorted({int(b) for b in read.global_batch_size})
+    low, high = (f"{x:,.0f}" for x in (read.tokens.min() / ref["seq_len"], read.tokens.max() / ref["seq_len"]))
+    logs = "the log" if len(read) == 1 else f"the {len(read)} logs"
+    return (f"batch size and samples unknown: {used}; {logs} read of {row.n_accelerators}-accelerator results train "
+            f"at batch {'/'.join(map(str, batches))} and stopped after {low if low == high else f'{low}-{high}'} "
+            "sequences")
 
 
 def _submitter_spread(row, df: pd.DataFrame) -> str | None:
@@ -255,6 +272,35 @@ def _submitter_spread(row, df: pd.DataFrame) -> str | None:
             f"{same.published_minutes.min():.2f}-{same.published_minutes.max():.2f} min (median {median:.2f}); this "
             f"one {row.published_minutes:.2f} min is {row.published_minutes / median:.2f}x that median, so its software "
             "or recipe differs from the others' by more than the engine's error")
+
+
+def _peer_ratio(row, df: pd.DataFrame) -> float | None:
+    """This result's published minutes over the median of the other submitters' on the same system size."""
+    peers = df[(df.benchmark == row.benchmark) & (df.accelerator == row.accelerator)
+               & (df.n_accelerators == row.n_accelerators) & (df.submitter != row.submitter)]
+    return row.published_minutes / float(peers.published_minutes.median()) if len(peers) >= 2 else None
+
+
+def _submitter_elsewhere(row, df: pd.DataFrame) -> str | None:
+    """A result without peers on its own system whose submitter's other results of the benchmark are far slower
+    than the other submitters' on the same systems: the submitter's software, not the accelerator."""
+    own = df[(df.benchmark == row.benchmark) & (df.submitter == row.submitter) & (df.run_id != row.run_id)]
+    slow = [(r, x) for r in own.itertuples() if (x := _peer_ratio(r, df)) is not None]
+    # every one of them off the same way, by more than OFF, and the way that explains this result's error
+    if len(slow) < 2 or not all((x - 1 > OFF) == (row.ratio < 1) and abs(x - 1) > OFF for _, x in slow):
+        return None
+    shown = ", ".join(f"{x:.2f}x on {r.n_accelerators} {r.accelerator}" for r, x in slow)
+    return (f"submitter's software: {row.submitter}'s other results of this benchmark took {shown} the other "
+            "submitters' median minutes on the same systems, so its software stack, not the accelerator, sets the pace")
+
+
+def _memory_bound(row) -> str | None:
+    """A run the engine fits only by recomputing every activation, predicted slower than published."""
+    if row.ratio <= 1 + OFF or " full" not in str(row.layout):
+        return None
+    return (f"memory: the engine fits this run on {row.n_accelerators} {row.accelerator} only with full activation "
+            f"recomputation ({row.layout}); the submission ran faster, so it kept more in memory than the engine's "
+            "memory estimate allows")
 
 
 def _uncalibrated(row) -> str | None:
