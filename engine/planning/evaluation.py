@@ -201,7 +201,21 @@ def _row_data(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> 
         "whole_run": ctx.run.detail(g("steps_s"), g("eval_s")) if fits else ctx.run.detail(None, None),
         "gpu_hours": g("gpu_hours") if fits else None,
         **run_row(ctx, ev, i),
+        "fine_tuning": fine_tuning_row(ctx, ev, lay, i),
     }
+
+
+def fine_tuning_row(ctx: Context, ev: dict[str, np.ndarray], lay: Layouts, i: int) -> dict:
+    """The job's method and what trains, the tokens it trains on, and what offload keeps in CPU memory."""
+    tr, shape = ctx.scenario.training, ctx.shape
+    return {"method": tr.method, "trainable_params": finetune.trainable_total(shape, tr),
+            "frozen_params": finetune.frozen_total(shape, tr),
+            **({"lora_rank": tr.lora_rank, "lora_targets": tr.lora_targets} if tr.adapters else {}),
+            "tokens_trained": tr.trained_tokens, "epochs": tr.epochs,
+            "offload": lay.layout(i).offload,
+            "host_offloaded_gb_per_gpu": float(ev["mem_host_offloaded"][i]) / 1e9,
+            "host_memory_gb_per_gpu": host_memory_bytes(ctx.scenario) / 1e9,
+            "paged_optimizer_gb": float(ev["mem_paged"][i]) / 1e9}
 
 
 def misfit(ctx: Context, ev: dict[str, np.ndarray], i: int) -> str:

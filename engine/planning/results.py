@@ -79,6 +79,9 @@ class Estimate(Result):
     reliability: dict[str, Any]
     cost: dict[str, Any]
     energy: dict[str, Any]
+    fine_tuning: dict[str, Any] | None = Field(default=None, description=(
+        "the job's method, trainable and frozen parameters, tokens trained (dataset x epochs), and what offloading "
+        "keeps in CPU memory per GPU against what the host has (engine.physics.finetune)"))
     nearest_fit: NearestFit | None = Field(default=None, description="for a layout that does not fit: the fastest "
                                                                      "layout that does, here or at the nearest size")
     assumptions: dict[str, Any] | None = None
@@ -105,6 +108,22 @@ class Estimate(Result):
     def memory_headroom(self) -> float:
         """The share of the accelerator's memory left free on the fullest stage."""
         return 1 - self.memory_gib.total / self.memory_capacity_gib
+
+
+class FitOption(Result):
+    """A way to make a job that fits nowhere on its cluster fit (engine.planning.alternatives.fitting_alternatives):
+    train LoRA or QLoRA adapters instead, offload to a host with more memory, or use more GPUs; with its figures."""
+    option: str = Field(description="lora, qlora, offload or more_gpus")
+    fits: bool
+    text: str = Field(description="what changes and what it gives, in words")
+    n_gpus: int | None = None
+    layout: Layout | None = None
+    memory_gib: float | None = Field(default=None, description="per GPU, on the fullest pipeline stage")
+    host_memory_gb_per_gpu: float | None = Field(default=None, description="CPU memory per GPU the offloaded states need")
+    step_time_s: float | None = None
+    wall_days: float | None = None
+    gpu_hours: float | None = None
+    cost_usd: float | None = None
 
 
 class ParetoPoint(Result):
