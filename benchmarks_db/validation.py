@@ -178,6 +178,9 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
 
 
 OFF = 0.25        # predictions further than this from the published minutes are diagnosed
+# The fewest tokens per accelerator per optimizer step among the runs that calibrate the engine's step time
+# (Megatron-LM Table 1 and its H100 weak-scaling table, tests/engine/published_runs.py: 2,048 for the large models)
+CALIBRATED_TOKENS_PER_ACCELERATOR_STEP = 2048
 
 
 def implied_mfu(row) -> float | None:
@@ -236,7 +239,7 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
         reasons.append(f"precision: {row.precision_source.rsplit('; ', 1)[-1]} (the submission's own precision is "
                        "not available on this accelerator)")
     others = _submitter_spread(row, df) or _submitter_elsewhere(row, df)
-    reasons += [r for r in (others, _memory_bound(row), _uncalibrated(row)) if r]
+    reasons += [r for r in (others, _memory_bound(row), _strong_scaled(row), _uncalibrated(row)) if r]
     return "; ".join(reasons) or "not diagnosed"
 
 
@@ -301,6 +304,20 @@ def _memory_bound(row) -> str | None:
     return (f"memory: the engine fits this run on {row.n_accelerators} {row.accelerator} only with full activation "
             f"recomputation ({row.layout}); the submission ran faster, so it kept more in memory than the engine's "
             "memory estimate allows")
+
+
+def _strong_scaled(row) -> str | None:
+    """A run predicted fast whose step gives each accelerator less work than any calibration run did."""
+    if row.ratio >= 1 - OFF or not row.global_batch_size or str(row.token_basis).startswith("reference run"):
+        return None                                  # (an assumed batch says nothing about the run's own scaling)
+    per_step = row.global_batch_size * REFERENCE[row.benchmark]["seq_len"] / row.n_accelerators
+    if per_step >= CALIBRATED_TOKENS_PER_ACCELERATOR_STEP:
+        return None
+    return (f"strong scaling beyond the calibration: {per_step:,.0f} tokens per accelerator per step (batch "
+            f"{int(row.global_batch_size)} on {row.n_accelerators}), fewer than the "
+            f"{CALIBRATED_TOKENS_PER_ACCELERATOR_STEP:,} of every run the engine's step time is calibrated on, so the "
+            "per-step costs that do not shrink with the work (launches, synchronisation, collective latency, the "
+            "evaluations' share) weigh more than the engine counts")
 
 
 def _uncalibrated(row) -> str | None:
