@@ -118,3 +118,15 @@ def test_an_unknown_benchmark_is_named_with_those_the_store_holds(seeded_file, t
     assert code == 2 and out == ""
     assert err.strip() == ("--benchmark 'llama2_70b': no MLPerf result of that benchmark in the store; it holds "
                            "gpt3, llama2_70b_lora, llama31_405b")
+
+
+def test_an_uploaded_lora_log_is_predicted_from_its_own_batch_and_samples(store):
+    from benchmarks_db.ingest import Uploader
+    from benchmarks_db.validation import predicted_vs_measured
+    assert next(r for r in ingest_path(store, AMD_LORA, uploader=Uploader(trusted=True))
+                if r.format == "mlperf_results").ingested
+    (row,) = predicted_vs_measured(store).itertuples()
+    # its logs: batch 8, 3,072 sequences at run_stop; scaling.json 1.03472 (README.txt of the sample: score 29.2502)
+    assert (row.status, row.token_basis, row.global_batch_size) == ("predicted", "this result's log", 8)
+    assert row.tokens == 3072 * 8192 and row.scaling_factor == pytest.approx(1.03472, abs=1e-5)
+    assert row.ratio == pytest.approx(row.predicted_minutes / 29.2502, rel=1e-4)
