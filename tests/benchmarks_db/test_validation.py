@@ -65,7 +65,7 @@ def test_mlperf_predictions_median_within_ten_percent_and_every_outlier_diagnose
 def test_logged_batch_and_tokens_are_used_where_the_log_was_read(seeded_ro):
     from benchmarks_db.validation import run_params
     params = run_params()
-    assert len(params) == 120         # 64 GPT-3/405B results (6 logs unreadable) and 62 LoRA (see data/README.md)
+    assert len(params) == 122         # 64 GPT-3/405B results (6 logs unreadable) and 64 LoRA (see data/README.md)
     eos = params["mlperf:v4.1:NVIDIA:eos_n64_ngc24.09_nemo:gpt3"]
     assert (eos["global_batch_size"], eos["seq_len"], eos["tokens"]) == (2048, 2048, 288 * 2048 * 2048)
     theia = params["mlperf:v5.1:NVIDIA:theia_ngpu512_ngc25.09_nemo:llama31_405b"]
