@@ -12,7 +12,8 @@
                               remove uploads and everything each added (published and seed data cannot be removed)
     validate --benchmark NAME  the engine's time to train beside every MLPerf result of that benchmark in the store:
                               [--round vX.Y] [--json] (one JSON object a line; predicted_minutes null with the
-                              reason where the engine gives none); exit status 2 for a benchmark the store lacks
+                              reason where the engine gives none); exit status 2 for a benchmark or round the store
+                              lacks
 
 Every command takes the store's serving lock, so none runs beside a planner serving the same store (stop it
 first, as for a backup; uploads go through its Benchmarks page meanwhile)."""
@@ -143,13 +144,19 @@ def _run(args: argparse.Namespace, path: Path) -> int:
 
 def _validate(args: argparse.Namespace, store: Store) -> int:
     """Predicted vs published for every MLPerf result of one benchmark: JSON lines or a table; 2 when the store holds
-    no result of that benchmark (the message lists those it holds)."""
+    no result of that benchmark or round (the message lists those it holds)."""
     from benchmarks_db.validation import predicted_vs_measured
     held = [b for (b,) in store.rows("SELECT DISTINCT benchmark FROM run WHERE suite = 'mlperf_training' "
                                      "ORDER BY benchmark")]
     if args.benchmark not in held:
         print(f"--benchmark {args.benchmark!r}: no MLPerf result of that benchmark in the store; it holds "
               + (", ".join(held) or "none"), file=sys.stderr)
+        return 2
+    rounds = [r for (r,) in store.rows("SELECT DISTINCT mlperf_round FROM run WHERE suite = 'mlperf_training' AND "
+                                       "benchmark = $b AND mlperf_round IS NOT NULL ORDER BY 1", {"b": args.benchmark})]
+    if args.round is not None and args.round not in rounds:
+        print(f"--round {args.round!r}: no {args.benchmark} result of that round in the store; it holds "
+              + (", ".join(rounds) or "none with a round"), file=sys.stderr)
         return 2
     df = predicted_vs_measured(store, benchmark=args.benchmark, mlperf_round=args.round)
     rows = [{out: _plain(getattr(r, col)) for col, out in VALIDATE_FIELDS.items()} for r in df.itertuples()]

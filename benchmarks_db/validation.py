@@ -285,8 +285,9 @@ def _peer_ratio(row, df: pd.DataFrame) -> float | None:
 
 
 def _submitter_elsewhere(row, df: pd.DataFrame) -> str | None:
-    """A result without peers on its own system whose submitter's other results of the benchmark are far slower
-    than the other submitters' on the same systems: the submitter's software, not the accelerator."""
+    """A result whose own system shows no submitter spread (too few peers, or close to them) while every other
+    result of its submitter sits far from the other submitters' on the same systems, on the side that explains this
+    result's error: the submitter's software, not the accelerator."""
     own = df[(df.benchmark == row.benchmark) & (df.submitter == row.submitter) & (df.run_id != row.run_id)]
     slow = [(r, x) for r in own.itertuples() if (x := _peer_ratio(r, df)) is not None]
     # every one of them off the same way, by more than OFF, and the way that explains this result's error

@@ -130,3 +130,12 @@ def test_an_uploaded_lora_log_is_predicted_from_its_own_batch_and_samples(store)
     assert (row.status, row.token_basis, row.global_batch_size) == ("predicted", "this result's log", 8)
     assert row.tokens == 3072 * 8192 and row.scaling_factor == pytest.approx(1.03472, abs=1e-5)
     assert row.ratio == pytest.approx(row.predicted_minutes / 29.2502, rel=1e-4)
+
+
+def test_an_unknown_round_is_named_with_those_the_store_holds(seeded_file, tmp_path, capsys):
+    db = tmp_path / "copy.duckdb"
+    db.write_bytes(seeded_file.read_bytes())
+    code, out, err = _validate(capsys, db, "--benchmark", "llama2_70b_lora", "--round", "v3.0")
+    assert code == 2 and out == ""      # LoRA entered MLPerf Training in v4.0
+    assert err.strip() == ("--round 'v3.0': no llama2_70b_lora result of that round in the store; it holds "
+                           "v4.0, v4.1, v5.0, v5.1")
