@@ -11,6 +11,10 @@
     trust SOURCE_ID...        let uploads into calibration [--by NAME]; distrust SOURCE_ID... takes them out again
     delete-upload SOURCE_ID...
                               remove uploads and everything each added (published and seed data cannot be removed)
+    validate --benchmark NAME  the engine's time to train beside every MLPerf result of that benchmark in the store:
+                              [--round vX.Y] [--json] (one JSON object a line; predicted_minutes null with the
+                              reason where the engine gives none); exit status 2 for a benchmark or round the store
+                              lacks
 
 Every command takes the store's serving lock, so none runs beside a planner serving the same store (stop it
 first, as for a backup; uploads go through its Benchmarks page meanwhile)."""
@@ -22,6 +26,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 
 from benchmarks_db import trust
 from benchmarks_db.ingest import MAX_FILE_BYTES, IngestReport, Uploader, delete_upload, ingest_each
@@ -36,7 +41,15 @@ COMMANDS = {
     "trust": "let uploads into calibration",
     "distrust": "take uploads out of calibration again",
     "delete-upload": "remove uploads and everything each added (published and seed data cannot be removed)",
+    "validate": "the engine's predicted time to train beside every MLPerf result of a benchmark in the store",
 }
+# The JSON line of one result (validate --json): the contract's fields first, then what the prediction rests on
+VALIDATE_FIELDS = {"run_id": "result_id", "accelerator": "accelerator", "n_accelerators": "n_accelerators",
+                   "published_minutes": "published_minutes", "predicted_minutes": "predicted_minutes",
+                   "status": "reason", "round": "round", "submitter": "submitter", "system_name": "system_name",
+                   "ratio": "ratio", "precision": "precision", "global_batch_size": "global_batch_size",
+                   "tokens": "tokens", "token_basis": "basis", "scaling_factor": "scaling_factor",
+                   "layout": "layout", "mfu": "mfu", "diagnosis": "diagnosis"}
 
 
 def _open(path: Path) -> Store | None:
@@ -136,6 +149,8 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     try:
         if args.command == "info":
             print(_summary(store))
+        elif args.command == "validate":
+            return _validate(args, store)
         elif args.command == "uploads":
             print(trust.uploads(store).to_string(index=False) if len(trust.uploads(store)) else "no uploads")
         else:
@@ -149,6 +164,46 @@ def _run(args: argparse.Namespace, path: Path) -> int:
     finally:
         store.close()
     return 0
+
+
+def _validate(args: argparse.Namespace, store: Store) -> int:
+    """Predicted vs published for every MLPerf result of one benchmark: JSON lines or a table; 2 when the store holds
+    no result of that benchmark or round (the message lists those it holds)."""
+    from benchmarks_db.validation import predicted_vs_measured
+    held = [b for (b,) in store.rows("SELECT DISTINCT benchmark FROM run WHERE suite = 'mlperf_training' "
+                                     "ORDER BY benchmark")]
+    if args.benchmark not in held:
+        print(f"--benchmark {args.benchmark!r}: no MLPerf result of that benchmark in the store; it holds "
+              + (", ".join(held) or "none"), file=sys.stderr)
+        return 2
+    rounds = [r for (r,) in store.rows("SELECT DISTINCT mlperf_round FROM run WHERE suite = 'mlperf_training' AND "
+                                       "benchmark = $b AND mlperf_round IS NOT NULL ORDER BY 1", {"b": args.benchmark})]
+    if args.round is not None and args.round not in rounds:
+        print(f"--round {args.round!r}: no {args.benchmark} result of that round in the store; it holds "
+              + (", ".join(rounds) or "none with a round"), file=sys.stderr)
+        return 2
+    df = predicted_vs_measured(store, benchmark=args.benchmark, mlperf_round=args.round)
+    rows = [{out: _plain(getattr(r, col)) for col, out in VALIDATE_FIELDS.items()} for r in df.itertuples()]
+    for row in rows:
+        if row["predicted_minutes"] is not None:
+            row["reason"] = None
+    if args.json:
+        print("\n".join(json.dumps(row) for row in rows), flush=True)
+        return 0
+    print(f"{'result':62} {'accelerator':15} {'n':>5} {'published':>9} {'predicted':>9} {'ratio':>5}  reason / diagnosis")
+    for row in rows:
+        pred = f"{row['predicted_minutes']:9.2f}" if row["predicted_minutes"] is not None else f"{'-':>9}"
+        ratio = f"{row['ratio']:5.2f}" if row["ratio"] is not None else f"{'-':>5}"
+        print(f"{row['result_id'][:62]:62} {str(row['accelerator'])[:15]:15} {row['n_accelerators']:5d} "
+              f"{row['published_minutes']:9.2f} {pred} {ratio}  {row['reason'] or row['diagnosis'] or ''}")
+    return 0
+
+
+def _plain(value):
+    """A value as JSON writes it: NaN/NA as null, numpy numbers as Python's."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
 def _removed(source_id: str, n_runs: int) -> str:
@@ -180,6 +235,11 @@ def build_parser() -> argparse.ArgumentParser:
         parsers[name].add_argument("source_ids", nargs="*", metavar="SOURCE_ID",
                                    help="the uploads (python -m benchmarks_db uploads lists them)")
     parsers["trust"].add_argument("--by", default="the operator (command line)", help="who vouches for the uploads")
+    validate = parsers["validate"]
+    validate.add_argument("--benchmark", required=True, help="MLPerf benchmark as the store names it: gpt3, "
+                          "llama2_70b_lora, llama31_405b, ...")
+    validate.add_argument("--round", help="only this MLPerf round (v4.0, v5.1, ...)")
+    validate.add_argument("--json", action="store_true", help="one JSON object a line per result")
     return ap
 
 

@@ -9,9 +9,13 @@ own logs use their own values; the six results whose log could not be read use t
   logs count tokens).
 - llama31_405b: mlcommons/training_results_v5.1 @ 4da2d1c, NVIDIA/results/theia_ngpu512_ngc25.09_nemo/llama31_405b/
   result_0.txt stops at samples_count = 331,776 sequences (288 steps x 1152) of 8192 tokens.
+- llama2_70b_lora: mlcommons/training_results_v4.0 @ 62f111b, NVIDIA/results/eos_ngc24.04_nemo/llama2_70b_lora/
+  result_0.txt stops at samples_count = 3,072 packed GovReport sequences of 8192 tokens at global_batch_size 8; the
+  engine trains rank-16 LoRA adapters on the attention projections of a frozen Llama 2 70B (REFERENCE's training).
 Published minutes include the runs' in-run evaluations, which the engine adds as the share of the run the logs
-measure (EVAL_SHARE). Precision: per submission, from the submission's configuration where it is published
-(PRECISION_RULES); an accelerator without that precision falls back to the nearest it has.
+measure (EVAL_SHARE), and the RCP penalty of the submission (scaling.json scaling_factor, >= 1), by which the
+published score multiplies the runs' mean. Precision: per submission, from the submission's configuration where it is
+published (PRECISION_RULES); an accelerator without that precision falls back to the nearest it has.
 """
 from __future__ import annotations
 
@@ -27,12 +31,13 @@ from benchmarks_db.queries import BASE, TRUSTED_SOURCE, mlperf_results
 from benchmarks_db.reference_runs import REFERENCE
 from benchmarks_db.store import Store
 
-NOT_MODELLED = {"llama2_70b_lora": "not modelled: LoRA fine-tuning (frozen base weights, low-rank adapters)"}
 # Share of a run spent in its in-run evaluations, measured in its log (eval_start..eval_stop over run_start..run_stop)
 EVAL_SHARE = {
     "gpt3": (0.080, "v4.1 NVIDIA eos_n64_ngc24.09_nemo result_0.txt: 24 evaluations, 3.97 of 49.77 minutes"),
     "llama31_405b": (0.096, "v5.1 NVIDIA theia_ngpu512_ngc25.09_nemo result_0.txt: 22.2 s of evaluation every 16 "
                             "steps of 13.13 s"),
+    "llama2_70b_lora": (0.098, "v5.0 AMD MI300X_EPYC_9575F_pytorch result_0.txt (tests/data/mlperf-samples): 5 "
+                               "evaluations of the 173 validation sequences, 166.0 of 1695.6 s"),
 }
 # Training precision per submission (first match wins): (round, submitter, system prefix, precision, source)
 PRECISION_RULES = [
@@ -43,8 +48,9 @@ PRECISION_RULES = [
                                           "FP8 for what stays in 8 bits)"),
     ("v3.0", "Intel-HabanaLabs", "", "bf16", "Intel's v3.0 GPT-3 runs were BF16; FP8 came in v3.1 (311.94 -> 153.58 min)"),
     ("", "Google", "", "bf16", "no precision published in the MaxText/PAX submissions; BF16 assumed"),
-    ("", "", "", "fp8", "NVIDIA's LLM submissions set FP8=True (e.g. v5.1 theia_ngpu512 config_common.sh), as do the "
-                        "partner and Habana v3.1+ submissions"),
+    ("", "", "", "fp8", "NVIDIA's LLM submissions set FP8=True (e.g. v5.1 theia_ngpu512 config_common.sh; LoRA: v4.0 "
+                        "config_DGXH100_1x8x4xtp4pp1cp1.sh), as do the partner and Habana v3.1+ submissions and AMD's "
+                        "LoRA recipe (v5.1 Krai config_MI300X_1x8x1.sh: FP8=True)"),
 ]
 RUN_PARAMS = Path(__file__).resolve().parent / "data" / "mlperf_run_params.csv"
 
@@ -77,15 +83,17 @@ def precision_for(mlperf_round: str, submitter: str, system: str, acc) -> tuple[
 
 
 @lru_cache(maxsize=512)
-def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int,
-             eval_share: float) -> dict:
+def _predict(benchmark: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int) -> dict:
+    """The engine's time to train the benchmark's model (REFERENCE: preset and training method) on this system, with
+    the share of the run its evaluations take (EVAL_SHARE), before the RCP penalty."""
     from engine.scenario import ScenarioError
     from engine.inputs import parse_scenario
     from engine.planning.search import search
+    ref, eval_share = REFERENCE[benchmark], EVAL_SHARE[benchmark][0]
     try:
-        sc = parse_scenario({"model": {"preset": preset},
+        sc = parse_scenario({"model": {"preset": ref["preset"]},
                              "training": {"seq_len": seq_len, "global_batch_size": gbs, "total_tokens": tokens,
-                                          "precision": precision},
+                                          "precision": precision, **ref.get("training", {})},
                              "cluster": {"accelerator": accel, "n_gpus": n_gpus},
                              "schedule": {"eval_steps": 0}})
         best = search(sc, top=1, pareto_sizes=[]).best
@@ -102,16 +110,19 @@ def _predict(preset: str, seq_len: int, gbs: int, tokens: float, precision: str,
 
 
 def _tokens(run_id: str, benchmark: str, params: dict) -> tuple[int, int, float, str]:
-    """(sequence length, global batch, tokens, basis) from the run's own log where it has them."""
+    """(sequence length, global batch, tokens, basis) from the run's own log where it has them. Each benchmark fixes
+    its sequence length, so a log without the key (LoRA logs name none) has the reference's."""
     ref = REFERENCE[benchmark]
-    seq, gbs, samples = params.get("max_sequence_length"), params.get("global_batch_size"), params.get("samples_at_stop")
-    if seq and gbs and samples:
+    seq = params.get("max_sequence_length") or ref["seq_len"]
+    gbs, samples = params.get("global_batch_size"), params.get("samples_at_stop")
+    if gbs and samples:
         tokens = samples if ref["tokens_in_log"] == "tokens" else samples * seq
         return int(seq), int(gbs), float(tokens), "this result's log"
     logged = run_params().get(run_id)
     if logged:
         return logged["seq_len"], logged["global_batch_size"], logged["tokens"], logged["source"]
-    return ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]), "reference run (this log unreadable): " + ref["source"]
+    return (ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]),
+            "reference run (no batch or samples read from this result's log): " + ref["source"])
 
 
 def results_version(store: Store, benchmark: str | None = None) -> tuple:
@@ -135,28 +146,31 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                "benchmark": r.benchmark, "accelerator": accel_id or r.accelerator_raw,
                "n_accelerators": r.n_accelerators, "published_minutes": r.score_minutes, "source_kind": r.source_kind,
                "predicted_minutes": None, "ratio": None, "precision": None, "precision_source": None, "tokens": None,
-               "token_basis": None, "global_batch_size": None, "layout": None, "mfu": None}
+               "token_basis": None, "global_batch_size": None, "scaling_factor": None, "layout": None, "mfu": None}
         acc = accelerator(accel_id)
         if not r.trusted:                              # an untrusted upload costs no search (issue 13)
             out["status"] = "not predicted: an upload the deployment's operator has not trusted"
-        elif r.benchmark in NOT_MODELLED:
-            out["status"] = NOT_MODELLED[r.benchmark]
         elif r.benchmark not in REFERENCE:
             out["status"] = "not modelled: no model preset for this benchmark"
         elif acc is None:
             out["status"] = "not predicted: accelerator not in the catalog"
         else:
-            seq, gbs, tokens, basis = _tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
+            logged = json.loads(params.get(r.run_id) or "{}")
+            seq, gbs, tokens, basis = _tokens(r.run_id, r.benchmark, logged)
             parts = r.run_id.split(":")            # mlperf:<round>:<submitter folder>:<system id>:<benchmark>
             folder, system = (parts[2], parts[3]) if len(parts) >= 5 else (r.submitter, r.system_name)
             precision, precision_source = precision_for(r.round, folder, system, acc)
-            share = EVAL_SHARE[r.benchmark][0]
-            pred = _predict(REFERENCE[r.benchmark]["preset"], seq, gbs, tokens, precision, acc.id, int(r.n_accelerators),
-                            share)
-            out.update(pred, precision=precision, precision_source=precision_source, tokens=tokens, token_basis=basis,
-                       global_batch_size=gbs)
+            pred = dict(_predict(r.benchmark, seq, gbs, tokens, precision, acc.id, int(r.n_accelerators)))
+            scaling = float(logged.get("scaling_factor") or 1.0)
             if pred.get("predicted_minutes"):
+                pred["predicted_minutes"] *= scaling
                 out["ratio"] = pred["predicted_minutes"] / r.score_minutes
+            elif basis.startswith("reference run"):
+                pred["status"] = (f"not predicted: this result's global batch is unknown (no batch or samples read from "
+                                  f"its log) and the reference run's batch of {gbs} has no feasible layout on "
+                                  f"{int(r.n_accelerators)} accelerators")
+            out.update(pred, precision=precision, precision_source=precision_source, tokens=tokens, token_basis=basis,
+                       global_batch_size=gbs, scaling_factor=scaling)
         rows.append(out)
     df = pd.DataFrame(rows)
     df["diagnosis"] = [diagnosis(r, df) for r in df.itertuples()]
@@ -164,6 +178,9 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
 
 
 OFF = 0.25        # predictions further than this from the published minutes are diagnosed
+# The fewest tokens per accelerator per optimizer step among the runs that calibrate the engine's step time
+# (Megatron-LM Table 1 and its H100 weak-scaling table, tests/engine/published_runs.py: 2,048 for the large models)
+CALIBRATED_TOKENS_PER_ACCELERATOR_STEP = 2048
 
 
 def implied_mfu(row) -> float | None:
@@ -191,8 +208,7 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
         return None
     reasons = []
     if str(row.token_basis).startswith("reference run"):
-        reasons.append("batch size and tokens unknown: this result's log could not be read, so the reference run's "
-                       "are used")
+        reasons.append(_unread(row, df))
     if str(row.accelerator).startswith("TPU") and row.precision == "bf16":
         mfu = implied_mfu(row)
         if mfu is not None and mfu > 0.6:
@@ -217,5 +233,103 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
         reasons.append(f"software round: {row.submitter}'s {row.accelerator} results of this benchmark in rounds "
                        f"{', '.join(sorted(close['round'].unique()))} are predicted within {OFF:.0%}, this one "
                        f"{row.ratio - 1:+.0%}; the same {row.n_accelerators} accelerators scored {scores} minutes, so "
-                       "the newer software runs faster than the engine's calibration on 2024 BF16 runs")
+                       + ("the newer software runs faster than the engine's calibration on 2024 BF16 runs" if row.ratio > 1
+                          else "this round's software ran slower than the engine's calibration and the later rounds'"))
+    if "has no" in str(row.precision_source):
+        reasons.append(f"precision: {row.precision_source.rsplit('; ', 1)[-1]} (the submission's own precision is "
+                       "not available on this accelerator)")
+    others = _submitter_spread(row, df) or _submitter_elsewhere(row, df)
+    reasons += [r for r in (others, _memory_bound(row), _strong_scaled(row), _uncalibrated(row)) if r]
     return "; ".join(reasons) or "not diagnosed"
+
+
+def _unread(row, df: pd.DataFrame) -> str:
+    """What taking the reference run's batch and samples for a result whose log was not read may cost: the batches
+    and samples the logs read show on systems of the same size."""
+    ref = REFERENCE[row.benchmark]
+    used = (f"no batch or samples were read from this result's log, so the reference run's global batch "
+            f"{ref['global_batch_size']} and {ref['tokens'] / ref['seq_len']:,.0f} sequences are used")
+    read = df[(df.benchmark == row.benchmark) & (df.n_accelerators == row.n_accelerators) & df.tokens.notna()
+              & ~df.token_basis.astype(str).str.startswith("reference run")]
+    if not len(read):
+        return f"batch size and samples unknown: {used}; no log of a {row.n_accelerators}-accelerator result was read"
+    batches = sorted({int(b) for b in read.global_batch_size})
+    low, high = (f"{x:,.0f}" for x in (read.tokens.min() / ref["seq_len"], read.tokens.max() / ref["seq_len"]))
+    logs = "the log" if len(read) == 1 else f"the {len(read)} logs"
+    return (f"batch size and samples unknown: {used}; {logs} read of {row.n_accelerators}-accelerator results train "
+            f"at batch {'/'.join(map(str, batches))} and stopped after {low if low == high else f'{low}-{high}'} "
+            "sequences")
+
+
+def _submitter_spread(row, df: pd.DataFrame) -> str | None:
+    """Where the same accelerators in the same number published times far apart (other software, other recipe), the
+    result's distance from the others'."""
+    same = df[(df.benchmark == row.benchmark) & (df.accelerator == row.accelerator)
+              & (df.n_accelerators == row.n_accelerators) & (df.run_id != row.run_id)]
+    if len(same) < 2:
+        return None
+    median = float(same.published_minutes.median())
+    if abs(row.published_minutes / median - 1) <= OFF:
+        return None
+    return (f"submitter spread: the {len(same)} other results on {row.n_accelerators} {row.accelerator} published "
+            f"{same.published_minutes.min():.2f}-{same.published_minutes.max():.2f} min (median {median:.2f}); this "
+            f"one {row.published_minutes:.2f} min is {row.published_minutes / median:.2f}x that median, so its software "
+            "or recipe differs from the others' by more than the engine's error")
+
+
+def _peer_ratio(row, df: pd.DataFrame) -> float | None:
+    """This result's published minutes over the median of the other submitters' on the same system size."""
+    peers = df[(df.benchmark == row.benchmark) & (df.accelerator == row.accelerator)
+               & (df.n_accelerators == row.n_accelerators) & (df.submitter != row.submitter)]
+    return row.published_minutes / float(peers.published_minutes.median()) if len(peers) >= 2 else None
+
+
+def _submitter_elsewhere(row, df: pd.DataFrame) -> str | None:
+    """A result whose own system shows no submitter spread (too few peers, or close to them) while every other
+    result of its submitter sits far from the other submitters' on the same systems, on the side that explains this
+    result's error: the submitter's software, not the accelerator."""
+    own = df[(df.benchmark == row.benchmark) & (df.submitter == row.submitter) & (df.run_id != row.run_id)]
+    slow = [(r, x) for r in own.itertuples() if (x := _peer_ratio(r, df)) is not None]
+    # every one of them off the same way, by more than OFF, and the way that explains this result's error
+    if len(slow) < 2 or not all((x - 1 > OFF) == (row.ratio < 1) and abs(x - 1) > OFF for _, x in slow):
+        return None
+    shown = ", ".join(f"{x:.2f}x on {r.n_accelerators} {r.accelerator}" for r, x in slow)
+    return (f"submitter's software: {row.submitter}'s other results of this benchmark took {shown} the other "
+            "submitters' median minutes on the same systems, so its software stack, not the accelerator, sets the pace")
+
+
+def _memory_bound(row) -> str | None:
+    """A run the engine fits only by recomputing every activation, predicted slower than published."""
+    if row.ratio <= 1 + OFF or " full" not in str(row.layout):
+        return None
+    return (f"memory: the engine fits this run on {row.n_accelerators} {row.accelerator} only with full activation "
+            f"recomputation ({row.layout}); the submission ran faster, so it kept more in memory than the engine's "
+            "memory estimate allows")
+
+
+def _strong_scaled(row) -> str | None:
+    """A run predicted fast whose step gives each accelerator less work than any calibration run did."""
+    if row.ratio >= 1 - OFF or not row.global_batch_size or str(row.token_basis).startswith("reference run"):
+        return None                                  # (an assumed batch says nothing about the run's own scaling)
+    per_step = row.global_batch_size * REFERENCE[row.benchmark]["seq_len"] / row.n_accelerators
+    if per_step >= CALIBRATED_TOKENS_PER_ACCELERATOR_STEP:
+        return None
+    return (f"strong scaling beyond the calibration: {per_step:,.0f} tokens per accelerator per step (batch "
+            f"{int(row.global_batch_size)} on {row.n_accelerators}), fewer than the "
+            f"{CALIBRATED_TOKENS_PER_ACCELERATOR_STEP:,} of every run the engine's step time is calibrated on, so the "
+            "per-step costs that do not shrink with the work (launches, synchronisation, collective latency, the "
+            "evaluations' share) weigh more than the engine counts")
+
+
+def _uncalibrated(row) -> str | None:
+    """An accelerator whose in-training level no published per-step run calibrates (engine.physics.hardware)."""
+    from engine.catalog import load_catalog
+    from engine.physics.hardware import sustained_fraction
+    acc = accelerator(row.accelerator)
+    if acc is None:
+        return None
+    level, note = sustained_fraction(load_catalog().accelerator(acc.id))
+    if not note.startswith("no published per-step calibration"):
+        return None
+    return (f"uncalibrated accelerator: {note} ({level:.2f} of its isolated kernel rates); this result is a held-out "
+            f"check of that assumption, {row.ratio - 1:+.0%}")

@@ -22,7 +22,7 @@ APP_DIR = HERE / "app" if (HERE / "app" / "serve.py").is_file() else HERE.parent
 OWN_COMMANDS = {
     "serve": "start the web app on http://127.0.0.1:8501 (options go to `streamlit run`, e.g. --server.port 8502)",
     "store": "the benchmark store: seed [--db PATH] (create, upgrade, load the published data), info, ingest FILE..., "
-             "uploads, trust, distrust",
+             "uploads, trust, distrust, validate --benchmark NAME [--json] (predicted vs published MLPerf minutes)",
     "bench": "run NAME --out FILE: measure this machine with the bundled runners (matmul, membw, h2d, collectives, "
              "storage, all)",
 }

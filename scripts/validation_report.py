@@ -46,15 +46,28 @@ def table(title: str, runs, predictions) -> list[str]:
     return out
 
 
-def mlperf() -> list[str]:
-    store = open_store(str(Path(tempfile.mkdtemp()) / "validation.duckdb"))
-    seed(store)
+def per_accelerator(df) -> list[str]:
+    """Count, median and worst error of predicted vs published per accelerator and benchmark."""
+    out = ["| Accelerator | Benchmark | Results | Predicted | Median ratio | Median \\|error\\| | Worst \\|error\\| | "
+           "Within 25% |", "|---|---|---|---|---|---|---|---|"]
+    for (acc, bench), g in df.groupby(["accelerator", "benchmark"]):
+        r = g.ratio.dropna().astype(float)
+        err = (r - 1).abs()
+        out.append(f"| {acc} | {bench} | {len(g)} | {len(r)} | {r.median():.2f} | {err.median():.0%} | "
+                   f"{err.max():.0%} ({g.loc[err.idxmax(), 'round']} {g.loc[err.idxmax(), 'submitter']}, "
+                   f"{g.loc[err.idxmax(), 'n_accelerators']}) | {int((err <= 0.25).sum())} |" if len(r) else
+                   f"| {acc} | {bench} | {len(g)} | 0 | - | - | - | 0 |")
+    return out
+
+
+def mlperf_results(store, benchmarks: list[str], title: str) -> list[str]:
     df = predicted_vs_measured(store)
-    df = df[df.benchmark.isin(["gpt3", "llama31_405b"])].sort_values(["benchmark", "round", "n_accelerators"])
+    df = df[df.benchmark.isin(benchmarks)].sort_values(["benchmark", "round", "n_accelerators"])
     ratios = df.ratio.astype(float)
-    out = ["### MLPerf Training results in the store (GPT-3 175B, Llama 3.1 405B)", "",
+    out = [f"### {title}", "",
            f"{len(df)} results; median predicted/published **{ratios.median():.3f}**; "
            f"{int(((ratios - 1).abs() <= 0.10).sum())} within 10%, {int(((ratios - 1).abs() <= 0.25).sum())} within 25%.",
+           ""] + per_accelerator(df) + [
            "", "| Round | Submitter | System | Accelerators | Batch | Precision | Published min | Predicted min | Ratio | Search's layout |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in df.itertuples():
@@ -63,8 +76,17 @@ def mlperf() -> list[str]:
                    f"{r.ratio:.2f} | {r.layout} |")
     out += ["", "Results more than 25% off, with their diagnosis:", "", "| Result | Ratio | Diagnosis |", "|---|---|---|"]
     for r in df[df.diagnosis.notna()].itertuples():
-        out.append(f"| {r.round} {r.submitter} {r.system_name} | {r.ratio:.2f} | {r.diagnosis} |")
+        out.append(f"| {r.round} {r.submitter} {r.system_name} ({r.n_accelerators} x {r.accelerator}) | {r.ratio:.2f} | "
+                   f"{r.diagnosis} |")
     return out + [""]
+
+
+def mlperf() -> list[str]:
+    store = open_store(str(Path(tempfile.mkdtemp()) / "validation.duckdb"))
+    seed(store)
+    return (mlperf_results(store, ["gpt3", "llama31_405b"], "MLPerf Training results in the store (GPT-3 175B, Llama 3.1 405B)")
+            + mlperf_results(store, ["llama2_70b_lora"], "MLPerf Training Llama 2 70B LoRA (held out: no engine constant "
+                                                         "is fitted on these)"))
 
 
 def llama3_whole_run() -> list[str]:

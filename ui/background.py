@@ -16,10 +16,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Callable
 
+from benchmarks_db.reference_runs import REFERENCE
 from engine.scenario import ScenarioError
 from ui import work_limits
 
-VALIDATED = ("gpt3", "llama31_405b")      # the MLPerf benchmarks the engine predicts (Benchmarks page)
+VALIDATED = tuple(REFERENCE)               # the MLPerf benchmarks the engine predicts (Benchmarks page)
 
 MAX_JOBS = 256            # finished jobs kept for other sessions; the oldest go first
 
