@@ -156,6 +156,8 @@ def base_weight_bytes(shape: Shape, training, lay, st, non_expert, expert, weigh
 def sharded_weight_bytes(shape: Shape, training, lay, st, non_expert, expert, weight_bytes: float,
                          shard, expert_shard):
     """base_weight_bytes of one ZeRO shard: the held bytes in the proportion the parameters shard."""
+    if not training.adapters and training.method != "qlora":     # every weight at the training format's bytes
+        return weight_bytes * (non_expert / shard + expert / expert_shard)
     held = base_weight_bytes(shape, training, lay, st, non_expert, expert, weight_bytes)
     return held * (non_expert / shard + expert / expert_shard) / (non_expert + expert)
 

@@ -57,9 +57,12 @@ def offload_step_s(training: Training, hw, lay: Layouts, m, trainable_shard, wei
     partition down the host link behind the backward, CPU-Adam over the partition, the updated 16-bit partition
     back up; with parameter offload each layer's weight shard fetched up for the forward and again for the
     backward (and the recomputation), behind the layer's compute. Returns the exposed time and the bytes moved."""
+    off = lay.off
+    if not (off >= OFFLOAD_OPTIMIZER).any():               # nothing offloaded: nothing to price
+        zero = 0.0 * bwd_window
+        return {"exposed_s": zero, "host_link_bytes": zero}
     h = host(hw.accelerator)
     link = h["link_bytes_per_s"]
-    off = lay.off
     grads_down = m * grad_bytes * trainable_shard / link
     cpu = trainable_shard / h["cpu_adam_params_per_s"]
     params_up = weight_bytes * trainable_shard / link

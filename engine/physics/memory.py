@@ -220,8 +220,9 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
         grads = b["grad"] * np.where(lay.zero >= 2, tr_sharded, tr_local)
         grads = np.where(offloaded, np.minimum(grads, bucket), grads)     # ZeRO-Offload: only the bucket in flight
         optimizer = np.where(offloaded, 0.0, optimizer_bytes * np.where(lay.zero >= 1, tr_sharded, tr_local))
-        host_offloaded = (np.where(offloaded, (b["grad"] + optimizer_bytes) * tr_sharded, 0.0)
-                          + np.where(lay.off >= finetune.OFFLOAD_PARAMS, held_sharded, 0.0))
+        host_offloaded = ((np.where(offloaded, (b["grad"] + optimizer_bytes) * tr_sharded, 0.0)
+                           + np.where(lay.off >= finetune.OFFLOAD_PARAMS, held_sharded, 0.0))
+                          if offloaded.any() else 0.0 * local)
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
         # full recompute re-materialises one layer's activations during its backward pass
         working = np.where(lay.rc == 2, full_layer, 0.0)
