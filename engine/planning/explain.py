@@ -91,13 +91,17 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              "Megatron-LM theoretical_memory_usage states its scope (the first stage); here every stage is priced"),
         Term(sec, "weights", _g(c["weights"]) / GIB, "GiB",
              f"{b['weight']:g} B/param ({tr.precision} training) x {params}" + (f", sharded by ZeRO-3 ({sharded})" if gathered else "")
-             + (f" + {copy:g} B/param low-precision copy" if copy else ""), fn, ZERO),
+             + (f" + {copy:g} B/param low-precision copy" if copy else "")
+             + (f"; under {tr.method} the frozen base" + (" (its linear layers in NF4)" if tr.method == "qlora" else "")
+                + " plus the adapters (Fine-tuning and offload below)" if tr.adapters else ""), fn, ZERO),
         Term(sec, "gradients", _g(c["gradients"]) / GIB, "GiB",
-             f"{b['grad']:g} B/param ({gradient_text(tr)}) x the same parameters"
+             f"{b['grad']:g} B/param ({gradient_text(tr)}) x the {'adapter' if tr.adapters else 'same'} parameters"
              + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 2 else ", every gradient kept (ZeRO-1 and below)"),
              fn, f"{ZERO}; {MEGATRON_GRADS}"),
         Term(sec, "optimizer_states", _g(c["optimizer_states"]) / GIB, "GiB",
-             f"{b['optimizer']:g} B/param ({tr.optimizer}: {states}) x the same parameters"
+             f"{finetune.adapter_optimizer_bytes(tr, b['optimizer']):g} B/param ({tr.optimizer}: {states}"
+             + ("; QLoRA's bf16 adapters keep no fp32 master copy" if tr.method == "qlora" else "")
+             + f") x the {'adapter' if tr.adapters else 'same'} parameters"
              + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 1 else ""), fn, ZERO),
     ]
     # activations: micro-batches alive at the stage's peak x one micro-batch's activations
@@ -346,8 +350,9 @@ def _finetune_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
                  f"{b['weight']:g} B/param")) if tr.adapters else "0: every weight trains",
              fn + ".base_weight_bytes", QLORA if tr.method == "qlora" else LORA),
         Term(sec, "host_offloaded", _g(ev["mem_host_offloaded"]) / 1e9, "GB",
-             f"offload {off}: gradient partition + optimizer states" + (" + 16-bit weights" if off == "optimizer_and_params" else "")
-             + f" of this GPU's ZeRO shard in CPU memory; {host_memory_bytes(ctx.scenario) / 1e9:.0f} GB per GPU available"
+             (f"offload {off}: gradient partition + optimizer states" + (" + 16-bit weights" if off == "optimizer_and_params" else "")
+              + " of this GPU's ZeRO shard in CPU memory" if off != "none" else "0: nothing offloaded")
+             + f"; {host_memory_bytes(ctx.scenario) / 1e9:.0f} GB per GPU available"
              + (f" (incl. {_g(ev['mem_paged']) / 1e9:.3f} GB of QLoRA's paged optimizer states)" if _g(ev["mem_paged"]) else ""),
              "engine.physics.memory.memory_breakdown; engine.planning.evaluation.memory", OFFLOAD),
         Term(sec, "offload", _g(ev["offload"]), "s",
