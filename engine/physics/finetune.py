@@ -216,13 +216,6 @@ def host(accelerator: str) -> dict[str, float]:
             "cpu_adam_params_per_s": d["cpu_adam"]["params_per_s_per_server"] / per_server}
 
 
-def offload_bytes_per_param(training, weight_bytes: float, grad_bytes: float, optimizer_bytes: float,
-                            params: bool) -> tuple[float, float]:
-    """(bytes per trainable parameter, bytes per held weight) kept in CPU memory: the gradient partition and the
-    optimizer states, and with parameter offload the weights themselves."""
-    return grad_bytes + adapter_optimizer_bytes(training, optimizer_bytes), (weight_bytes if params else 0.0)
-
-
 def paged_optimizer_bytes(training, total, optimizer, capacity: float, fragmentation: float):
     """Bytes of QLoRA's paged optimizer states evicted to host memory (module docstring): what the GPU lacks, at
     most the optimizer states, each byte freeing its fragmentation allowance too; 0 for other methods."""

@@ -156,8 +156,8 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
         if (lay.off >= finetune.OFFLOAD_OPTIMIZER).any():
             weight_shard = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard)
             offload.append(finetune_time.offload_step_s(
-                training, hw, lay, m, tr_ne / shard + tr_ex / expert_shard, weight_shard, layers("bwd"),
-                layers("fwd") + layers("bwd"), b["grad"], b["weight"])["exposed_s"])
+                hw, lay, m, tr_ne / shard + tr_ex / expert_shard, weight_shard, layers("bwd"),
+                layers("fwd") + layers("bwd"), b["grad"], b["weight"]))
         else:
             offload.append(0.0 * m)
 

@@ -344,7 +344,7 @@ def _finetune_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              adapters if tr.adapters else f"every parameter ({tr.method}): {shape.total_params():,}", fn + ".trainable_total",
              LORA if tr.adapters else ZERO),
         Term(sec, "frozen_params", frozen, "params",
-             (f"the base, without gradients or optimizer states; stored at "
+             ("the base, without gradients or optimizer states; stored at "
               + (f"{finetune.NF4_BYTES:.4f} B/param (NF4 4 bits + {finetune.DOUBLE_QUANT_BITS:.3f} bits of double-"
                  "quantized constants) in its linear layers, 16-bit elsewhere" if tr.method == "qlora" else
                  f"{b['weight']:g} B/param")) if tr.adapters else "0: every weight trains",
