@@ -49,5 +49,35 @@ def main(repeats: int = 5) -> None:
     print(f"memory/time model alone on {len(batch):,} valid layouts: {dt:.2f} s, {len(batch) / dt:,.0f} layouts/s")
 
 
+# fine-tuning (issue 20): a LoRA search, and a full fine-tune that fits only with offload, which the search then
+# enumerates in a second pass (engine.planning.search.search_cluster)
+FINE_TUNES = {
+    "Llama 2 70B LoRA (MLPerf: seq 8192, batch 8) on 8 H100": {
+        "model": {"preset": "llama2-70b"},
+        "training": {"seq_len": 8192, "global_batch_size": 8, "total_tokens": 3072 * 8192, "method": "lora"},
+        "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8}},
+    "Llama 2 70B full fine-tune (seq 4096, batch 64) on 8 H100, offload searched": {
+        "model": {"preset": "llama2-70b"},
+        "training": {"seq_len": 4096, "global_batch_size": 64, "total_tokens": 1e9, "method": "full"},
+        "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8}},
+}
+
+
+def fine_tunes(repeats: int = 5) -> None:
+    for name, data in FINE_TUNES.items():
+        sc = parse_scenario(data)
+        search(sc, top=10, pareto_sizes=[])
+        walls = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            out = search(sc, top=10, pareto_sizes=[])
+            walls.append(time.perf_counter() - t0)
+        best = out.best[0]
+        print(f"search {name}: {out.candidates_evaluated:,} candidates, median wall {statistics.median(walls):.3f} s; "
+              f"best {best.layout.model_dump(exclude_defaults=True)}: {best.memory_gib.total:.1f} GiB per GPU, "
+              f"step {best.step_time_s:.2f} s")
+
+
 if __name__ == "__main__":
+    fine_tunes()
     main()

@@ -156,6 +156,8 @@ def base_weight_bytes(shape: Shape, training, lay, st, non_expert, expert, weigh
 def sharded_weight_bytes(shape: Shape, training, lay, st, non_expert, expert, weight_bytes: float,
                          shard, expert_shard):
     """base_weight_bytes of one ZeRO shard: the held bytes in the proportion the parameters shard."""
+    if not training.adapters and training.method != "qlora":     # every weight at the training format's bytes
+        return weight_bytes * (non_expert / shard + expert / expert_shard)
     held = base_weight_bytes(shape, training, lay, st, non_expert, expert, weight_bytes)
     return held * (non_expert / shard + expert / expert_shard) / (non_expert + expert)
 
@@ -212,13 +214,6 @@ def host(accelerator: str) -> dict[str, float]:
     per_server = acc.accelerators_per_server or acc.gpus_per_node
     return {"link_bytes_per_s": acc.host_link.bandwidth_gbs * 1e9 * d["host_link_efficiency"]["value"],
             "cpu_adam_params_per_s": d["cpu_adam"]["params_per_s_per_server"] / per_server}
-
-
-def offload_bytes_per_param(training, weight_bytes: float, grad_bytes: float, optimizer_bytes: float,
-                            params: bool) -> tuple[float, float]:
-    """(bytes per trainable parameter, bytes per held weight) kept in CPU memory: the gradient partition and the
-    optimizer states, and with parameter offload the weights themselves."""
-    return grad_bytes + adapter_optimizer_bytes(training, optimizer_bytes), (weight_bytes if params else 0.0)
 
 
 def paged_optimizer_bytes(training, total, optimizer, capacity: float, fragmentation: float):

@@ -51,15 +51,17 @@ def layer_times(lt: LayerTimes, shape: Shape, training: Training, hw, lay: Layou
                    matmul_bwd=lt.matmul_bwd - frozen_wgrad + bwd_a)
 
 
-def offload_step_s(training: Training, hw, lay: Layouts, m, trainable_shard, weight_shard_bytes, bwd_window,
-                   layer_window, grad_bytes: float, weight_bytes: float) -> dict[str, np.ndarray]:
+def offload_step_s(hw, lay: Layouts, m, trainable_shard, weight_shard_bytes, bwd_window, layer_window,
+                   grad_bytes: float, weight_bytes: float) -> np.ndarray:
     """Seconds per step that offloading adds on one GPU (data/offload.json overlap): each micro-batch's gradient
     partition down the host link behind the backward, CPU-Adam over the partition, the updated 16-bit partition
     back up; with parameter offload each layer's weight shard fetched up for the forward and again for the
-    backward (and the recomputation), behind the layer's compute. Returns the exposed time and the bytes moved."""
+    backward (and the recomputation), behind the layer's compute: the exposed seconds."""
+    off = lay.off
+    if not (off >= OFFLOAD_OPTIMIZER).any():               # nothing offloaded: nothing to price
+        return 0.0 * bwd_window
     h = host(hw.accelerator)
     link = h["link_bytes_per_s"]
-    off = lay.off
     grads_down = m * grad_bytes * trainable_shard / link
     cpu = trainable_shard / h["cpu_adam_params_per_s"]
     params_up = weight_bytes * trainable_shard / link
@@ -67,9 +69,7 @@ def offload_step_s(training: Training, hw, lay: Layouts, m, trainable_shard, wei
     fetch = m * fetches * weight_shard_bytes / link
     exposed = (overlapped_s(bwd_window * m, grads_down, 0.0)[1] + cpu + params_up
                + np.where(off >= OFFLOAD_PARAMS, overlapped_s(layer_window * m, fetch, 0.0)[1], 0.0))
-    moved = m * grad_bytes * trainable_shard + weight_bytes * trainable_shard + np.where(off >= OFFLOAD_PARAMS, m * fetches * weight_shard_bytes, 0.0)
-    return {"exposed_s": np.where(off >= OFFLOAD_OPTIMIZER, exposed, 0.0),
-            "host_link_bytes": np.where(off >= OFFLOAD_OPTIMIZER, moved, 0.0)}
+    return np.where(off >= OFFLOAD_OPTIMIZER, exposed, 0.0)
 
 
 def paged_optimizer_s(paged_bytes, hw) -> np.ndarray:

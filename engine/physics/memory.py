@@ -351,7 +351,6 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
     for name, sp in staged.items():
         st, ne, ex = sp.stage, sp.non_expert, sp.expert
         local = ne + ex
-        sharded = ne / shard + ex / expert_shard
         gathered = (lay.zero >= 3) & lay.reshard
         # frozen base (NF4 under QLoRA) and adapters, or every weight trained (engine.physics.finetune)
         held = finetune.base_weight_bytes(shape, training, lay, st, ne, ex, b["weight"])
@@ -366,8 +365,9 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
         grads = np.where(offloaded, np.minimum(grads, bucket), grads)     # ZeRO-Offload: only the bucket in flight
         comm = tp_buffer + pp_buffer + np.where(fsdp2, f["buffers"], zero3_gather)
         optimizer = np.where(offloaded, 0.0, optimizer_bytes * np.where(lay.zero >= 1, tr_sharded, tr_local))
-        host_offloaded = (np.where(offloaded, (b["grad"] + optimizer_bytes) * tr_sharded, 0.0)
-                          + np.where(lay.off >= finetune.OFFLOAD_PARAMS, held_sharded, 0.0))
+        host_offloaded = ((np.where(offloaded, (b["grad"] + optimizer_bytes) * tr_sharded, 0.0)
+                           + np.where(lay.off >= finetune.OFFLOAD_PARAMS, held_sharded, 0.0))
+                          if offloaded.any() else 0.0 * local)
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
         logits = np.where(st.head, tokens * shape.vocab / lay.tp * loss_bytes_per_logit(training, lay, sm.eager_loss), 0.0)
         activations = per_mb * st.in_flight + recompute_peak_bytes(lay, full_layer, logits)

@@ -170,10 +170,13 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
         local = np.where(lay.zero >= 1, tr_ne / shard + tr_ex / expert_shard, tr_ne + tr_ex)
         # with the optimizer offloaded the CPU steps it (offload below), not the GPU
         optimizer.append(np.where(lay.off >= finetune.OFFLOAD_OPTIMIZER, 0.0, optimizer_step_s(local, training, hw)))
-        weight_shard = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard)
-        offload.append(finetune_time.offload_step_s(
-            training, hw, lay, m, tr_ne / shard + tr_ex / expert_shard, weight_shard, layers("bwd"),
-            layers("fwd") + layers("bwd"), b["grad"], b["weight"])["exposed_s"])
+        if (lay.off >= finetune.OFFLOAD_OPTIMIZER).any():
+            weight_shard = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard)
+            offload.append(finetune_time.offload_step_s(
+                hw, lay, m, tr_ne / shard + tr_ex / expert_shard, weight_shard, layers("bwd"),
+                layers("fwd") + layers("bwd"), b["grad"], b["weight"]))
+        else:
+            offload.append(0.0 * m)
 
     weights = {name: sp.stage.weight for name, sp in staged.items()}
     total = {name: sum(comp.values()) for name, comp in per_stage.items()}

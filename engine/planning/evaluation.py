@@ -70,6 +70,9 @@ def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework)
     for s in STAGES:                     # QLoRA's paged optimizer states go to host memory where the GPU is short
         m = mem[s]
+        if tr.method != "qlora":
+            m["paged"] = 0.0 * m["total"]
+            continue
         paged = finetune.paged_optimizer_bytes(tr, m["total"], m["optimizer_states"], ctx.hw.memory_bytes, FRAGMENTATION)
         m["optimizer_states"] = m["optimizer_states"] - paged
         m["framework_overhead"] = m["framework_overhead"] - FRAGMENTATION * paged

@@ -116,6 +116,10 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
         grads_text = (f"{b['grad']:g} B/param ({gradient_text(tr)}) x the same parameters"
                       + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 2 else ", every gradient kept (ZeRO-1 and below)"))
         state_source = ZERO
+    if tr.adapters:
+        weights_text += (f"; under {tr.method} the frozen base" + (" (its linear layers in NF4)" if tr.method == "qlora" else "")
+                         + " plus the adapters (Fine-tuning and offload below)")
+        grads_text = grads_text.replace("x the same parameters", "x the adapter parameters")
     out = [
         Term(sec, "stage", None, "", where, "engine.planning.evaluation.memory (argmax over stages)",
              "Megatron-LM theoretical_memory_usage states its scope (the first stage); here every stage is priced"),
@@ -124,7 +128,9 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
         Term(sec, "gradients", _g(c["gradients"]) / GIB, "GiB", grads_text,
              fn + ("; engine.physics.memory.fsdp2_terms" if fsdp2 else ""), f"{state_source}; {MEGATRON_GRADS}"),
         Term(sec, "optimizer_states", _g(c["optimizer_states"]) / GIB, "GiB",
-             f"{b['optimizer']:g} B/param ({tr.optimizer}: {states}) x the same parameters"
+             f"{finetune.adapter_optimizer_bytes(tr, b['optimizer']):g} B/param ({tr.optimizer}: {states}"
+             + ("; QLoRA's bf16 adapters keep no fp32 master copy" if tr.method == "qlora" else "")
+             + f") x the {'adapter' if tr.adapters else 'same'} parameters"
              + (f", sharded by ZeRO-{zero} ({sharded})" if zero >= 1 else ""), fn, ZERO),
     ]
     # activations: micro-batches alive at the stage's peak x one micro-batch's activations
@@ -409,14 +415,15 @@ def _finetune_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              adapters if tr.adapters else f"every parameter ({tr.method}): {shape.total_params():,}", fn + ".trainable_total",
              LORA if tr.adapters else ZERO),
         Term(sec, "frozen_params", frozen, "params",
-             (f"the base, without gradients or optimizer states; stored at "
+             ("the base, without gradients or optimizer states; stored at "
               + (f"{finetune.NF4_BYTES:.4f} B/param (NF4 4 bits + {finetune.DOUBLE_QUANT_BITS:.3f} bits of double-"
                  "quantized constants) in its linear layers, 16-bit elsewhere" if tr.method == "qlora" else
                  f"{b['weight']:g} B/param")) if tr.adapters else "0: every weight trains",
              fn + ".base_weight_bytes", QLORA if tr.method == "qlora" else LORA),
         Term(sec, "host_offloaded", _g(ev["mem_host_offloaded"]) / 1e9, "GB",
-             f"offload {off}: gradient partition + optimizer states" + (" + 16-bit weights" if off == "optimizer_and_params" else "")
-             + f" of this GPU's ZeRO shard in CPU memory; {host_memory_bytes(ctx.scenario) / 1e9:.0f} GB per GPU available"
+             (f"offload {off}: gradient partition + optimizer states" + (" + 16-bit weights" if off == "optimizer_and_params" else "")
+              + " of this GPU's ZeRO shard in CPU memory" if off != "none" else "0: nothing offloaded")
+             + f"; {host_memory_bytes(ctx.scenario) / 1e9:.0f} GB per GPU available"
              + (f" (incl. {_g(ev['mem_paged']) / 1e9:.3f} GB of QLoRA's paged optimizer states)" if _g(ev["mem_paged"]) else ""),
              "engine.physics.memory.memory_breakdown; engine.planning.evaluation.memory", OFFLOAD),
         Term(sec, "offload", _g(ev["offload"]), "s",

@@ -74,9 +74,8 @@ def _zero_options(facts, dp: int, cp: int, tp: int, gpus_per_node: int, quick: b
             group = per_node * growth
             if 1 < group < dp_group:
                 out += [(1, True, group), (3, True, group)]
-    out = [(z, r, g, 0) for z, r, g in out]
-    if offload:
-        out += [(z, r, g, off) for z, r, g, _ in out for off in (1, 2)]
+    # offload: only the offloading variants (the search's second pass, after none of the others fit)
+    out = [(z, r, g, off) for z, r, g in out for off in ((1, 2) if offload else (0,))]
     return [(z, bool(r), g, off) for z, r, g, off in
             _allowed(facts, {"dp": dp, "cp": cp}, out, ("zero", "reshard", "shard", "off"))]
 
@@ -276,8 +275,20 @@ def search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False, ev
     a step faster, so it is the choice of last resort for memory (DeepSpeed's tutorial: for models that do not fit)."""
     cs = _search_cluster(sc, n_gpus, allow_span_nodes, evaluate_model, quick, offload=False)
     if evaluate_model and not cs.feasible.any() and host_memory_bytes(cs.ctx.scenario) > 0:
-        return _search_cluster(sc, n_gpus, allow_span_nodes, evaluate_model, quick, offload=True)
+        return _joined(cs, _search_cluster(sc, n_gpus, allow_span_nodes, evaluate_model, quick, offload=True))
     return cs
+
+
+def _joined(first: ClusterSearch, offloading: ClusterSearch) -> ClusterSearch:
+    """The first pass (nothing fits) and the offloading variants as one search; figures a pass did not compute NaN."""
+    n1, n2 = len(first.layouts), len(offloading.layouts)
+    lay = Layouts(**{f: np.concatenate([getattr(first.layouts, f), getattr(offloading.layouts, f)])
+                     for f in Layouts.__dataclass_fields__})
+    pad = lambda ev, key, n: ev[key] if key in ev else np.full(n, np.nan)
+    ev = {k: np.concatenate([pad(first.ev, k, n1), pad(offloading.ev, k, n2)])
+          for k in {**first.ev, **offloading.ev}} if first.ev or offloading.ev else {}
+    return ClusterSearch(ctx=offloading.ctx, layouts=lay, reason=np.concatenate([first.reason, offloading.reason]),
+                         reasons=offloading.reasons, ev=ev, rejected_groups=first.rejected_groups)
 
 
 def _search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool, evaluate_model: bool, quick: bool,
