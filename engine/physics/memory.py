@@ -351,6 +351,7 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
     for name, sp in staged.items():
         st, ne, ex = sp.stage, sp.non_expert, sp.expert
         local = ne + ex
+        sharded = ne / shard + ex / expert_shard
         gathered = (lay.zero >= 3) & lay.reshard
         # frozen base (NF4 under QLoRA) and adapters, or every weight trained (engine.physics.finetune)
         held = finetune.base_weight_bytes(shape, training, lay, st, ne, ex, b["weight"])
