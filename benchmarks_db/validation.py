@@ -322,14 +322,16 @@ def _strong_scaled(row) -> str | None:
 
 
 def _uncalibrated(row) -> str | None:
-    """An accelerator whose in-training level no published per-step run calibrates (engine.physics.hardware)."""
-    from engine.catalog import load_catalog
-    from engine.physics.hardware import sustained_fraction
+    """An accelerator whose in-training level no published per-step run of its vendor's stack calibrates at the
+    result's precision (engine.frameworks.resolve, the rule engine.planning.sanity.calibration_warning states)."""
+    from engine import frameworks
     acc = accelerator(row.accelerator)
     if acc is None:
         return None
-    level, note = sustained_fraction(load_catalog().accelerator(acc.id))
-    if not note.startswith("no published per-step calibration"):
+    fw = frameworks.resolve(None, acc.vendor, acc.id, row.precision)
+    if fw.calibrated:
         return None
-    return (f"uncalibrated accelerator: {note} ({level:.2f} of its isolated kernel rates); this result is a held-out "
-            f"check of that assumption, {row.ratio - 1:+.0%}")
+    fb = frameworks.frameworks().uncalibrated_fallback
+    return (f"uncalibrated accelerator: no public per-step run of {fw.stack.id} on {acc.id} at {row.precision} was "
+            f"fitted, so the level of {fb.framework} on {fb.accelerator} ({fw.level:.2f}) stands in; this result is a "
+            f"held-out check of that assumption, {row.ratio - 1:+.0%}")
