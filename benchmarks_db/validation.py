@@ -52,6 +52,19 @@ PRECISION_RULES = [
                         "config_DGXH100_1x8x4xtp4pp1cp1.sh), as do the partner and Habana v3.1+ submissions and AMD's "
                         "LoRA recipe (v5.1 Krai config_MI300X_1x8x1.sh: FP8=True)"),
 ]
+# The software stack of a submission where it is not its vendor's MLPerf default (engine.frameworks vendor_defaults):
+# the system id or the system description's framework names it (e.g. v4.0 JuniperNetworks h100_n1_ngc24.1_pytorch_
+# deepspeed: DeepSpeed ZeRO on NVIDIA GPUs). Anything else runs the vendor's default stack.
+FRAMEWORK_WORDS = (("deepspeed", "deepspeed"), ("maxtext", "jax_maxtext"))
+
+
+def framework_for(system: str, framework_text: str | None) -> str | None:
+    """The engine's framework id a submission names in its system id or framework description; None: the vendor's
+    default stack."""
+    text = f"{system} {framework_text or ''}".lower()
+    return next((fw for word, fw in FRAMEWORK_WORDS if word in text), None)
+
+
 RUN_PARAMS = Path(__file__).resolve().parent / "data" / "mlperf_run_params.csv"
 
 
@@ -83,7 +96,8 @@ def precision_for(mlperf_round: str, submitter: str, system: str, acc) -> tuple[
 
 
 @lru_cache(maxsize=512)
-def _predict(benchmark: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int) -> dict:
+def _predict(benchmark: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int,
+             framework: str | None = None) -> dict:
     """The engine's time to train the benchmark's model (REFERENCE: preset and training method) on this system, with
     the share of the run its evaluations take (EVAL_SHARE), before the RCP penalty."""
     from engine.scenario import ScenarioError
@@ -93,7 +107,7 @@ def _predict(benchmark: str, seq_len: int, gbs: int, tokens: float, precision: s
     try:
         sc = parse_scenario({"model": {"preset": ref["preset"]},
                              "training": {"seq_len": seq_len, "global_batch_size": gbs, "total_tokens": tokens,
-                                          "precision": precision, **ref.get("training", {})},
+                                          "precision": precision, "framework": framework, **ref.get("training", {})},
                              "cluster": {"accelerator": accel, "n_gpus": n_gpus},
                              "schedule": {"eval_steps": 0}})
         best = search(sc, top=1, pareto_sizes=[]).best
@@ -146,7 +160,8 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                "benchmark": r.benchmark, "accelerator": accel_id or r.accelerator_raw,
                "n_accelerators": r.n_accelerators, "published_minutes": r.score_minutes, "source_kind": r.source_kind,
                "predicted_minutes": None, "ratio": None, "precision": None, "precision_source": None, "tokens": None,
-               "token_basis": None, "global_batch_size": None, "scaling_factor": None, "layout": None, "mfu": None}
+               "token_basis": None, "global_batch_size": None, "scaling_factor": None, "layout": None, "mfu": None,
+               "framework": None}
         acc = accelerator(accel_id)
         if not r.trusted:                              # an untrusted upload costs no search (issue 13)
             out["status"] = "not predicted: an upload the deployment's operator has not trusted"
@@ -160,7 +175,8 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
             parts = r.run_id.split(":")            # mlperf:<round>:<submitter folder>:<system id>:<benchmark>
             folder, system = (parts[2], parts[3]) if len(parts) >= 5 else (r.submitter, r.system_name)
             precision, precision_source = precision_for(r.round, folder, system, acc)
-            pred = dict(_predict(r.benchmark, seq, gbs, tokens, precision, acc.id, int(r.n_accelerators)))
+            framework = framework_for(system, getattr(r, "framework", None))
+            pred = dict(_predict(r.benchmark, seq, gbs, tokens, precision, acc.id, int(r.n_accelerators), framework))
             scaling = float(logged.get("scaling_factor") or 1.0)
             if pred.get("predicted_minutes"):
                 pred["predicted_minutes"] *= scaling
@@ -170,7 +186,7 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                                   f"its log) and the reference run's batch of {gbs} has no feasible layout on "
                                   f"{int(r.n_accelerators)} accelerators")
             out.update(pred, precision=precision, precision_source=precision_source, tokens=tokens, token_basis=basis,
-                       global_batch_size=gbs, scaling_factor=scaling)
+                       global_batch_size=gbs, scaling_factor=scaling, framework=framework)
         rows.append(out)
     df = pd.DataFrame(rows)
     df["diagnosis"] = [diagnosis(r, df) for r in df.itertuples()]

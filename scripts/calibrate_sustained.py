@@ -114,15 +114,16 @@ def mlperf_runs(vendors=("AMD", "Google", "Intel", "AWS")) -> list[MlperfRun]:
     df = validation.predicted_vs_measured(store)
     params = dict(store.rows("SELECT run_id, params FROM run WHERE suite = 'mlperf_training'"))
     out = []
-    for r in df[df.status == "predicted"].itertuples():
+    # a result whose log was not read is predicted at the reference run's batch: not the run it measured
+    for r in df[(df.status == "predicted") & ~df.token_basis.astype(str).str.startswith("reference run")].itertuples():
         acc = load_catalog().accelerators.get(r.accelerator)
         if acc is None or acc.vendor not in vendors:
             continue
         seq, gbs, tokens, _ = validation._tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
-        args = (r.benchmark, seq, gbs, tokens, r.precision, acc.id, int(r.n_accelerators))
+        args = (r.benchmark, seq, gbs, tokens, r.precision, acc.id, int(r.n_accelerators), r.framework if isinstance(r.framework, str) else None)
         scaling = float(json.loads(params.get(r.run_id) or "{}").get("scaling_factor") or 1.0)
         out.append(MlperfRun(f"{r.round} {r.submitter} {r.benchmark} {int(r.n_accelerators)}", acc.id, r.precision,
-                             args, 1.0 / r.published_minutes, scaling=scaling))
+                             args, 1.0 / r.published_minutes, scaling=scaling, framework=args[-1]))
     return out
 
 
