@@ -3,12 +3,15 @@ what the last change did), figures as metrics with their ranges, what fits inste
 progress bar for background work."""
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
 from engine.presentation.figures import key_figures
 from engine.presentation.formatting import MISSING, fmt_days
 from engine.planning.results import Estimate
+from engine.presentation.tables import FIT_OPTIONS, fit_option_rows, offered_fit_options
 from engine.scenario import Scenario
 from ui import background
 from ui.binding import edit
@@ -61,10 +64,19 @@ def _use_layout(layout: dict) -> None:
     commit(apply_edit(scenario(), "layout", {k: v for k, v in layout.items() if v is not None}), "layout")
 
 
+# the scenario change that takes a fitting option (engine.planning.alternatives); more GPUs has its size buttons
+FIT_EDITS = {"lora": lambda o: ("training.method", "lora"), "qlora": lambda o: ("training.method", "qlora"),
+             "offload": lambda o: ("cluster.host_memory_gb_per_gpu", math.ceil(o.host_memory_gb_per_gpu))}
+
+
+def _use_edit(path: str, value) -> None:
+    commit(edit(scenario(), path, value), path)
+
+
 def show_what_fits(sc: Scenario) -> None:
     """What would fit instead of a layout that does not: a layout on the same cluster, or another cluster size."""
     try:
-        best, sizes = what_fits_of(scenario_json(sc))
+        best, sizes, fit_options = what_fits_of(scenario_json(sc))
     except Busy as err:
         st.warning(str(err))
         return
@@ -82,6 +94,21 @@ def show_what_fits(sc: Scenario) -> None:
                           on_click=lambda n=s["n_gpus"]: commit(edit(scenario(), "cluster.n_gpus", n), "cluster.n_gpus"))
     else:
         st.markdown("Nothing fits near this cluster size: try an accelerator with more memory or a shorter sequence.")
+    offered = offered_fit_options(fit_options, sc.training)
+    if offered:
+        st.markdown("**What would make it fit**, each searched like the job itself:")
+        table(fit_option_rows(offered), hide_index=True, key="fit_options", column_config={
+            "GiB per GPU": st.column_config.NumberColumn(format="%.1f"),
+            "CPU GB per GPU": st.column_config.NumberColumn(format="%.0f"),
+            "days (wall)": st.column_config.NumberColumn(format="%.1f"),
+            "GPU-hours": st.column_config.NumberColumn(format="localized"),
+            "cost USD": st.column_config.NumberColumn(format="dollar")})
+        with st.container(horizontal=True):
+            for o in offered:
+                if o.fits and o.option in FIT_EDITS:
+                    path, value = FIT_EDITS[o.option](o)
+                    st.button(f"Use {FIT_OPTIONS[o.option]}", key=f"use_fit:{o.option}", on_click=_use_edit,
+                              args=(path, value))
 
 
 @st.fragment(run_every=0.3)

@@ -355,6 +355,7 @@ def layout_choices(sc: Scenario) -> dict[str, list]:
         "virtual_stages": allowed("virtual_stages", list(range(1, arch.n_layers + 1))) or [1],
         "zero_stage": allowed("zero_stage", [0, 1, 2, 3]),
         "recompute": list(layout_rules.RECOMPUTE),
+        "offload": [layout_rules.OFFLOAD[i] for i in allowed("offload", list(range(len(layout_rules.OFFLOAD))))],
         "shard_group": [None, *[g for g in allowed("shard_group", divisors(dp_group)) if g < dp_group]][:64],
         "expert_tp": [None, *[d for d in allowed("expert_tp", divisors(lay.tp)) if d != lay.tp]],
         "stage_split": [(None if a == U else a, None if b == U else b) for a, b in allowed(

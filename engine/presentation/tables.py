@@ -6,7 +6,7 @@ from engine.presentation.edit import describe_layout
 from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, fmt_usd, model_name, model_size_text
 from engine.physics.memory import bytes_per_element, gradient_text, headroom_fraction, optimizer_state_bytes
 from engine.precision import precision
-from engine.planning.results import Comparison, Estimate, SearchResult
+from engine.planning.results import Comparison, Estimate, FitOption, SearchResult
 from engine.physics.schedule import stage_layers
 from engine.scenario import Layout, Scenario, Training
 
@@ -192,3 +192,50 @@ def scenario_rows(sc: Scenario) -> list[tuple[str, str]]:
                                               sc.cost.model_dump(exclude_none=True).items())))
     return rows
 
+
+
+FIT_OPTIONS = {"lora": "LoRA", "qlora": "QLoRA", "offload": "Offload to CPU memory", "more_gpus": "More accelerators"}
+
+
+def offered_fit_options(options: list[FitOption], training: Training) -> list[FitOption]:
+    """engine.planning.alternatives.fitting_alternatives to offer, those that fit first. Adapters are a fine-tuning
+    method: a pre-training run (from random weights) is not offered LoRA or QLoRA."""
+    return sorted((o for o in options if training.fine_tune or o.option not in ("lora", "qlora")),
+                  key=lambda o: not o.fits)
+
+
+def fit_option_rows(options: list[FitOption]) -> list[dict]:
+    """Fitting options as a table, each with its figures (per GPU on the fullest stage)."""
+    return [{"option": FIT_OPTIONS[o.option], "fits": o.fits, "what it takes": o.text, "GPUs": o.n_gpus,
+             "GiB per GPU": o.memory_gib, "CPU GB per GPU": o.host_memory_gb_per_gpu, "days (wall)": o.wall_days,
+             "GPU-hours": o.gpu_hours, "cost USD": o.cost_usd} for o in options]
+
+
+def fine_tuning_rows(est: Estimate) -> list[dict]:
+    """What trains and what is frozen (engine.physics.finetune) and what offloading keeps in CPU memory per GPU
+    against what the host has, from the estimate's fine_tuning block."""
+    ft = est.fine_tuning
+    adapters = ft["method"] in ("lora", "qlora")
+    frozen_as = "4-bit NF4 weights with their quantization constants" if ft["method"] == "qlora" else "16-bit weights"
+    rows = [{"part": "Trainable parameters", "amount": fmt_num(ft["trainable_params"]),
+             "what it is": (f"LoRA adapters (rank {ft['lora_rank']}, {ft['lora_targets'].replace('_', ' ')}): the "
+                            "only parameters with gradients and optimizer states" if adapters else
+                            "every weight: each has its gradient and optimizer states")}]
+    if ft["frozen_params"]:
+        rows.append({"part": "Frozen parameters", "amount": fmt_num(ft["frozen_params"]),
+                     "what it is": f"the base model, held as {frozen_as}: no gradients, no optimizer states"})
+    rows.append({"part": "Offloaded to CPU memory", "amount": f"{ft['host_offloaded_gb_per_gpu']:,.1f} GB per GPU",
+                 "what it is": OFFLOAD_TEXT[ft["offload"]]})
+    rows.append({"part": "CPU memory available", "amount": f"{ft['host_memory_gb_per_gpu']:,.0f} GB per GPU",
+                 "what it is": "the server's CPU memory divided by its accelerators"})
+    if ft["paged_optimizer_gb"]:
+        rows.append({"part": "Paged optimizer states", "amount": f"{ft['paged_optimizer_gb']:,.2f} GB",
+                     "what it is": "optimizer states in unified memory, paged to the CPU under memory pressure"})
+    return rows
+
+
+OFFLOAD_TEXT = {"none": "nothing: every state stays on the accelerator",
+                "optimizer": "gradients and optimizer states of the trainable parameters (ZeRO-Offload: the optimizer "
+                             "steps on the CPU)",
+                "optimizer_and_params": "gradients, optimizer states and the weights (ZeRO-Infinity: each layer's "
+                                        "weights are fetched over the host link when it runs)"}
