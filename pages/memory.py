@@ -7,7 +7,7 @@ from engine.planning.sanity import memory_headroom_warning
 from engine.presentation.edit import apply_edit
 from engine.presentation.formatting import GLOSSARY, accelerator_name
 from engine.planning.results import Estimate
-from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE, fine_tuning_rows, memory_rows
+from engine.presentation.tables import MEMORY_PARTS, OFFLOAD_NAMES, WORST_STAGE, fine_tuning_rows, memory_rows
 from ui import binding, cached, charts, components, state
 from ui.fields import F
 
@@ -116,14 +116,14 @@ with chart:
         components.show_what_fits(sc)
     st.markdown(f"**Worst stage:** {WORST_STAGE[est.worst_stage]}.")
     bars = [("this layout", est)]
-    for field, values, label in (("layout.zero_stage", choices["zero_stage"], "ZeRO-{}"),
-                                 ("layout.recompute", choices["recompute"], "recompute {}"),
-                                 ("layout.offload", choices["offload"], "offload {}")):
+    for field, values, label in (("layout.zero_stage", choices["zero_stage"], "ZeRO-{}".format),
+                                 ("layout.recompute", choices["recompute"], "recompute {}".format),
+                                 ("layout.offload", choices["offload"], OFFLOAD_NAMES.get)):
         current = getattr(sc.layout, field.removeprefix("layout."))
         for value in values:
             variant = apply_edit(sc, field, value).scenario
             if value != current and variant is not None:
-                bars.append((label.format(value), cached.estimate_of(state.scenario_json(variant))))
+                bars.append((label(value), cached.estimate_of(state.scenario_json(variant))))
     st.plotly_chart(memory_figure(bars, est.memory_capacity_gib, headroom_fraction(sc.training)), key="memory_chart")
     st.caption("The first bar is the chosen layout; the others change only the ZeRO stage, the recompute policy or "
                "what is offloaded to CPU memory.")

@@ -7,7 +7,7 @@ from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_sce
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
 from engine.regions import region_choices
 from engine.presentation.figures import published_training_note
-from engine.presentation.formatting import JOB_NAMES, job_text, model_size_text
+from engine.presentation.formatting import JOB_NAMES, model_size_text
 from engine.economics import ranges
 from engine.scenario import PresetRef
 from ui import answer, binding, cached, components, escape, state

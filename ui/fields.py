@@ -164,7 +164,7 @@ F = {
                                                      "ZeRO 3). Saves accelerator memory, costs host-link time."),
     "layout.tp_comm_overlap": Field("TP overlap", GLOSSARY["TP overlap"][0].upper()
                                     + GLOSSARY["TP overlap"][1:] + ". Needs TP above 1 and sequence parallel."),
-    "layout.reshard_after_forward": Field("Free weights after forward", "ZeRO-3 / FSDP: free each "
+    "layout.reshard_after_forward": Field("Reshard after forward", "ZeRO-3 / FSDP: free each "
                                           "layer's gathered weights after its forward and gather them again for the "
                                           "backward (saves memory); off keeps them to the end of the backward, as "
                                           "Llama 3 trained (saves communication)."),

@@ -234,6 +234,7 @@ def fine_tuning_rows(est: Estimate) -> list[dict]:
     return rows
 
 
+OFFLOAD_NAMES = {"none": "no offload", "optimizer": "ZeRO-Offload", "optimizer_and_params": "ZeRO-Infinity"}
 OFFLOAD_TEXT = {"none": "nothing: every state stays on the accelerator",
                 "optimizer": "gradients and optimizer states of the trainable parameters (ZeRO-Offload: the optimizer "
                              "steps on the CPU)",

@@ -77,11 +77,12 @@ def test_the_memory_page_shows_trainable_frozen_and_what_offload_moves():
     assert sc.layout.offload == "optimizer"
     est = estimate(sc)
     rows = {r["part"]: r for r in at.table[-1].value.to_dict("records")}
-    assert rows["Offloaded to CPU memory"]["amount"] == f"{est.fine_tuning['host_offloaded_gb_per_gpu']:,.1f} GB per GPU"
+    offloaded_gb = est.fine_tuning["host_offloaded_gb_per_gpu"]
+    assert rows["Offloaded to CPU memory"]["amount"] == f"{offloaded_gb:,.1f} GB per GPU"
     assert est.fine_tuning["host_offloaded_gb_per_gpu"] > 0
     assert rows["CPU memory available"]["amount"] == f"{est.fine_tuning['host_memory_gb_per_gpu']:,.0f} GB per GPU"
     bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
-    assert bars[0] == "this layout" and "offload none" in bars             # the variant without offload beside it
+    assert bars[0] == "this layout" and "no offload" in bars             # the variant without offload beside it
 
 
 def test_nothing_fits_shows_the_engines_fitting_options_with_their_figures():
@@ -123,3 +124,16 @@ def test_the_answer_for_a_lora_job_names_the_job_and_gives_the_plans_figures():
     assert answer == ("LoRA fine-tune of Llama 3.1 70B (rank 16, attention; 500 million tokens): "
                       + headline(planned))
     assert planned.answer.nodes == 1 and planned.answer.wall_days <= 7     # a fine-tune is sized from one node up
+
+
+def test_the_vendor_page_compares_the_lora_job_and_ranks_the_answers_accelerator_first():
+    question = PlannerOptions(deadline_days=7.0)
+    at = run_app({"sc": encode(LORA, question)})
+    background.wait_all()
+    at = on_page(at, "vendor")
+    planned = plan(parse_scenario(planning_scenario(LORA)), deadline_days=7.0).answer
+    first = at.dataframe[0].value.iloc[0]
+    assert (first["accelerator"], int(first["GPUs"]), first["days (wall)"]) == (planned.accelerator, planned.n_gpus,
+                                                                                planned.wall_days)
+    assert any("(LoRA fine-tune of Llama 3.1 70B (rank 16, attention; 500 million tokens))" in c
+               for c in texts(at.caption))
