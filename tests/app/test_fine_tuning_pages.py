@@ -83,6 +83,9 @@ def test_the_memory_page_shows_trainable_frozen_and_what_offload_moves():
     assert rows["CPU memory available"]["amount"] == f"{est.fine_tuning['host_memory_gb_per_gpu']:,.0f} GB per GPU"
     bars = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["x"]
     assert bars[0] == "this layout" and "no offload" in bars             # the variant without offload beside it
+    at = on_page(at, "scenario")                                         # the layout's line names the offload
+    assert any(m.startswith("**Layout:**") and "recompute none, optimizer offloaded to CPU." in m
+               for m in texts(at.markdown))
 
 
 def test_nothing_fits_shows_the_engines_fitting_options_with_their_figures():
