@@ -189,6 +189,8 @@ with inputs:
                     step=10.0, placeholder="catalog")
         binding.bind("cluster.inter_node_bw_gbs", st.number_input, F["cluster.inter_node_bw_gbs"], container=cols[1],
                     step=5.0, placeholder="catalog")
+        binding.bind("cluster.host_memory_gb_per_gpu", st.number_input, F["cluster.host_memory_gb_per_gpu"],
+                     step=16.0, placeholder="catalog")
         cols = st.columns(3)
         binding.bind("cluster.matmul_efficiency", st.number_input, F["cluster.matmul_efficiency"], container=cols[0],
                     step=0.01, placeholder="published")

@@ -11,13 +11,13 @@ from engine.presentation.edit import apply_edit, describe_layout
 from engine.presentation.figures import key_figures
 from engine.presentation.formatting import MISSING, fmt_days
 from engine.planning.results import Estimate
-from engine.presentation.tables import FIT_OPTIONS, fit_option_rows, offered_fit_options
+from engine.presentation.tables import FIT_OPTIONS, fit_option_text, offered_fit_options
 from engine.scenario import Scenario
 from ui import background
 from ui.binding import edit
 from ui.cached import what_fits_of
 from ui.escape import md_escape
-from ui.fields import label_of
+from ui.fields import label_of, plain
 from ui.state import LINK_PROBLEMS, NOTES, commit, options, refused_fields, revert_refused, scenario, scenario_json
 from ui.work_limits import Busy
 
@@ -96,13 +96,8 @@ def show_what_fits(sc: Scenario) -> None:
         st.markdown("Nothing fits near this cluster size: try an accelerator with more memory or a shorter sequence.")
     offered = offered_fit_options(fit_options, sc.training)
     if offered:
-        st.markdown("**What would make it fit**, each searched like the job itself:")
-        table(fit_option_rows(offered), hide_index=True, key="fit_options", column_config={
-            "GiB per GPU": st.column_config.NumberColumn(format="%.1f"),
-            "CPU GB per GPU": st.column_config.NumberColumn(format="%.0f"),
-            "days (wall)": st.column_config.NumberColumn(format="%.1f"),
-            "GPU-hours": st.column_config.NumberColumn(format="localized"),
-            "cost USD": st.column_config.NumberColumn(format="dollar")})
+        st.markdown("**What would make it fit**, each searched like the job itself:\n" + "\n".join(
+            f"- {md_escape(plain(fit_option_text(o)))}" for o in offered))
         with st.container(horizontal=True):
             for o in offered:
                 if o.fits and o.option in FIT_EDITS:

@@ -204,11 +204,14 @@ def offered_fit_options(options: list[FitOption], training: Training) -> list[Fi
                   key=lambda o: not o.fits)
 
 
-def fit_option_rows(options: list[FitOption]) -> list[dict]:
-    """Fitting options as a table, each with its figures (per GPU on the fullest stage)."""
-    return [{"option": FIT_OPTIONS[o.option], "fits": o.fits, "what it takes": o.text, "GPUs": o.n_gpus,
-             "GiB per GPU": o.memory_gib, "CPU GB per GPU": o.host_memory_gb_per_gpu, "days (wall)": o.wall_days,
-             "GPU-hours": o.gpu_hours, "cost USD": o.cost_usd} for o in options]
+def fit_option_text(o: FitOption) -> str:
+    """One fitting option in words with its figures, e.g. 'LoRA: train LoRA adapters (rank 16, attention) on the
+    frozen 16-bit model: 2 GPUs, 28.1 GiB per GPU, 22.2 hours, $89'."""
+    if not o.fits:
+        return f"{FIT_OPTIONS[o.option]}: {o.text}"
+    cost = f", {fmt_usd(o.cost_usd)}" if o.cost_usd is not None else ""
+    return (f"{FIT_OPTIONS[o.option]}: {o.text}: {o.n_gpus:,} GPUs, {o.memory_gib:.1f} GiB per GPU, "
+            f"{fmt_days(o.wall_days)}{cost}")
 
 
 def fine_tuning_rows(est: Estimate) -> list[dict]:

@@ -10,7 +10,9 @@ from engine.planning.plan import plan
 from engine.presentation.answer import headline
 from engine.presentation.edit import DEFAULT_SCENARIO, with_layout
 from engine.presentation.share import PlannerOptions, decode, encode
-from engine.presentation.tables import FIT_OPTIONS, offered_fit_options
+from engine.presentation.formatting import fmt_days
+from engine.presentation.tables import fit_option_text, offered_fit_options
+from ui.fields import plain
 from ui import background
 from ui.answer import planning_scenario
 from tests.app.conftest import metric, on_page, run_app, texts
@@ -99,13 +101,11 @@ def test_nothing_fits_shows_the_engines_fitting_options_with_their_figures():
     assert any(e.startswith("Does not fit") for e in texts(at.error))
     expected = offered_fit_options(fitting_alternatives(sc), sc.training)
     assert {o.option for o in expected if o.fits} >= {"lora", "qlora", "offload"}
-    shown = at.dataframe[-1].value.to_dict("records")
-    assert [r["option"] for r in shown] == [FIT_OPTIONS[o.option] for o in expected]
-    for row, option in zip(shown, expected):
-        assert row["what it takes"] == option.text
-        if option.fits:
-            assert (row["GPUs"], row["GiB per GPU"], row["days (wall)"]) == (option.n_gpus, option.memory_gib,
-                                                                            option.wall_days)
+    listed = next(m for m in texts(at.markdown) if m.startswith("**What would make it fit**")).split("\n")[1:]
+    assert listed == [f"- {plain(fit_option_text(o))}" for o in expected]
+    lora = next(o for o in expected if o.option == "lora")
+    assert listed[0].startswith(f"- LoRA: train LoRA adapters (rank 16, attention) on the frozen 16-bit model: "
+                                f"2 GPUs, {lora.memory_gib:.1f} GiB per GPU, {fmt_days(lora.wall_days)}")
     offload = next(o for o in expected if o.option == "offload")
     assert offload.host_memory_gb_per_gpu > 16                           # it needs a larger host than this one
 

@@ -7,7 +7,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from engine.presentation.share import decode
+from engine.inputs import parse_scenario
+from engine.presentation.share import decode, encode
 from tests.e2e.conftest import cut_off, go_to, metrics, no_exception, open_page, screenshot_whole, wait_for_app
 from tests.e2e.test_manager import VIEWPORTS
 
@@ -60,3 +61,23 @@ def test_a_lora_fine_tune_of_a_70b_on_one_node_how_long_and_how_much(app_url, si
     assert page.get_by_text("Frozen parameters").count() == 1
     assert cut_off(page) == []
     screenshot_whole(page, f"fine-tune-lora-memory-{size}")
+
+
+def test_a_full_fine_tune_that_fits_nowhere_shows_what_would_fit(app_url, sized):
+    size, page = sized
+    sc = parse_scenario({"model": {"preset": "llama2-13b"},
+                         "training": {"seq_len": 4096, "global_batch_size": 64, "total_tokens": 0.5e9,
+                                      "method": "full"},
+                         "cluster": {"accelerator": "A100-SXM4-40GB", "n_gpus": 2, "host_memory_gb_per_gpu": 16},
+                         "layout": {"tp": 2, "dp": 1, "zero_stage": 3, "micro_batch_size": 1}})
+    open_page(page, f"{app_url}/?sc={encode(sc)}")
+    no_exception(page)
+    assert page.get_by_text("What would make it fit").count() == 1
+    screenshot_whole(page, f"fine-tune-nothing-fits-{size}")
+    for option in ("LoRA: ", "QLoRA: ", "Offload to CPU memory: ", "More accelerators: "):
+        assert page.get_by_text(re.compile("^" + option)).count() == 1, option
+    assert cut_off(page) == []
+    page.get_by_role("button", name="Use LoRA").click()
+    wait_for_app(page)
+    assert page.get_by_text(re.compile(r"^Fits: ")).count() == 1
+    screenshot_whole(page, f"fine-tune-nothing-fits-then-lora-{size}")
