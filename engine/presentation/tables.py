@@ -20,13 +20,18 @@ def memory_part_text(training: Training) -> dict[str, str]:
     """What each memory component is, the model states in words generated from the byte counts in use."""
     b = bytes_per_element(training)
     states = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(training).items())
+    trained = "trainable parameter (the LoRA adapters only: the frozen base has none)" if training.adapters else \
+        "parameter"
+    base = "4-bit NF4 with its quantization constants" if training.method == "qlora" else "in 16 bits"
+    weights = (f"the frozen base ({base}) and the LoRA adapters held by this GPU" if training.adapters else
+               f"the model's parameters held by this GPU ({b['weight']:g} bytes each"
+               + (f", plus their {training.precision} copy" if precision(training.precision).low_precision else "")
+               + ")")
     return {
-        "weights": f"the model's parameters held by this GPU ({b['weight']:g} bytes each"
-                   + (f", plus their {training.precision} copy" if precision(training.precision).low_precision else "")
-                   + "), after TP/PP/EP and ZeRO-3 splitting",
-        "gradients": f"one gradient per parameter held: {gradient_text(training)}; all kept up to ZeRO-1 (Megatron-LM's "
-                     "distributed optimizer), sharded by ZeRO-2 and -3",
-        "optimizer_states": f"{states} = {b['optimizer']:g} bytes per parameter ({training.optimizer}), sharded by "
+        "weights": weights + ", after TP/PP/EP and ZeRO-3 splitting",
+        "gradients": f"one gradient per {trained} held: {gradient_text(training)}; all kept up to ZeRO-1 "
+                     "(Megatron-LM's distributed optimizer), sharded by ZeRO-2 and -3",
+        "optimizer_states": f"{states} = {b['optimizer']:g} bytes per {trained} ({training.optimizer}), sharded by "
                             "ZeRO-1 and up",
         "activations": "values kept from the forward pass for the backward pass, for every micro-batch in flight; cut "
                        "by recompute, TP with sequence parallelism, and CP",

@@ -72,6 +72,8 @@ def test_the_memory_page_shows_trainable_frozen_and_what_offload_moves():
     assert rows["Trainable parameters"]["amount"] == "65.5M" and LORA_PARAMS == 65_536_000
     assert rows["Frozen parameters"]["amount"] == "70.6B"
     assert rows["Offloaded to CPU memory"]["amount"] == "0.0 GB per GPU"
+    parts = {r["component"]: r["what it is"] for r in at.table[0].value.to_dict("records")}
+    assert parts["Gradients"].startswith("one gradient per trainable parameter (the LoRA adapters only")
 
     at.selectbox(key="w:layout.offload").set_value("optimizer").run()
     assert not at.exception
