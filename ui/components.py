@@ -69,8 +69,11 @@ FIT_EDITS = {"lora": lambda o: ("training.method", "lora"), "qlora": lambda o: (
              "offload": lambda o: ("cluster.host_memory_gb_per_gpu", math.ceil(o.host_memory_gb_per_gpu))}
 
 
-def _use_edit(path: str, value) -> None:
-    commit(edit(scenario(), path, value), path)
+def _use_fit(path: str, value, layout: dict) -> None:
+    """Take a fitting option: its change to the job or the cluster, then the layout it was searched with, so that the
+    scenario's figures are the option's."""
+    changed = edit(scenario(), path, value)
+    commit(changed if changed.scenario is None else edit(changed.scenario, "layout", layout), path)
 
 
 def show_what_fits(sc: Scenario) -> None:
@@ -102,8 +105,8 @@ def show_what_fits(sc: Scenario) -> None:
             for o in offered:
                 if o.fits and o.option in FIT_EDITS:
                     path, value = FIT_EDITS[o.option](o)
-                    st.button(f"Use {FIT_OPTIONS[o.option]}", key=f"use_fit:{o.option}", on_click=_use_edit,
-                              args=(path, value))
+                    st.button(f"Use {FIT_OPTIONS[o.option]}", key=f"use_fit:{o.option}", on_click=_use_fit,
+                              args=(path, value, o.layout.model_dump(exclude_none=True)))
 
 
 @st.fragment(run_every=0.3)

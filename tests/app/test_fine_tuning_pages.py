@@ -2,6 +2,7 @@
 where they apply, the engine's warnings for the job, the Memory page's trainable, frozen and offloaded parts, what
 would make a job fit that fits nowhere, and the manager's answer for a LoRA job."""
 import json
+import math
 
 from engine.inputs import parse_scenario
 from engine.planning.alternatives import fitting_alternatives
@@ -112,8 +113,16 @@ def test_nothing_fits_shows_the_engines_fitting_options_with_their_figures():
     assert offload.host_memory_gb_per_gpu > 16                           # it needs a larger host than this one
 
     next(b for b in at.button if b.label == "Use LoRA").click().run()
-    assert at.session_state["scenario"].training.method == "lora"
-    assert estimate(at.session_state["scenario"]).fits
+    taken = at.session_state["scenario"]
+    assert (taken.training.method, taken.layout) == ("lora", lora.layout)     # the option as it was searched
+    assert (estimate(taken).memory_gib.total, estimate(taken).wall_days) == (lora.memory_gib, lora.wall_days)
+
+    at = run_app({"sc": encode(sc)})                     # a larger host: the CPU memory it needs, rounded up
+    next(b for b in at.button if b.label == "Use Offload to CPU memory").click().run()
+    taken = at.session_state["scenario"]
+    assert taken.cluster.host_memory_gb_per_gpu == math.ceil(offload.host_memory_gb_per_gpu)
+    assert taken.layout == offload.layout and taken.layout.offload != "none"
+    assert estimate(taken).fits and estimate(taken).wall_days == offload.wall_days
 
 
 def test_the_answer_for_a_lora_job_names_the_job_and_gives_the_plans_figures():
