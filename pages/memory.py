@@ -7,7 +7,7 @@ from engine.planning.sanity import memory_headroom_warning
 from engine.presentation.edit import apply_edit
 from engine.presentation.formatting import GLOSSARY, accelerator_name
 from engine.planning.results import Estimate
-from engine.presentation.tables import MEMORY_PARTS, WORST_STAGE, memory_rows
+from engine.presentation.tables import MEMORY_PARTS, OFFLOAD_NAMES, WORST_STAGE, fine_tuning_rows, memory_rows
 from ui import binding, cached, charts, components, state
 from ui.fields import F
 
@@ -89,6 +89,7 @@ with controls:
         binding.bind("layout.expert_tp", st.selectbox, F["layout.expert_tp"],
                     options=[F["layout.expert_tp"].blank, *choices["expert_tp"][1:]])
     binding.bind("layout.recompute", st.selectbox, F["layout.recompute"], options=choices["recompute"])
+    binding.bind("layout.offload", st.selectbox, F["layout.offload"], options=choices["offload"])
     binding.bind("layout.sequence_parallel", st.toggle, F["layout.sequence_parallel"])
     if sc.layout.tp > 1 and sc.layout.sequence_parallel:
         binding.bind("layout.tp_comm_overlap", st.toggle, F["layout.tp_comm_overlap"])
@@ -115,15 +116,17 @@ with chart:
         components.show_what_fits(sc)
     st.markdown(f"**Worst stage:** {WORST_STAGE[est.worst_stage]}.")
     bars = [("this layout", est)]
-    for field, values, label in (("layout.zero_stage", choices["zero_stage"], "ZeRO-{}"),
-                                 ("layout.recompute", choices["recompute"], "recompute {}")):
-        current = sc.layout.zero_stage if field == "layout.zero_stage" else sc.layout.recompute
+    for field, values, label in (("layout.zero_stage", choices["zero_stage"], "ZeRO-{}".format),
+                                 ("layout.recompute", choices["recompute"], "recompute {}".format),
+                                 ("layout.offload", choices["offload"], OFFLOAD_NAMES.get)):
+        current = getattr(sc.layout, field.removeprefix("layout."))
         for value in values:
             variant = apply_edit(sc, field, value).scenario
             if value != current and variant is not None:
-                bars.append((label.format(value), cached.estimate_of(state.scenario_json(variant))))
+                bars.append((label(value), cached.estimate_of(state.scenario_json(variant))))
     st.plotly_chart(memory_figure(bars, est.memory_capacity_gib, headroom_fraction(sc.training)), key="memory_chart")
-    st.caption("The first bar is the chosen layout; the others change only the ZeRO stage or the recompute policy.")
+    st.caption("The first bar is the chosen layout; the others change only the ZeRO stage, the recompute policy or "
+               "what is offloaded to CPU memory.")
     if est.fits:
         cols = st.columns(3)
         cols[0].metric("Step time", f"{est.step_time_s:.2f} s", help="One optimizer step of the whole cluster.")
@@ -132,6 +135,9 @@ with chart:
                        help="Per pipeline: global batch / (DP x micro-batch).")
     st.table([{**r, "GiB": f"{r['GiB']:.2f}", "share of capacity": f"{r['share of capacity']:.1%}"}
               for r in memory_rows(est, sc.training)])
+    if est.fine_tuning and (sc.training.fine_tune or sc.layout.offload != "none"):
+        st.markdown("**What trains, what is frozen, and what offloading moves to CPU memory**")
+        st.table(fine_tuning_rows(est))
     detail = est.memory_detail_gib
     st.caption(f"'Other' is {detail['logits']:.2f} GiB of output logits and loss at its peak, "
                f"{detail['comm_buffers']:.2f} GiB of communication and gathered-weight buffers and "

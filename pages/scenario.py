@@ -7,7 +7,7 @@ from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_sce
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
 from engine.regions import region_choices
 from engine.presentation.figures import published_training_note
-from engine.presentation.formatting import model_size_text
+from engine.presentation.formatting import JOB_NAMES, model_size_text
 from engine.economics import ranges
 from engine.scenario import PresetRef
 from ui import answer, binding, cached, components, escape, state
@@ -135,6 +135,15 @@ with inputs:
     st.caption(model_size_text(sc))
 
     st.subheader("Training")
+    binding.bind("training.method", st.radio, F["training.method"], options=list(JOB_NAMES), format_func=JOB_NAMES.get,
+                 horizontal=True)
+    if sc.training.fine_tune:
+        cols = st.columns(3)
+        binding.bind("training.epochs", st.number_input, F["training.epochs"], container=cols[0], step=1.0)
+        if sc.training.adapters:
+            binding.bind("training.lora_rank", st.number_input, F["training.lora_rank"], container=cols[1], step=1)
+            binding.bind("training.lora_targets", st.selectbox, F["training.lora_targets"], container=cols[2],
+                         options=["attention", "all_linear"])
     cols = st.columns(3)
     binding.bind("training.seq_len", st.number_input, F["training.seq_len"], container=cols[0], step=1)
     binding.bind("training.global_batch_size", st.number_input, F["training.global_batch_size"], container=cols[1],
@@ -180,6 +189,8 @@ with inputs:
                     step=10.0, placeholder="catalog")
         binding.bind("cluster.inter_node_bw_gbs", st.number_input, F["cluster.inter_node_bw_gbs"], container=cols[1],
                     step=5.0, placeholder="catalog")
+        binding.bind("cluster.host_memory_gb_per_gpu", st.number_input, F["cluster.host_memory_gb_per_gpu"],
+                     step=16.0, placeholder="catalog")
         cols = st.columns(3)
         binding.bind("cluster.matmul_efficiency", st.number_input, F["cluster.matmul_efficiency"], container=cols[0],
                     step=0.01, placeholder="published")

@@ -7,7 +7,7 @@ import streamlit as st
 from engine.economics import ranges
 from engine.economics.cost import server_prices, tco_defaults
 from engine.presentation.figures import range_text
-from engine.presentation.formatting import fmt_days, fmt_usd
+from engine.presentation.formatting import fmt_days, fmt_usd, job_text
 from engine.presentation.tables import vendor_rows
 from engine.scenario import ScenarioError
 from engine.planning.vendor import CRITERIA
@@ -126,7 +126,8 @@ except Busy as err:
 
 if result.target:
     rule = ("the cheapest that meets it first" if result.ranked_by == "cost" else "the fastest within it first")
-    about.caption(f"Every accelerator in the catalog on this scenario, each with the cluster and layout the answer on "
+    about.caption(f"Every accelerator in the catalog on this scenario ({escape.md_escape(job_text(sc))}), each with "
+                  "the cluster and layout the answer on "
                   f"the Scenario page gives it for the question ({result.target}), ranked by the answer's rule: {rule}"
                   + (", every priced accelerator before any without a price" if result.ranked_by == "cost" else
                      "; only a priced accelerator can be within a money budget, the others are listed after the "
@@ -135,7 +136,8 @@ if result.target:
                   + ("" if opts.vendor == "any" else f" The answer is limited to {opts.vendor} accelerators "
                                                      "(Vendor, on the Scenario page); this page compares them all."))
 else:
-    about.caption(f"Every accelerator in the catalog on this scenario, each with its own best layout, on "
+    about.caption(f"Every accelerator in the catalog on this scenario ({escape.md_escape(job_text(sc))}), each with "
+                  "its own best layout, on "
                   f"{sc.cluster.n_gpus:,} accelerators of each kind, ranked by the decision score, which weighs what "
                   "matters to you. Ask a question at the top of the Scenario page (a deadline, a budget, at most so "
                   "many accelerators) to size each cluster for it and rank as the answer does.")

@@ -12,7 +12,7 @@ from engine.catalog import load_catalog
 from engine.economics import ranges
 from engine.planning.plan import plan
 from engine.planning.results import Plan
-from engine.presentation.answer import (alternative_rows, answer_figures, answer_scenario, headline, lever_rows,
+from engine.presentation.answer import (alternative_rows, answer_figures, answer_scenario, job_headline, lever_rows,
                                         option_rows)
 from engine.presentation.edit import Edit, layout_words
 from engine.presentation.share import PlannerOptions
@@ -111,7 +111,8 @@ def _asked() -> None:
 def _use(result: Plan) -> None:
     sc = answer_scenario(state.scenario(), result.answer)
     if state.commit(Edit(sc)):
-        st.session_state[state.NOTES] = [f"The scenario is now the answer: {headline(result)} Every page shows it."]
+        st.session_state[state.NOTES] = [f"The scenario is now the answer: {job_headline(sc, result)} Every page "
+                                         "shows it."]
 
 
 def _follow(opts: PlannerOptions) -> None:
@@ -185,7 +186,7 @@ def _draw(sc: Scenario, result: Plan) -> None:
                 f"- {escape.md_escape(r['what it takes'])}" for r in levers))
         _options(result)
         return
-    st.success(escape.md_escape(headline(result)))
+    st.success(escape.md_escape(job_headline(sc, result)))
     components.show_figures(answer_figures(answer), width=150)
     st.caption(escape.md_escape(f"Ranges: {answer.estimate.time_range.text}."))    # the answer's own regime
     st.markdown("**Layout:** " + escape.md_escape(layout_words(answer.layout.model_dump(), answer.gpus_per_node)))

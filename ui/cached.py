@@ -12,7 +12,8 @@ from benchmarks_db.store import Store, open_store
 from engine.catalog import load_catalog
 from engine.presentation.edit import CALIBRATION_FIELDS, Edit, layout_choices, with_layout
 from engine.planning.estimate import estimate
-from engine.planning.results import Comparison, Estimate
+from engine.planning.alternatives import fitting_alternatives
+from engine.planning.results import Comparison, Estimate, FitOption
 from engine.planning.search import best_at, candidate_problems
 from engine.planning.sizing import nearest_sizes
 from engine.inputs import parse_scenario
@@ -123,10 +124,13 @@ def current_comparison() -> Comparison:
 
 
 @st.cache_data(max_entries=64, show_spinner="Looking for a layout that fits ...")
-def what_fits_of(scenario_json: str) -> tuple[Estimate | None, list[dict]]:
+def what_fits_of(scenario_json: str) -> tuple[Estimate | None, list[dict], list[FitOption]]:
     """For a scenario whose layout does not fit: the fastest layout that fits on its cluster, else the nearest
-    cluster sizes where one fits (engine.planning.sizing)."""
+    cluster sizes where one fits (engine.planning.sizing) and what would make the job fit
+    (engine.planning.alternatives: LoRA, QLoRA, offload to a larger host, more GPUs)."""
     sc = parse_scenario(scenario_json)
     with work_limits.slot("layout search"):
         best = best_at(sc, sc.cluster.n_gpus)
-        return best, ([] if best else nearest_sizes(sc, sc.cluster.n_gpus))
+        if best:
+            return best, [], []
+        return best, nearest_sizes(sc, sc.cluster.n_gpus), fitting_alternatives(sc)

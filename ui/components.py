@@ -3,18 +3,21 @@ what the last change did), figures as metrics with their ranges, what fits inste
 progress bar for background work."""
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
 from engine.presentation.figures import key_figures
 from engine.presentation.formatting import MISSING, fmt_days
 from engine.planning.results import Estimate
+from engine.presentation.tables import FIT_OPTIONS, fit_option_text, offered_fit_options
 from engine.scenario import Scenario
 from ui import background
 from ui.binding import edit
 from ui.cached import what_fits_of
 from ui.escape import md_escape
-from ui.fields import label_of
+from ui.fields import label_of, plain
 from ui.state import LINK_PROBLEMS, NOTES, commit, options, refused_fields, revert_refused, scenario, scenario_json
 from ui.work_limits import Busy
 
@@ -61,10 +64,22 @@ def _use_layout(layout: dict) -> None:
     commit(apply_edit(scenario(), "layout", {k: v for k, v in layout.items() if v is not None}), "layout")
 
 
+# the scenario change that takes a fitting option (engine.planning.alternatives); more GPUs has its size buttons
+FIT_EDITS = {"lora": lambda o: ("training.method", "lora"), "qlora": lambda o: ("training.method", "qlora"),
+             "offload": lambda o: ("cluster.host_memory_gb_per_gpu", math.ceil(o.host_memory_gb_per_gpu))}
+
+
+def _use_fit(path: str, value, layout: dict) -> None:
+    """Take a fitting option: its change to the job or the cluster, then the layout it was searched with, so that the
+    scenario's figures are the option's."""
+    changed = edit(scenario(), path, value)
+    commit(changed if changed.scenario is None else edit(changed.scenario, "layout", layout), path)
+
+
 def show_what_fits(sc: Scenario) -> None:
     """What would fit instead of a layout that does not: a layout on the same cluster, or another cluster size."""
     try:
-        best, sizes = what_fits_of(scenario_json(sc))
+        best, sizes, fit_options = what_fits_of(scenario_json(sc))
     except Busy as err:
         st.warning(str(err))
         return
@@ -82,6 +97,16 @@ def show_what_fits(sc: Scenario) -> None:
                           on_click=lambda n=s["n_gpus"]: commit(edit(scenario(), "cluster.n_gpus", n), "cluster.n_gpus"))
     else:
         st.markdown("Nothing fits near this cluster size: try an accelerator with more memory or a shorter sequence.")
+    offered = offered_fit_options(fit_options, sc.training)
+    if offered:
+        st.markdown("**What would make it fit**, each searched like the job itself:\n" + "\n".join(
+            f"- {md_escape(plain(fit_option_text(o)))}" for o in offered))
+        with st.container(horizontal=True):
+            for o in offered:
+                if o.fits and o.option in FIT_EDITS:
+                    path, value = FIT_EDITS[o.option](o)
+                    st.button(f"Use {FIT_OPTIONS[o.option]}", key=f"use_fit:{o.option}", on_click=_use_fit,
+                              args=(path, value, o.layout.model_dump(exclude_none=True)))
 
 
 @st.fragment(run_every=0.3)

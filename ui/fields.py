@@ -61,7 +61,20 @@ F = {
                                                                     "cluster better but can hurt model quality."),
     "training.total_tokens": Field("Training tokens (billions)", "Total tokens the model is trained on; time to "
                                                                  "train scales with it. Llama 3 used 15,600 "
-                                                                 "billion.", scale=1e9),
+                                                                 "billion. For a fine-tune: the dataset's tokens "
+                                                                 "(each epoch trains them once).", scale=1e9),
+    "training.method": Field("Job", "Pre-training: train every weight from scratch on a large corpus. Full "
+                                    "fine-tune: train every weight of a published model further. LoRA: freeze the "
+                                    "model and train small low-rank adapters beside it (far less memory). QLoRA: "
+                                    "the same with the frozen model stored in 4 bits."),
+    "training.lora_rank": Field("LoRA rank", "Width of each adapter: it adds rank x (inputs + outputs) parameters "
+                                             "to every adapted matrix. 8 to 64 is usual; MLPerf's Llama 2 70B LoRA "
+                                             "uses 16."),
+    "training.lora_targets": Field("Adapted matrices", "attention: the query, key, value and output projections "
+                                                       "(MLPerf's reference); all_linear: also every MLP matrix "
+                                                       "(QLoRA's recipe), more adapters and slightly more memory."),
+    "training.epochs": Field("Epochs", "Passes over the fine-tuning data: the tokens trained are the dataset's "
+                                       "tokens times the epochs."),
     "training.precision": Field("Precision", "Number format of the matrix arithmetic: bf16 is standard; fp8 and mxfp8 "
                                              "are about twice as fast where supported (mxfp8 needs Blackwell, MI350 or "
                                              "newer); nvfp4 (4-bit, MXFP4 on AMD) about four times, with some layers "
@@ -92,6 +105,9 @@ F = {
     "cluster.gpus_per_node": Field("Accelerators per node", "How many accelerators share one server and its fast "
                                                             "internal links; empty: the accelerator's usual server "
                                                             "(8 for most GPUs)."),
+    "cluster.host_memory_gb_per_gpu": Field("CPU memory per accelerator (GB)", "The server's CPU memory divided "
+                                            "by its accelerators: where offloaded optimizer states and weights live. "
+                                            "Empty: the accelerator's reference server."),
     "cluster.intra_node_bw_gbs": Field("Link inside a node (GB/s)", "Per accelerator, per direction (NVLink, "
                                                                     "Infinity Fabric). Empty: the catalog's figure."),
     "cluster.inter_node_bw_gbs": Field("Network between nodes (GB/s)", "Per accelerator, per direction "
@@ -141,9 +157,14 @@ F = {
                                                                       "compute)."),
     "layout.shard_group": Field("Shard group (HSDP)", "Hybrid sharding: " + GLOSSARY["HSDP"] + ". Empty: shard over "
                                                      "every data-parallel copy.", blank="every copy"),
+    "layout.offload": Field("Offload to CPU memory", "none: everything on the accelerator. optimizer: "
+                                                     "gradients go to CPU memory and the optimizer steps there "
+                                                     "(ZeRO-Offload; needs ZeRO 1 or more). optimizer_and_params: "
+                                                     "the weights too, fetched layer by layer (ZeRO-Infinity; needs "
+                                                     "ZeRO 3). Saves accelerator memory, costs host-link time."),
     "layout.tp_comm_overlap": Field("TP overlap", GLOSSARY["TP overlap"][0].upper()
                                     + GLOSSARY["TP overlap"][1:] + ". Needs TP above 1 and sequence parallel."),
-    "layout.reshard_after_forward": Field("Free weights after forward", "ZeRO-3 / FSDP: free each "
+    "layout.reshard_after_forward": Field("Reshard after forward", "ZeRO-3 / FSDP: free each "
                                           "layer's gathered weights after its forward and gather them again for the "
                                           "backward (saves memory); off keeps them to the end of the backward, as "
                                           "Llama 3 trained (saves communication)."),

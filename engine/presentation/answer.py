@@ -6,7 +6,7 @@ from engine.inputs import parse_scenario
 from engine.planning.results import Plan, PlanAnswer
 from engine.scenario import Scenario
 from engine.presentation.figures import Figure, range_text
-from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd
+from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd, job_text
 
 ALTERNATIVE_LABELS = {"one size smaller": "One size smaller", "one size larger": "One size larger",
                       "cheapest other": "Cheapest other accelerator", "fastest other": "Fastest other accelerator",
@@ -39,6 +39,12 @@ def headline(result: Plan) -> str:
     chance = a.deadline_chance
     return (f"{cluster_text(a)} train it {result.target}: " + ", ".join(parts[:-1]) + " and " + parts[-1] + "."
             + (f" Note: {chance['text']}." if chance else ""))
+
+
+def job_headline(sc: Scenario, result: Plan) -> str:
+    """The headline, led by the job where it is a fine-tune, e.g. 'LoRA fine-tune of Llama 3.1 70B (rank 16,
+    attention; 500 million tokens): 1 x ...'; a pre-training run (the default job) reads as the headline alone."""
+    return f"{job_text(sc)}: {headline(result)}" if sc.training.fine_tune else headline(result)
 
 
 def answer_figures(answer: PlanAnswer) -> list[Figure]:

@@ -82,7 +82,8 @@ def field_value(sc: Scenario, path: str):
 
 def describe_layout(layout: dict) -> str:
     """One line naming a layout, e.g. 'tp=8, pp=4, dp=32, micro-batch 1, ZeRO-1, recompute none'; the optional
-    settings (expert TP, uneven pipeline stages, HSDP shard groups, kept ZeRO-3 weights, TP overlap) where set."""
+    settings (expert TP, uneven pipeline stages, HSDP shard groups, kept ZeRO-3 weights, TP overlap, offload) where
+    set."""
     parts = [f"{k}={layout[k]}" for k in ("tp", "pp", "dp", "cp", "ep") if layout.get(k, 1) != 1 or k == "dp"]
     if layout.get("expert_tp") is not None:
         parts.append(f"expert tp={layout['expert_tp']}")
@@ -102,6 +103,8 @@ def describe_layout(layout: dict) -> str:
     if layout.get("tp_comm_overlap"):
         parts.append("TP overlap")
     parts.append(f"recompute {layout.get('recompute', 'none')}")
+    if layout.get("offload", "none") != "none":
+        parts.append(OFFLOAD_SHORT[layout["offload"]])
     return ", ".join(parts)
 
 
@@ -109,6 +112,11 @@ def _or_even(layers: int | None) -> str:
     return "even" if layers is None else str(layers)
 
 
+OFFLOAD_SHORT = {"optimizer": "optimizer offloaded to CPU",
+                 "optimizer_and_params": "optimizer and weights offloaded to CPU"}
+OFFLOAD_WORDS = {"optimizer": "gradients go to CPU memory and the optimizer steps there (ZeRO-Offload)",
+                 "optimizer_and_params": "gradients, optimizer states and weights live in CPU memory, each layer's "
+                                         "weights fetched when it runs (ZeRO-Infinity)"}
 ZERO_WORDS = {0: "every copy keeps the full optimizer state",
               1: "the optimizer states are split across the copies (ZeRO-1)",
               2: "the optimizer states and gradients are split across the copies (ZeRO-2)",
@@ -155,6 +163,8 @@ def layout_words(layout: dict, gpus_per_node: int) -> str:
     if layout.get("tp_comm_overlap"):
         out.append("tensor-parallel communication runs during the matrix multiplications (overlap)")
     out.append(RECOMPUTE_WORDS[layout.get("recompute", "none")])
+    if layout.get("offload", "none") != "none":
+        out.append(OFFLOAD_WORDS[layout["offload"]])
     text = "; ".join(out)
     return text[0].upper() + text[1:] + "."
 
@@ -355,6 +365,7 @@ def layout_choices(sc: Scenario) -> dict[str, list]:
         "virtual_stages": allowed("virtual_stages", list(range(1, arch.n_layers + 1))) or [1],
         "zero_stage": allowed("zero_stage", [0, 1, 2, 3]),
         "recompute": list(layout_rules.RECOMPUTE),
+        "offload": [layout_rules.OFFLOAD[i] for i in allowed("offload", list(range(len(layout_rules.OFFLOAD))))],
         "shard_group": [None, *[g for g in allowed("shard_group", divisors(dp_group)) if g < dp_group]][:64],
         "expert_tp": [None, *[d for d in allowed("expert_tp", divisors(lay.tp)) if d != lay.tp]],
         "stage_split": [(None if a == U else a, None if b == U else b) for a, b in allowed(

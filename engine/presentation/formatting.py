@@ -81,6 +81,24 @@ def accelerator_name(accelerator_id: str) -> str:
     return acc.name if acc else accelerator_id
 
 
+JOB_NAMES = {"pretrain": "Pre-training", "full": "Full fine-tune", "lora": "LoRA fine-tune",
+             "qlora": "QLoRA fine-tune"}    # engine.scenario.Training.method in words
+
+
+def job_text(sc: Scenario) -> str:
+    """What the run is, e.g. 'LoRA fine-tune of Llama 3.1 70B (rank 16, attention; 0.5 billion tokens x 3 epochs)'
+    or 'Pre-training of Llama 3.1 70B'."""
+    tr = sc.training
+    text = f"{JOB_NAMES[tr.method]} of {model_name(sc)}"
+    if not tr.fine_tune:
+        return text
+    detail = [f"rank {tr.lora_rank}, {tr.lora_targets.replace('_', ' ')}"] if tr.adapters else []
+    tokens = f"{fmt_num(tr.total_tokens)} tokens".replace("T ", " trillion ").replace("B ", " billion ") \
+        .replace("M ", " million ")
+    detail.append(tokens + (f" x {tr.epochs:g} epochs" if tr.epochs != 1 else ""))
+    return f"{text} ({'; '.join(detail)})"
+
+
 def scenario_title(sc: Scenario) -> str:
     """E.g. 'Llama 3.1 70B on 1,024 x NVIDIA H100 SXM5 80GB'."""
     return f"{model_name(sc)} on {sc.cluster.n_gpus:,} x {accelerator_name(sc.cluster.accelerator)}"

@@ -6,7 +6,7 @@ from engine.presentation.edit import describe_layout
 from engine.presentation.formatting import accelerator_name, fmt_days, fmt_num, fmt_usd, model_name, model_size_text
 from engine.physics.memory import bytes_per_element, gradient_text, headroom_fraction, optimizer_state_bytes
 from engine.precision import precision
-from engine.planning.results import Comparison, Estimate, SearchResult
+from engine.planning.results import Comparison, Estimate, FitOption, SearchResult
 from engine.physics.schedule import stage_layers
 from engine.scenario import Layout, Scenario, Training
 
@@ -20,13 +20,18 @@ def memory_part_text(training: Training) -> dict[str, str]:
     """What each memory component is, the model states in words generated from the byte counts in use."""
     b = bytes_per_element(training)
     states = " + ".join(f"{name} {n:g}" for name, n in optimizer_state_bytes(training).items())
+    trained = "trainable parameter (the LoRA adapters only: the frozen base has none)" if training.adapters else \
+        "parameter"
+    base = "4-bit NF4 with its quantization constants" if training.method == "qlora" else "in 16 bits"
+    weights = (f"the frozen base ({base}) and the LoRA adapters held by this GPU" if training.adapters else
+               f"the model's parameters held by this GPU ({b['weight']:g} bytes each"
+               + (f", plus their {training.precision} copy" if precision(training.precision).low_precision else "")
+               + ")")
     return {
-        "weights": f"the model's parameters held by this GPU ({b['weight']:g} bytes each"
-                   + (f", plus their {training.precision} copy" if precision(training.precision).low_precision else "")
-                   + "), after TP/PP/EP and ZeRO-3 splitting",
-        "gradients": f"one gradient per parameter held: {gradient_text(training)}; all kept up to ZeRO-1 (Megatron-LM's "
-                     "distributed optimizer), sharded by ZeRO-2 and -3",
-        "optimizer_states": f"{states} = {b['optimizer']:g} bytes per parameter ({training.optimizer}), sharded by "
+        "weights": weights + ", after TP/PP/EP and ZeRO-3 splitting",
+        "gradients": f"one gradient per {trained} held: {gradient_text(training)}; all kept up to ZeRO-1 "
+                     "(Megatron-LM's distributed optimizer), sharded by ZeRO-2 and -3",
+        "optimizer_states": f"{states} = {b['optimizer']:g} bytes per {trained} ({training.optimizer}), sharded by "
                             "ZeRO-1 and up",
         "activations": "values kept from the forward pass for the backward pass, for every micro-batch in flight; cut "
                        "by recompute, TP with sequence parallelism, and CP",
@@ -192,3 +197,54 @@ def scenario_rows(sc: Scenario) -> list[tuple[str, str]]:
                                               sc.cost.model_dump(exclude_none=True).items())))
     return rows
 
+
+
+FIT_OPTIONS = {"lora": "LoRA", "qlora": "QLoRA", "offload": "Offload to CPU memory", "more_gpus": "More accelerators"}
+
+
+def offered_fit_options(options: list[FitOption], training: Training) -> list[FitOption]:
+    """engine.planning.alternatives.fitting_alternatives to offer, those that fit first. Adapters are a fine-tuning
+    method: a pre-training run (from random weights) is not offered LoRA or QLoRA."""
+    return sorted((o for o in options if training.fine_tune or o.option not in ("lora", "qlora")),
+                  key=lambda o: not o.fits)
+
+
+def fit_option_text(o: FitOption) -> str:
+    """One fitting option in words with its figures, e.g. 'LoRA: train LoRA adapters (rank 16, attention) on the
+    frozen 16-bit model: 2 GPUs, 28.1 GiB per GPU, 22.2 hours, $89'."""
+    if not o.fits:
+        return f"{FIT_OPTIONS[o.option]}: {o.text}"
+    cost = f", {fmt_usd(o.cost_usd)}" if o.cost_usd is not None else ""
+    return (f"{FIT_OPTIONS[o.option]}: {o.text}: {o.n_gpus:,} GPUs, {o.memory_gib:.1f} GiB per GPU, "
+            f"{fmt_days(o.wall_days)}{cost}")
+
+
+def fine_tuning_rows(est: Estimate) -> list[dict]:
+    """What trains and what is frozen (engine.physics.finetune) and what offloading keeps in CPU memory per GPU
+    against what the host has, from the estimate's fine_tuning block."""
+    ft = est.fine_tuning
+    adapters = ft["method"] in ("lora", "qlora")
+    frozen_as = "4-bit NF4 weights with their quantization constants" if ft["method"] == "qlora" else "16-bit weights"
+    rows = [{"part": "Trainable parameters", "amount": fmt_num(ft["trainable_params"]),
+             "what it is": (f"LoRA adapters (rank {ft['lora_rank']}, {ft['lora_targets'].replace('_', ' ')}): the "
+                            "only parameters with gradients and optimizer states" if adapters else
+                            "every weight: each has its gradient and optimizer states")}]
+    if ft["frozen_params"]:
+        rows.append({"part": "Frozen parameters", "amount": fmt_num(ft["frozen_params"]),
+                     "what it is": f"the base model, held as {frozen_as}: no gradients, no optimizer states"})
+    rows.append({"part": "Offloaded to CPU memory", "amount": f"{ft['host_offloaded_gb_per_gpu']:,.1f} GB per GPU",
+                 "what it is": OFFLOAD_TEXT[ft["offload"]]})
+    rows.append({"part": "CPU memory available", "amount": f"{ft['host_memory_gb_per_gpu']:,.0f} GB per GPU",
+                 "what it is": "the server's CPU memory divided by its accelerators"})
+    if ft["paged_optimizer_gb"]:
+        rows.append({"part": "Paged optimizer states", "amount": f"{ft['paged_optimizer_gb']:,.2f} GB",
+                     "what it is": "optimizer states in unified memory, paged to the CPU under memory pressure"})
+    return rows
+
+
+OFFLOAD_NAMES = {"none": "no offload", "optimizer": "ZeRO-Offload", "optimizer_and_params": "ZeRO-Infinity"}
+OFFLOAD_TEXT = {"none": "nothing: every state stays on the accelerator",
+                "optimizer": "gradients and optimizer states of the trainable parameters (ZeRO-Offload: the optimizer "
+                             "steps on the CPU)",
+                "optimizer_and_params": "gradients, optimizer states and the weights (ZeRO-Infinity: each layer's "
+                                        "weights are fetched over the host link when it runs)"}
