@@ -5,7 +5,7 @@
     POST /v1/compare      body: a scenario; ?deadline_days=&weights=time=0.4,cost=0.6&accelerators=h100,mi300x&efficiency=
     POST /v1/plan         body: a scenario; ?deadline_days=|budget_usd=|gpu_hours=&max_gpus=&vendor=&efficiency=&batch_range=
     POST /v1/import-hf    body: a Hugging Face config.json                 -> the scenario's model block
-    GET  /healthz         the process answers;  GET /readyz: the store answers too (503 with why, when it does not)
+    GET  /healthz         the process answers;  GET /readyz: the catalog loads and the store file is there (else 503)
     GET  /openapi.json    the routes and their options
 
 Thin on purpose: read the body (at most the command line's 1 MB, JSON as engine/json_input.py reads it), call the
@@ -115,32 +115,22 @@ async def run_limited(request: Request, what: str, work, *args, **kwargs) -> JSO
 
 
 def store_problem() -> str | None:
-    """None when the catalog loads and the store answers, else why not. The API's answers come from the engine alone;
-    the store is checked because the deployment is not ready without it. An embedded DuckDB file that the web app
-    serves (its serving lock held, as in the image) is the app's alone (DuckDB: one process per file), so it is not
-    opened here: the app's own health check asks it. Otherwise it is opened read-only, asked, and closed at once."""
-    from benchmarks_db.store import Store, db_path, serving_lock
+    """None when the engine's catalog loads and the store is there to be read, else why not. The API's answers come
+    from the engine alone. The embedded DuckDB store is the web app's while it serves it (DuckDB: one process per
+    file; the app's own health check asks it), and opening it here, even read-only for a moment, could stop the app
+    from starting beside it, so readiness checks the file this process would read, not a query on it."""
+    from benchmarks_db.store import db_path
     from engine.catalog import load_catalog
     try:
         load_catalog()
     except Exception as err:                     # the engine cannot answer without its data files
         return f"catalog: {type(err).__name__}: {err}"
     path = db_path(settings().db_path)
-    fd = serving_lock(path)
-    if fd is None:
-        return None
-    try:
-        if not path.is_file():
-            return f"no store at {path}; create it with `planner store seed`"
-        store = Store(path, read_only=True)
-        try:
-            return store.health()
-        finally:
-            store.close()
-    except Exception as err:                     # a store that cannot be opened is not ready, whatever the reason
-        return f"{type(err).__name__}: {err}"
-    finally:
-        os.close(fd)
+    if not path.is_file():
+        return f"no store at {path}; create it with `planner store seed`"
+    if not os.access(path, os.R_OK):
+        return f"the store {path} cannot be read by this process"
+    return None
 
 
 def create_app() -> FastAPI:
@@ -214,7 +204,7 @@ def create_app() -> FastAPI:
     async def healthz():
         return {"status": "ok"}
 
-    @app.get("/readyz", summary="the engine's catalog loads and the store answers (503 with the reason if not)")
+    @app.get("/readyz", summary="the engine's catalog loads and the store is there (503 with the reason if not)")
     async def readyz():
         problem = await anyio.to_thread.run_sync(store_problem)
         if problem:
