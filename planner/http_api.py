@@ -134,7 +134,9 @@ def store_problem() -> str | None:
 
 
 def create_app() -> FastAPI:
-    app = FastAPI(title="LLM training capacity planner", version="1",
+    # no /docs or /redoc: their pages load Swagger UI and ReDoc from a CDN, which a deployment inside a network
+    # without the internet cannot reach; /openapi.json is the description
+    app = FastAPI(title="LLM training capacity planner", version="1", docs_url=None, redoc_url=None,
                   description="The engine's commands over HTTP: each takes the command line's scenario JSON as its "
                               "body and the command's options as query parameters, and answers with the command "
                               "line's JSON document.")
