@@ -23,7 +23,6 @@ imported only when this module is, by `planner api`.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 from functools import lru_cache
@@ -40,8 +39,6 @@ from engine.hf_config import MAX_CONFIG_BYTES, import_hf
 from engine.scenario import ScenarioError, SchemaError
 from engine.work_limits import Busy, Requester, WorkLimiter
 from planner import APP_DIR
-
-log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = commands.MAX_SCENARIO_BYTES     # the command line's limit on a scenario file
 RETRY_AFTER_S = 30                               # what a refused job is told to wait before trying again

@@ -237,3 +237,10 @@ def test_work_beyond_the_limit_gets_429_with_retry_after(tmp_path):
         assert status == 200
     finally:
         stop(proc)
+
+
+def test_the_engine_imports_no_web_framework():
+    out = subprocess.run([sys.executable, "-c", "import sys, engine, engine.api, engine.__main__, engine.work_limits; "
+                          "print(sorted(m for m in ('fastapi', 'starlette', 'uvicorn', 'streamlit') if m in sys.modules))"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stderr
