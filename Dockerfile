@@ -18,10 +18,11 @@ RUN python3 -m venv /opt/venv \
 COPY . .
 # Streamlit's own settings come from .streamlit/config.toml (headless, no file watcher, no telemetry)
 ENV PATH=/opt/venv/bin:$PATH HOME=/tmp APP_DB_PATH=/data/planner.duckdb \
-    STREAMLIT_SERVER_ADDRESS=0.0.0.0 STREAMLIT_SERVER_PORT=8501
+    STREAMLIT_SERVER_ADDRESS=0.0.0.0 STREAMLIT_SERVER_PORT=8501 APP_API_PORT=8000
 USER 10001:10001
 VOLUME ["/data"]
-EXPOSE 8501
+EXPOSE 8501 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 CMD ["python", "scripts/healthcheck.py"]
-# checks the settings, seeds or migrates the store on /data, then execs Streamlit (which gets the SIGTERM)
-ENTRYPOINT ["python", "serve.py"]
+# starts the HTTP API (planner api) on APP_API_PORT in the background, then serve.py: checks the settings, seeds or
+# migrates the store on /data, then execs Streamlit (which gets the SIGTERM); arguments go to serve.py as before
+ENTRYPOINT ["sh", "scripts/entrypoint.sh"]

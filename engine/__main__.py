@@ -35,30 +35,39 @@ def _load(path: str):
     return data
 
 
+# Each command is its document from the scenario as parsed JSON and the command's options (the HTTP API,
+# planner/http_api.py, calls the same functions, so both answer alike), and cmd_* reads them from the command line.
+def estimate_doc(data: dict) -> dict:
+    from engine.planning.estimate import estimate
+    return estimate(parse_scenario(data)).as_json()
+
+
 def cmd_estimate(args) -> dict | str:
-    sc = parse_scenario(_load(args.scenario))
     if args.explain:
         from engine.planning.explain import explain_text
-        return explain_text(sc)
-    from engine.planning.estimate import estimate
-    return estimate(sc).as_json()
+        return explain_text(parse_scenario(_load(args.scenario)))
+    return estimate_doc(_load(args.scenario))
 
 
-def cmd_search(args) -> dict:
+def search_doc(data: dict, top: int = 10, objective: str = "time", deadline_days: float | None = None,
+               gpu_hour_budget: float | None = None, allow_span_nodes: bool = False) -> dict:
     from engine.planning.search import search
     from engine.planning.sizing import cluster_search
-    data = _load(args.scenario)
-    data.pop("layout", None)                     # the search finds the layout
-    if args.top < 1 or args.top > 1000:
+    data = {k: v for k, v in data.items() if k != "layout"}      # the search finds the layout
+    if top < 1 or top > 1000:
         raise ScenarioError([("--top", "must be between 1 and 1000")])
-    for name in ("deadline_days", "gpu_hour_budget"):
-        value = getattr(args, name)
+    for name, value in (("deadline_days", deadline_days), ("gpu_hour_budget", gpu_hour_budget)):
         if value is not None and not (value > 0):
             raise ScenarioError([("--" + name.replace("_", "-"), "must be a positive number")])
     sc = parse_scenario(data)
-    out = search(sc, top=args.top, objective=args.objective, allow_span_nodes=args.allow_span_nodes)
-    sized = cluster_search(sc, args.deadline_days, args.gpu_hour_budget, args.objective)
+    out = search(sc, top=top, objective=objective, allow_span_nodes=allow_span_nodes)
+    sized = cluster_search(sc, deadline_days, gpu_hour_budget, objective)
     return (out if sized is None else out.model_copy(update={"cluster_search": sized})).as_json()
+
+
+def cmd_search(args) -> dict:
+    return search_doc(_load(args.scenario), top=args.top, objective=args.objective, deadline_days=args.deadline_days,
+                      gpu_hour_budget=args.gpu_hour_budget, allow_span_nodes=args.allow_span_nodes)
 
 
 def _weights(text: str | None) -> dict | None:
@@ -74,28 +83,37 @@ def _weights(text: str | None) -> dict | None:
     return out
 
 
-def _question(args) -> dict:
-    """The plan's question from the command line (plan and compare take the same one), checked."""
-    for name in ("deadline_days", "budget_usd", "gpu_hours"):
-        value = getattr(args, name)
+QUESTION = ("deadline_days", "budget_usd", "gpu_hours", "max_gpus", "batch_range", "efficiency")
+
+
+def _question(deadline_days: float | None = None, budget_usd: float | None = None, gpu_hours: float | None = None,
+              max_gpus: int | None = None, batch_range: str | None = None, efficiency: str = "tuned") -> dict:
+    """The plan's question (plan and compare take the same one, from the command line or the HTTP API), checked."""
+    for name, value in (("deadline_days", deadline_days), ("budget_usd", budget_usd), ("gpu_hours", gpu_hours)):
         if value is not None and not (value > 0):
             raise ScenarioError([("--" + name.replace("_", "-"), "must be a positive number")])
-    if args.max_gpus is not None and args.max_gpus < 1:
+    if max_gpus is not None and max_gpus < 1:
         raise ScenarioError([("--max-gpus", "must be a whole number of accelerators, at least 1")])
-    if args.max_gpus is not None and args.deadline_days is None and args.budget_usd is None and args.gpu_hours is None:
+    if max_gpus is not None and deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--max-gpus", "limits a question: give --deadline-days, --budget-usd or --gpu-hours too")])
-    return dict(deadline_days=args.deadline_days, budget_usd=args.budget_usd, gpu_hours=args.gpu_hours,
-                max_gpus=args.max_gpus, batch_range=_batch_range(args.batch_range), efficiency=args.efficiency)
+    return dict(deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours, max_gpus=max_gpus,
+                batch_range=_batch_range(batch_range), efficiency=efficiency)
+
+
+def _question_of(args) -> dict:
+    return {name: getattr(args, name) for name in QUESTION}
+
+
+def compare_doc(data: dict, weights: str | None = None, accelerators: str | None = None, **question) -> dict:
+    from engine.planning.vendor import compare
+    data = {k: v for k, v in data.items() if k != "layout"}
+    ids = [a.strip() for a in accelerators.split(",")] if accelerators else None
+    return compare(parse_scenario(data), weights=_weights(weights), accelerators=ids, **_question(**question)).as_json()
 
 
 def cmd_compare(args) -> dict:
-    from engine.planning.vendor import compare
-    data = _load(args.scenario)
-    data.pop("layout", None)
-    question = _question(args)
-    accelerators = [a.strip() for a in args.accelerators.split(",")] if args.accelerators else None
-    return compare(parse_scenario(data), weights=_weights(args.weights), accelerators=accelerators,
-                   **question).as_json()
+    return compare_doc(_load(args.scenario), weights=args.weights, accelerators=args.accelerators,
+                       **_question_of(args))
 
 
 def cmd_energy(args) -> dict:
@@ -117,19 +135,25 @@ def _batch_range(text: str | None) -> tuple[int, int] | None:
         raise ScenarioError([("--batch-range", f"{text!r} is not MIN-MAX sequences, e.g. 512-4096")]) from None
 
 
-def cmd_plan(args) -> dict:
+def plan_doc(data: dict, deadline_days: float | None = None, budget_usd: float | None = None,
+             gpu_hours: float | None = None, max_gpus: int | None = None, vendor: str = "any",
+             efficiency: str = "tuned", batch_range: str | None = None) -> dict:
     from engine.planning.plan import plan
-    data = _load(args.scenario)
-    data.pop("layout", None)
-    if args.deadline_days is None and args.budget_usd is None and args.gpu_hours is None:
+    data = {k: v for k, v in data.items() if k != "layout"}
+    if deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--deadline-days", "give --deadline-days, --budget-usd or --gpu-hours")])
-    result = plan(parse_scenario(data), vendor=args.vendor, **_question(args))
+    result = plan(parse_scenario(data), vendor=vendor, **_question(deadline_days, budget_usd, gpu_hours, max_gpus,
+                                                                  batch_range, efficiency))
     out = result.as_json()
     if result.answer is not None:               # the layout search's full estimate is long; keep its key figures
         out["answer"]["estimate"] = {k: out["answer"]["estimate"][k] for k in ("layout", "memory_gib", "step_time_s",
                                                                                "mfu", "tokens_per_s",
                                                                                "time_breakdown_s", "whole_run")}
     return out
+
+
+def cmd_plan(args) -> dict:
+    return plan_doc(_load(args.scenario), vendor=args.vendor, **_question_of(args))
 
 
 def _source(s) -> str:

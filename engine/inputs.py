@@ -9,8 +9,8 @@ from engine import json_input
 from engine.catalog import load_catalog
 from engine.economics.cost import price_problems
 from engine.economics.energy import region_problem
-from engine.scenario import (Scenario, ScenarioError, catalog_problems, layout_problems, raw_catalog_problems,
-                             schema_problems, training_problems)
+from engine.scenario import (Scenario, ScenarioError, SchemaError, catalog_problems, layout_problems,
+                             raw_catalog_problems, schema_problems, training_problems)
 
 
 def parse_scenario(data: dict | str | bytes) -> Scenario:
@@ -26,7 +26,7 @@ def parse_scenario(data: dict | str | bytes) -> Scenario:
     try:
         sc = Scenario.model_validate(data)
     except ValidationError as err:
-        raise ScenarioError(schema_problems(err) + raw_catalog_problems(data)) from None
+        raise SchemaError(schema_problems(err) + raw_catalog_problems(data)) from None
     problems = catalog_problems(sc) + training_problems(sc)
     if sc.cluster.accelerator in load_catalog().accelerators:
         problems += economics_problems(sc)

@@ -24,6 +24,11 @@ class ScenarioError(ValueError):
         super().__init__("; ".join(f"{field}: {msg}" for field, msg in problems))
 
 
+class SchemaError(ScenarioError):
+    """A scenario that does not match the schema (a wrong type, an unknown field, a value out of its range): the
+    HTTP API answers it with 422, any other ScenarioError (catalog, prices, layout rules) with 400."""
+
+
 class PresetRef(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     preset: str = Field(min_length=1, max_length=100)

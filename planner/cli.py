@@ -3,6 +3,7 @@ the runners, each forwarded to its own command line unchanged, so every option a
 works here too:
 
     planner serve [--server.port 8501 ...]    serve.py (the web app; options go to `streamlit run`)
+    planner api [--host 127.0.0.1 --port 8000] the engine's commands over HTTP (planner/http_api.py)
     planner store seed|info|ingest|...        python -m benchmarks_db seed|info|ingest|uploads|trust|distrust
     planner bench run ...                     python -m benchmarks_db.run
     planner COMMAND ...                       python -m engine COMMAND (estimate, search, compare, catalog, ...)
@@ -12,15 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from engine.command_line import run
+from planner import APP_DIR
 
-HERE = Path(__file__).resolve().parent
-# Installed, the web app lies in planner/app (pyproject.toml); in a checkout, at the repository root.
-APP_DIR = HERE / "app" if (HERE / "app" / "serve.py").is_file() else HERE.parent
 OWN_COMMANDS = {
     "serve": "start the web app on http://127.0.0.1:8501 (options go to `streamlit run`, e.g. --server.port 8502)",
+    "api": "serve the engine over HTTP on http://127.0.0.1:8000 (--host, --port): POST /v1/estimate, /v1/search, "
+           "/v1/compare, /v1/plan, /v1/import-hf; /openapi.json",
     "store": "the benchmark store: seed [--db PATH] (create, upgrade, load the published data), info, ingest FILE..., "
              "uploads, trust, distrust, validate --benchmark NAME [--json] (predicted vs published MLPerf minutes)",
     "bench": "run NAME --out FILE: measure this machine with the bundled runners (matmul, membw, h2d, collectives, "
@@ -71,6 +71,9 @@ def dispatch(argv: list[str]) -> int:
     command, args = argv[0], argv[1:]
     if command == "serve":
         return serve(args)
+    if command == "api":
+        from planner.http_api import main as api_main
+        return api_main(args)
     if command == "store":
         return store(args)
     if command == "bench":

@@ -3,8 +3,6 @@ what the last change did), figures as metrics with their ranges, what fits inste
 progress bar for background work."""
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
@@ -65,15 +63,17 @@ def _use_layout(layout: dict) -> None:
 
 
 # the scenario change that takes a fitting option (engine.planning.alternatives); more GPUs has its size buttons
-FIT_EDITS = {"lora": lambda o: ("training.method", "lora"), "qlora": lambda o: ("training.method", "qlora"),
-             "offload": lambda o: ("cluster.host_memory_gb_per_gpu", math.ceil(o.host_memory_gb_per_gpu))}
-
-
-def _use_fit(path: str, value, layout: dict) -> None:
-    """Take a fitting option: its change to the job or the cluster, then the layout it was searched with, so that the
-    scenario's figures are the option's."""
-    changed = edit(scenario(), path, value)
-    commit(changed if changed.scenario is None else edit(changed.scenario, "layout", layout), path)
+def _use_fit(changes: dict, layout: dict) -> None:
+    """Take a fitting option: its changes to the job or the cluster (FitOption.changes), then the layout it was
+    searched with, so that the scenario's figures are the option's."""
+    current, first = scenario(), next(iter(changes))
+    for path, value in changes.items():
+        changed = edit(current, path, value)
+        if changed.scenario is None:
+            commit(changed, path)
+            return
+        current = changed.scenario
+    commit(edit(current, "layout", layout), first)
 
 
 def show_what_fits(sc: Scenario) -> None:
@@ -97,16 +97,15 @@ def show_what_fits(sc: Scenario) -> None:
                           on_click=lambda n=s["n_gpus"]: commit(edit(scenario(), "cluster.n_gpus", n), "cluster.n_gpus"))
     else:
         st.markdown("Nothing fits near this cluster size: try an accelerator with more memory or a shorter sequence.")
-    offered = offered_fit_options(fit_options, sc.training)
+    offered = offered_fit_options(fit_options)
     if offered:
         st.markdown("**What would make it fit**, each searched like the job itself:\n" + "\n".join(
             f"- {md_escape(plain(fit_option_text(o)))}" for o in offered))
         with st.container(horizontal=True):
             for o in offered:
-                if o.fits and o.option in FIT_EDITS:
-                    path, value = FIT_EDITS[o.option](o)
+                if o.fits and o.changes and o.option in FIT_OPTIONS:
                     st.button(f"Use {FIT_OPTIONS[o.option]}", key=f"use_fit:{o.option}", on_click=_use_fit,
-                              args=(path, value, o.layout.model_dump(exclude_none=True)))
+                              args=(o.changes, o.layout.model_dump(exclude_none=True)))
 
 
 @st.fragment(run_every=0.3)

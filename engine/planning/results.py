@@ -124,6 +124,9 @@ class FitOption(Result):
     train LoRA or QLoRA adapters instead, offload to a host with more memory, or use more GPUs; with its figures."""
     option: str = Field(description="lora, qlora, offload or more_gpus")
     fits: bool
+    changes: dict[str, Any] = Field(default_factory=dict, description=(
+        "the scenario fields the option changes, by dotted path (e.g. training.method, training.precision, "
+        "cluster.host_memory_gb_per_gpu, cluster.n_gpus); the layout it was searched with is `layout`"))
     text: str = Field(description="what changes and what it gives, in words")
     n_gpus: int | None = None
     layout: Layout | None = None

@@ -202,11 +202,9 @@ def scenario_rows(sc: Scenario) -> list[tuple[str, str]]:
 FIT_OPTIONS = {"lora": "LoRA", "qlora": "QLoRA", "offload": "Offload to CPU memory", "more_gpus": "More accelerators"}
 
 
-def offered_fit_options(options: list[FitOption], training: Training) -> list[FitOption]:
-    """engine.planning.alternatives.fitting_alternatives to offer, those that fit first. Adapters are a fine-tuning
-    method: a pre-training run (from random weights) is not offered LoRA or QLoRA."""
-    return sorted((o for o in options if training.fine_tune or o.option not in ("lora", "qlora")),
-                  key=lambda o: not o.fits)
+def offered_fit_options(options: list[FitOption]) -> list[FitOption]:
+    """engine.planning.alternatives.fitting_alternatives to offer, those that fit first."""
+    return sorted(options, key=lambda o: not o.fits)
 
 
 def fit_option_text(o: FitOption) -> str:
