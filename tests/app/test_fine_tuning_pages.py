@@ -102,7 +102,7 @@ def test_nothing_fits_shows_the_engines_fitting_options_with_their_figures():
                          "layout": {"tp": 2, "dp": 1, "zero_stage": 3, "micro_batch_size": 1}})
     at = run_app({"sc": encode(sc)})
     assert any(e.startswith("Does not fit") for e in texts(at.error))
-    expected = offered_fit_options(fitting_alternatives(sc), sc.training)
+    expected = offered_fit_options(fitting_alternatives(sc))
     assert {o.option for o in expected if o.fits} >= {"lora", "qlora", "offload"}
     listed = next(m for m in texts(at.markdown) if m.startswith("**What would make it fit**")).split("\n")[1:]
     assert listed == [f"- {plain(fit_option_text(o))}" for o in expected]

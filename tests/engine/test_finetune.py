@@ -239,3 +239,20 @@ def test_what_would_fit_when_nothing_does():
     assert options["more_gpus"].fits and options["more_gpus"].n_gpus > 2 and options["more_gpus"].wall_days > 0
     fits = sc.model_copy(update={"training": sc.training.model_copy(update={"method": "qlora"})})
     assert fitting_alternatives(fits) == []
+
+
+def test_fitting_options_name_their_changes_and_adapters_only_for_fine_tunes():
+    # the same 70B on 2 x A100-40GB: applying an option's changes with its layout gives that option's figures
+    data = {"model": {"preset": "llama2-70b"}, "training": {
+        "seq_len": 4096, "global_batch_size": 64, "total_tokens": 5e8, "method": "full"},
+        "cluster": {"accelerator": "A100-SXM4-40GB", "n_gpus": 2}}
+    options = {o.option: o for o in fitting_alternatives(parse_scenario(data))}
+    assert options["lora"].changes == {"training.method": "lora"}
+    assert options["qlora"].changes == {"training.method": "qlora", "training.precision": "bf16"}
+    assert options["more_gpus"].changes == {"cluster.n_gpus": options["more_gpus"].n_gpus}
+    qlora = {**data, "training": {**data["training"], "method": "qlora", "precision": "bf16"},
+             "layout": options["qlora"].layout.model_dump(exclude_none=True)}
+    assert estimate(parse_scenario(qlora)).memory_gib.total == pytest.approx(options["qlora"].memory_gib)
+    # pre-training starts from random weights: there is no base to adapt, so no LoRA or QLoRA is offered
+    pretrain = {**data, "training": {**data["training"], "method": "pretrain"}}
+    assert {o.option for o in fitting_alternatives(parse_scenario(pretrain))} == {"offload", "more_gpus"}
