@@ -297,4 +297,4 @@ with upload_tab:
         if "before" in outcome:
             st.dataframe(pd.DataFrame({"before": outcome["before"], "after": outcome["after"]}), key="counts_table")
     st.subheader("Run the bundled benchmarks")
-    st.code(RUNNERS, language="bash")
+    st.code(RUNNERS, language="bash", wrap_lines=True)

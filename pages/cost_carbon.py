@@ -96,8 +96,10 @@ if cost["cloud_prices"]:
         st.dataframe([{"provider": p["provider"], "pricing": p["pricing"], "region": p["region"],
                        "instance": p["instance"], "USD per GPU-hour": p["usd_per_gpu_hour"],
                        "this run (USD)": p["cost_usd"], "as of": p["date"], "source": p["source"]}
-                      for p in cost["cloud_prices"]], hide_index=True, key="cloud_prices",
-                     column_config={"source": st.column_config.LinkColumn(),
+                      for p in cost["cloud_prices"]], hide_index=True, key="cloud_prices", row_height=66,
+                     column_config={"source": st.column_config.LinkColumn(display_text="price page", width=90),
+                                    "instance": st.column_config.TextColumn(width=150),
+                                    "USD per GPU-hour": st.column_config.NumberColumn("USD/GPU-h", width=80),
                                     "this run (USD)": st.column_config.NumberColumn(format="dollar")})
 
 st.subheader("Cloud or own hardware")
@@ -122,10 +124,9 @@ if onprem.get("per_gpu_hour_terms"):
         + f" = {fmt_usd(onprem['usd_per_gpu_hour'])} (set your own values on the Scenario page, under "
           "\u201cOwning the hardware\u201d).")
 with st.expander("Ownership inputs: values, units, how each is derived and its source"):
-    st.dataframe([{"input": INPUT_NAMES.get(k, k.replace("_", " ")), "value": v["value"], "unit": v["unit"],
-                   "how it is derived": plain(v["derivation"]), "source": plain(v["source"])}
-                  for k, v in onprem["inputs"].items()], hide_index=True, key="tco_inputs",
-                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    components.show_inputs([{"input": INPUT_NAMES.get(k, k.replace("_", " ")), "value": v["value"], "unit": v["unit"],
+                             "how it is derived": plain(v["derivation"]), "source": plain(v["source"])}
+                            for k, v in onprem["inputs"].items()])
 
 st.subheader("Energy and CO2")
 cols = st.columns(4)

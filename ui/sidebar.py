@@ -84,7 +84,7 @@ def draw_sidebar() -> None:
         if saved is not None:
             verb = "Saved" if saved.new else f"Already saved on {saved.created_at:%Y-%m-%d} as"
             st.success(f"{verb} '{escape.md_escape(saved.name)}'. Short link:")
-            st.code(f"{app_url()}?s={saved.scenario_id}", language=None)
+            st.code(f"{app_url()}?s={saved.scenario_id}", language=None, wrap_lines=True)
             if saved.visibility == "private":
                 st.caption(PRIVATE_MEANS)
         _saved_list(user, can_change=not settings.read_only)
