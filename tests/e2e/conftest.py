@@ -168,8 +168,12 @@ def cut_off(page) -> list[str]:
     their box (columns hidden behind a sideways scroll bar) other than WIDE_TABLES. A table draws its cells on a
     canvas, so text cut inside a cell is not in the page's DOM: the tables keep sentences in rows tall enough to wrap
     (or in lists beside them) and the screenshots are looked at for the rest."""
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stDataFrame]')]"
-                           ".every(g => !g.getClientRects().length || g.querySelector('th'))", timeout=30_000)
+    grids = page.get_by_test_id("stDataFrame")
+    for i in range(grids.count()):          # a grid draws its header cells once it has been in view
+        grid = grids.nth(i)
+        if grid.is_visible() and not grid.locator("th").count():
+            grid.scroll_into_view_if_needed()
+            grid.locator("th").first.wait_for(state="attached", timeout=30_000)
     return page.evaluate(CUT_OFF_JS, list(WIDE_TABLES))
 
 
@@ -194,8 +198,11 @@ def ask(page, kind: str, value: str) -> None:
     choose(page, "The run has", kind)
     page.get_by_role("spinbutton", name="Target").fill(value)
     page.get_by_role("button", name="Answer").click()
-    page.wait_for_timeout(500)
-    page.locator("[data-testid='stProgress']").wait_for(state="detached", timeout=180_000)
+    # the progress bar is drawn again every 0.3 s, so its absence proves nothing: wait for the answer's table of
+    # every accelerator (shown whether or not one meets the target) with no progress text left
+    page.wait_for_function("() => { const t = document.querySelector('[data-testid=stMain]').innerText;"
+                           " return t.includes('Every accelerator sized') && !t.includes('Working out the answer'); }",
+                           timeout=180_000)
     wait_for_app(page)
 
 
