@@ -2,13 +2,14 @@
 the targets of issue 12:
 
 - server time (Streamlit's AppTest on a seeded temporary store): every page's first visit and reruns, field edits
-  (Scenario, Memory and Benchmarks pages) under 300 ms; the Vendor choice page with a deadline under 3 s; Predicted vs MLPerf
-  under 1 s once the server's start-up warm-up is done (and its cost from scratch, for the record); the layout
+  (Scenario, Memory and Benchmarks pages) under 300 ms; the Vendor choice page with a deadline under 3 s; Predicted
+  vs MLPerf under 1 s once the server's start-up warm-up is done (and its cost from scratch, for the record); the layout
   search under 1 s; the manager's answer (worked out in the background, so no rerun waits for it);
 - in the browser (`--browser`: the app started as deployed, serve.py, driven by headless Chromium with Playwright):
   the time from an action until the page shows its result: the Benchmarks page opened first on a server that just
-  started (its MLPerf warm-up still running) and from the sidebar under 2 s (issue 19), a field edit under 1 s, the answer to a 30-day deadline,
-  Vendor choice with a deadline under 3 s, Predicted vs MLPerf under 1 s, the layout search under 1 s.
+  started (its MLPerf warm-up still running) and from the sidebar under 2 s (issue 19), a field edit under 1 s, the
+  answer to a 30-day deadline, Vendor choice with a deadline under 3 s, Predicted vs MLPerf under 1 s, the layout
+  search under 1 s.
 
     python benchmarks/bench_pages.py [--browser]
 

@@ -106,18 +106,21 @@ def screenshot(page, name: str) -> None:
 # three column headers (the grid's DOM carries no key): the grid shows them with a sideways scroll bar, their
 # identifying first column pinned.
 WIDE_TABLES = {
-    "rank, days (wall), cost USD": "every field that tells two layouts apart is a column (issue 19 item 7; about 25 in all), more "
-                    "than any page shows: rank is pinned and the ranking's figures come first",
-    "run_id, round, submitter": "the store's MLPerf Training rows as stored (ids, system, links, notes): a browser of raw rows; "
-                    "the run id is pinned",
-    "accelerator, accelerator_id, dtype": "the store's measured-against-datasheet rows as stored (with their "
-                                          "sources and validation messages): a browser of raw rows beside its "
-                                          "chart; the accelerator is pinned",
-    "system, accelerator, accelerators": "each MLPerf result with its prediction and the prediction's derivation "
-                                         "(precision, tokens, layout, diagnosis: about 20 columns): the system is "
-                                         "pinned, published and predicted minutes and their ratio come first",
-    "run_id, benchmark, metric": "the store's microbenchmark rows as stored (ids, statistics, environment): a browser of raw "
-                        "rows; the run id is pinned",
+    "rank, days (wall), cost USD":
+        "ranked layouts: every field that tells two layouts apart is a column (issue 19 item 7; about 25 in all), "
+        "more than any page shows; rank is pinned and the ranking's figures come first",
+    "system, accelerator, accelerators":
+        "each MLPerf result with its prediction and the prediction's derivation (precision, tokens, layout, "
+        "diagnosis: about 20 columns); the system is pinned, published and predicted minutes and their ratio first",
+    "run_id, round, submitter":
+        "the store's MLPerf Training rows as stored (ids, system, links, notes): a browser of raw rows; the run id "
+        "is pinned",
+    "run_id, benchmark, metric":
+        "the store's microbenchmark rows as stored (ids, statistics, environment): a browser of raw rows; the run "
+        "id is pinned",
+    "accelerator, accelerator_id, dtype":
+        "the store's measured-against-datasheet rows as stored (with their sources and validation messages) under "
+        "their chart: a browser of raw rows; the accelerator is pinned",
 }
 SQUEEZED_PX = 240              # a message narrower than this breaks words over lines ("accelerat ors")
 
