@@ -262,14 +262,14 @@ def test_a_saved_scenario_is_private_to_its_owner_or_shared_with_everybody(signe
                     private_link = alice.get_by_test_id("stCode").inner_text().strip()
                     alice.get_by_text("Private", exact=True).click()            # the next one is shared
             alice.get_by_text("Saved scenarios").click()
-            alice.get_by_text(f"alice shared {size}").wait_for()
+            alice.get_by_role("link", name=f"alice shared {size}").wait_for()
             listed = alice.get_by_test_id("stSidebarUserContent").inner_text()
             assert f"alice private {size}" in listed and f"alice shared {size}" in listed and "yours, private" in listed
             assert cut_off(alice) == []
             screenshot(alice, f"journey-saved-alice-{size}")
             open_page(bob, signed_on_app_url)
             bob.get_by_text("Saved scenarios").click()
-            bob.get_by_text(f"alice shared {size}").wait_for()
+            bob.get_by_role("link", name=f"alice shared {size}").wait_for()
             listed = bob.get_by_test_id("stSidebarUserContent").inner_text()
             assert f"alice shared {size}" in listed and f"alice private {size}" not in listed
             screenshot(bob, f"journey-saved-bob-{size}")
