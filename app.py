@@ -7,11 +7,14 @@ from ui import components, escape, links
 from ui.settings import SettingsError, load_settings
 from ui.sidebar import draw_sidebar
 
-# Figures wrap instead of being cut off ("5.36k M..."), at a size that lets two sit side by side in a narrow column.
+# Nothing is cut off at 1280x800 or 1920x1080 (tests/e2e cut_off): figures wrap instead of ending in "5.36k M...", at a
+# size that lets two sit side by side in a narrow column; a code block (the sidebar's short link, a command) wraps
+# even inside a word, as a link has no spaces, instead of hiding its end behind a scroll bar.
 STYLE = """<style>
 [data-testid="stMetric"] [data-testid="stMarkdownContainer"], [data-testid="stMetric"] [data-testid="stMarkdownContainer"] p {
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
 [data-testid="stMetricValue"] { font-size: 1.7rem; line-height: 1.25; }
+[data-testid="stCode"] code { overflow-wrap: anywhere; }
 </style>"""
 PAGES = [
     st.Page("pages/scenario.py", title="Scenario", url_path="scenario", default=True),

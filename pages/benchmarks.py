@@ -193,14 +193,17 @@ with browse:
     st.markdown("**MLPerf Training results** (time to train in minutes; accelerator-hours are derived)")
     mlperf = paged(mlperf_table, _none_if_all(bench), _none_if_all(accel), _none_if_all(rnd), _none_if_all(kind),
                    key="mlperf_page")
+    # the store's rows as stored, wider than any page: the run id stays pinned while the rest scrolls sideways
     st.dataframe(escape.csv_safe(mlperf), hide_index=True, key="mlperf_table",
-                 column_config={"url": st.column_config.LinkColumn()})
+                 column_config={"run_id": st.column_config.TextColumn(pinned=True),
+                                "url": st.column_config.LinkColumn()})
     metric = st.selectbox("Microbenchmark metric", [ALL, *[m for m in found["metrics"] if m != "time_to_train"]],
                           key="f_metric")
     st.markdown("**Microbenchmark results**")
     micro = paged(microbench_table, _none_if_all(metric), _none_if_all(accel), _none_if_all(kind),
                   key="microbench_page")
-    st.dataframe(escape.csv_safe(micro), hide_index=True, key="microbench_table")
+    st.dataframe(escape.csv_safe(micro), hide_index=True, key="microbench_table",
+                 column_config={"run_id": st.column_config.TextColumn(pinned=True)})
 
 with compare_tab:
     mlperf_benchmarks = [b for b in found["benchmarks"] if b not in ("matmul", "membw", "h2d", "collectives",
@@ -209,7 +212,18 @@ with compare_tab:
         chosen = st.selectbox("Benchmark", mlperf_benchmarks, key="cmp_bench")
         systems = systems_table(chosen)
         st.plotly_chart(systems_figure(systems), key="systems_chart")
-        st.dataframe(escape.csv_safe(systems), hide_index=True, key="systems_table")
+        st.dataframe(escape.csv_safe(systems), hide_index=True, key="systems_table", row_height=66,
+                     column_config={          # fits a laptop's 1,280 px page; long names wrap in the taller rows
+                         "accelerator": st.column_config.TextColumn(width=120, pinned=True),
+                         "n_accelerators": st.column_config.NumberColumn("accelerators", width=90),
+                         "best_minutes": st.column_config.NumberColumn("best minutes", format="%.1f", width=90),
+                         "round": st.column_config.TextColumn(width=60),
+                         "submitter": st.column_config.TextColumn(width=130),
+                         "system_name": st.column_config.TextColumn("system", width=140),
+                         "n_results": st.column_config.NumberColumn("results", width=60),
+                         "accelerator_hours_derived": st.column_config.NumberColumn(
+                             "accelerator-hours", format="%.0f", width=110,
+                             help="Derived: accelerators x best minutes / 60.")})
     else:
         st.info("No MLPerf results in the store yet: run `python -m benchmarks_db seed`.")
 
@@ -221,7 +235,8 @@ with datasheet_tab:
         st.plotly_chart(efficiency_figure(eff), key="efficiency_chart")
         st.caption("Blue: trusted (accepted); grey: flagged or illustrative. The engine's default matmul efficiency "
                    "is the published MAMF measurement over the datasheet peak.")
-        st.dataframe(escape.csv_safe(eff), hide_index=True, key="efficiency_table")
+        st.dataframe(escape.csv_safe(eff), hide_index=True, key="efficiency_table",
+                     column_config={"accelerator": st.column_config.TextColumn(pinned=True)})
     else:
         st.info("No measurement of this kind with a datasheet peak yet.")
 
@@ -242,9 +257,20 @@ with validation_tab:
             st.warning(str(err))
         else:
             st.plotly_chart(validation_figure(val), key="validation_chart")
-            st.dataframe(escape.csv_safe(val), hide_index=True, key="validation_table",
-                         column_config={"ratio": st.column_config.NumberColumn("predicted / published",
-                                                                               format="%.2f")})
+            # what the table is for (system, published, predicted, ratio) first, beside the pinned system; the
+            # rest of the derivation (precision, tokens, layout, diagnosis) scrolls sideways after it
+            first = ["system_name", "accelerator", "n_accelerators", "published_minutes", "predicted_minutes", "ratio"]
+            components.table(escape.csv_safe(val), hide_index=True, key="validation_table", row_height=66,
+                             column_order=first + [c for c in val.columns if c not in first],
+                             column_config={"system_name": st.column_config.TextColumn("system", width=150, pinned=True),
+                                            "accelerator": st.column_config.TextColumn(width=130),
+                                            "n_accelerators": st.column_config.NumberColumn("accelerators", width=90),
+                                            "published_minutes": st.column_config.NumberColumn("published minutes",
+                                                                                               format="%.1f", width=120),
+                                            "predicted_minutes": st.column_config.NumberColumn("predicted minutes",
+                                                                                               format="%.1f", width=120),
+                                            "ratio": st.column_config.NumberColumn("predicted / published",
+                                                                                   format="%.2f", width=140)})
     training_runs.show()
 
 with upload_tab:
@@ -302,4 +328,4 @@ with upload_tab:
         if "before" in outcome:
             st.dataframe(pd.DataFrame({"before": outcome["before"], "after": outcome["after"]}), key="counts_table")
     st.subheader("Run the bundled benchmarks")
-    st.code(RUNNERS, language="bash")
+    st.code(RUNNERS, language="bash", wrap_lines=True)

@@ -94,8 +94,10 @@ if cost["missing"]:
     st.warning(escape.md_escape(plain(cost["missing"])))
 if cost["cloud_prices"]:
     with st.expander(f"Every published cloud price for this accelerator ({len(cost['cloud_prices'])})"):
-        components.table(price_rows(cost), hide_index=True, key="cloud_prices",
-                         column_config={"source": st.column_config.LinkColumn(),
+        components.table(price_rows(cost), hide_index=True, key="cloud_prices", row_height=66,
+                         column_config={"source": st.column_config.LinkColumn(display_text="price page", width=90),
+                                        "instance": st.column_config.TextColumn(width=150),
+                                        "USD per GPU-hour": st.column_config.NumberColumn("USD/GPU-h", width=80),
                                         "this run (USD)": st.column_config.NumberColumn(format="dollar")})
 
 st.subheader("Cloud or own hardware")
@@ -120,10 +122,9 @@ if onprem.get("per_gpu_hour_terms"):
         + f" = {fmt_usd(onprem['usd_per_gpu_hour'])} (set your own values on the Scenario page, under "
           "\u201cOwning the hardware\u201d).")
 with st.expander("Ownership inputs: values, units, how each is derived and its source"):
-    components.table([{"input": INPUT_NAMES.get(k, k.replace("_", " ")), "value": v["value"], "unit": v["unit"],
-                       "how it is derived": plain(v["derivation"]), "source": plain(v["source"])}
-                      for k, v in onprem["inputs"].items()], hide_index=True, key="tco_inputs",
-                     column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    components.show_inputs([{"input": INPUT_NAMES.get(k, k.replace("_", " ")), "value": v["value"], "unit": v["unit"],
+                             "how it is derived": plain(v["derivation"]), "source": plain(v["source"])}
+                            for k, v in onprem["inputs"].items()])
 
 st.subheader("Energy and CO2")
 cols = st.columns(4)

@@ -21,6 +21,9 @@ from ui.work_limits import Busy
 RESULT = "search_result"     # {"key": (scenario JSON without layout, options JSON), "result": a SearchResult}
 TOP = 20
 KIND_COLORS = {"compute": "#4C78A8", "communication": "#F58518", "pipeline idle": "#BAB0AC"}
+# Rows tall enough for the grid to wrap a sentence (Streamlit wraps cell text only in rows taller than 64 px): up to
+# three lines of one reason, four of three reasons; the widths add up to a laptop's 1,280 px page and stretch wider.
+REASON_ROW_PX, REASONS_ROW_PX = 66, 88
 OBJECTIVES = {"time": "Fastest (wall-clock time)", "cost": "Cheapest", "energy": "Least energy"}
 sc = state.scenario()
 opts = state.options()
@@ -148,10 +151,13 @@ else:
     else:
         st.subheader(f"Best layouts ({OBJECTIVES[result.objective].lower()})")
         table = pd.DataFrame(ranked_rows(result, sc.arch.n_layers))
+        # Every field that tells two layouts apart is a column (about 25 in all, wider than any page), so the
+        # figures the ranking is about come first, beside the pinned rank, and the layout's fields scroll beside them
+        first = ["rank", "days (wall)", "cost USD", "memory GiB", "MFU"]
         picked = components.table(table, hide_index=True, on_select="rerun", selection_mode="single-row",
-                                  key="ranked_table",
-                                  column_config={"MFU": st.column_config.NumberColumn(format="percent",
-                                                                                      help=GLOSSARY["MFU"]),
+                                  key="ranked_table", column_order=first + [c for c in table.columns if c not in first],
+                                  column_config={"rank": st.column_config.NumberColumn(pinned=True),
+                                                 "MFU": st.column_config.NumberColumn(format="percent", help=GLOSSARY["MFU"]),
                                                  "virtual_stages": st.column_config.NumberColumn(
                                                      help=GLOSSARY["virtual stages"]),
                                                  "zero_stage": st.column_config.NumberColumn(help=GLOSSARY["ZeRO"]),
@@ -203,12 +209,15 @@ else:
             st.warning(f"Target not met: {cluster.reason}.")
 
     st.subheader("Why not ...?")
-    components.table(rejected_rows(result), hide_index=True, key="rejected_table",
-                     column_config={"share": st.column_config.NumberColumn(format="percent")})
+    components.table(rejected_rows(result), hide_index=True, key="rejected_table", row_height=REASON_ROW_PX,
+                     column_config={"reason": st.column_config.TextColumn(width=600),
+                                    "layouts": st.column_config.NumberColumn(width=80),
+                                    "share": st.column_config.NumberColumn(format="percent", width=80)})
     dimension = st.selectbox("Look at one setting", list(DIMENSIONS), key="why_dimension",
                              help="For every value of this setting: how many layouts had it, how many fit, the "
                                   "best result among them, and why the others were rejected.")
-    components.table(dimension_rows(result, dimension), hide_index=True, key="dimension_table")
+    components.table(dimension_rows(result, dimension), hide_index=True, key="dimension_table", row_height=REASONS_ROW_PX,
+                     column_config={"main reasons rejected": st.column_config.TextColumn(width=480)})
     values = list(result.by_dimension[dimension])
     value = st.selectbox(f"Why not {dimension} =", values, key="why_value")
     try:

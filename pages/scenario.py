@@ -1,4 +1,6 @@
 """Scenario: the model, the training setup, the cluster, the site and the price; the headline results alongside."""
+from dataclasses import replace
+
 import streamlit as st
 
 from engine.catalog import load_catalog
@@ -27,6 +29,33 @@ sc = state.scenario()
 def short_name(name: str) -> str:
     """An accelerator's name without its parenthesis, e.g. 'NVIDIA GB300' (the full name is shown under the field)."""
     return name.split(" (")[0]
+
+
+RELIABILITY_SOURCE = {"mtbf_gpu_hours": "mtbf_source", "storage_write_gb_per_s": "storage_source",
+                      "restart_s": "restart_source"}
+
+
+def default_hint(path: str) -> tuple[str, str]:
+    """What an empty PUE, owning-the-hardware or reliability field stands for, as the engine resolves it for this
+    scenario: a short placeholder ("5.5 (default)") and, for the field's help, the value with its unit and source.
+    A field the user has set shows its own value, so only its help is plain."""
+    est = cached.current_estimate()
+    group, name = path.split(".")[0], path.split(".")[-1]
+    if path == "site.pue":
+        value, unit, source = (est.energy or {}).get("pue"), "", (est.energy or {}).get("pue_source", "")
+        given = sc.site is not None and sc.site.pue is not None
+    elif group == "reliability":
+        rel = est.reliability or {}
+        value, unit, source = rel.get(name), "", rel.get(RELIABILITY_SOURCE[name], "")
+        given = sc.reliability is not None and getattr(sc.reliability, name) is not None
+    else:
+        term = ((est.cost or {}).get("on_prem") or {}).get("inputs", {}).get(name, {})
+        value, unit, source = term.get("value"), term.get("unit", ""), term.get("source", "")
+        given = term.get("derivation") == "your value"
+    if given or value is None:
+        return ("none published" if not given and name == "server_capex_usd" else "default"), ""
+    shown = f"{value:,.0f}" if abs(value) >= 100 else f"{value:.4g}"
+    return f"{shown} (default)", f" Default for this scenario: {shown} {unit}".rstrip() + f" ({source})."
 
 
 def _model_kind_changed() -> None:
@@ -191,13 +220,13 @@ with inputs:
                     step=5.0, placeholder="catalog")
         binding.bind("cluster.host_memory_gb_per_gpu", st.number_input, F["cluster.host_memory_gb_per_gpu"],
                      step=16.0, placeholder="catalog")
-        cols = st.columns(3)
+        cols = st.columns(2)       # three columns cut the placeholders ("publisl")
         binding.bind("cluster.matmul_efficiency", st.number_input, F["cluster.matmul_efficiency"], container=cols[0],
                     step=0.01, placeholder="published")
         binding.bind("cluster.intra_node_busbw_gbs", st.number_input, F["cluster.intra_node_busbw_gbs"],
                     container=cols[1], step=10.0, placeholder="modelled")
         binding.bind("cluster.inter_node_busbw_gbs", st.number_input, F["cluster.inter_node_busbw_gbs"],
-                    container=cols[2], step=5.0, placeholder="modelled")
+                    container=cols[0], step=5.0, placeholder="modelled")
     st.markdown(f"**Layout:** {describe_layout(sc.layout.model_dump())}. Change it on the **Memory** page, or let "
                 "**Layout search** find the best one.")
 
@@ -208,7 +237,9 @@ with inputs:
     binding.bind("site.region", st.selectbox, F["site.region"],
                 options=[F["site.region"].blank, *region_codes], format_func=lambda c: regions.get(c, c))
     cols = st.columns(3)
-    binding.bind("site.pue", st.number_input, F["site.pue"], container=cols[0], step=0.05, placeholder="default")
+    placeholder, default = default_hint("site.pue")
+    binding.bind("site.pue", st.number_input, replace(F["site.pue"], help=F["site.pue"].help + default),
+                 container=cols[0], step=0.05, placeholder=placeholder.replace(" (default)", ""))
     binding.bind("site.market_based_g_per_kwh", st.number_input, F["site.market_based_g_per_kwh"], container=cols[1],
                 step=10.0, placeholder="none")
     binding.bind("site.accelerator_power_w", st.number_input, F["site.accelerator_power_w"], container=cols[2],
@@ -227,13 +258,18 @@ with inputs:
         for i, name in enumerate(("server_capex_usd", "gpus_per_server", "depreciation_years", "utilisation",
                                   "power_usd_per_kwh", "ops_usd_per_gpu_year", "storage_capex_usd_per_gpu",
                                   "network_fraction")):
-            binding.bind(f"cost.on_prem.{name}", st.number_input, F[f"cost.on_prem.{name}"], container=cols[i % 2],
-                        step=0.05 if name in ("utilisation", "power_usd_per_kwh", "network_fraction") else
-                        1 if name == "gpus_per_server" else 1.0, placeholder="default")
-        cols = st.columns(3)
+            placeholder, default = default_hint(f"cost.on_prem.{name}")
+            spec = F[f"cost.on_prem.{name}"]
+            binding.bind(f"cost.on_prem.{name}", st.number_input, replace(spec, help=spec.help + default),
+                         container=cols[i % 2], placeholder=placeholder,
+                         step=0.05 if name in ("utilisation", "power_usd_per_kwh", "network_fraction") else
+                         1 if name == "gpus_per_server" else 1.0)
+        cols = st.columns(2)       # three columns cut the defaults shown in the fields ("300 (de")
         for i, name in enumerate(("mtbf_gpu_hours", "storage_write_gb_per_s", "restart_s")):
-            binding.bind(f"reliability.{name}", st.number_input, F[f"reliability.{name}"], container=cols[i],
-                        step=1.0, placeholder="default")
+            placeholder, default = default_hint(f"reliability.{name}")
+            spec = F[f"reliability.{name}"]
+            binding.bind(f"reliability.{name}", st.number_input, replace(spec, help=spec.help + default),
+                         container=cols[i % 2], step=1.0, placeholder=placeholder)
 
     st.subheader("Scenario file")
     # No type= filter: Streamlit rejects a filtered-out name with a traceback; the content decides, with a message.

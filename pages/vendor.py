@@ -25,6 +25,8 @@ WEIGHT_HELP = {"time": "Wall-clock days to train.", "cost": "Cost of the run at 
                "ecosystem": "Maturity of the software stack (frameworks, libraries, tooling, hiring), scored from the "
                             "planner's sourced ecosystem table."}
 NO_PRICE = "no price: enter one"
+TABLE_COLUMNS = ["rank", "accelerator", "decision score", "GPUs", "days (wall)", "cost USD", "energy MWh", "CO2 t",
+                 "MFU", "memory headroom"]
 VENDOR_COLORS = {"NVIDIA": "#76B900", "AMD": "#ED1C24", "Intel": "#0071C5", "Google": "#FBBC04"}
 sc = state.scenario()
 opts = state.options()
@@ -80,6 +82,15 @@ def shown_rows(rows: list[dict]) -> list[dict]:
         r["why"] = plain(r["why"])
         out.append(r)
     return out
+
+
+def details_line(r: dict) -> str:
+    """One accelerator's words (vendor, stack, ecosystem score, precision, layout, why) as a list item."""
+    about = [r["vendor"], "announced" if r.get("status") == "announced" else None, r["software"], r.get("stack"),
+             None if r["ecosystem"] is None else f"ecosystem {r['ecosystem']:.2f}", r["precision"]]
+    layout = "" if r["layout"] in (None, "-") else f"{r['layout']}. "
+    return (f"- **{escape.md_escape(r['accelerator'])}** ({escape.md_escape(', '.join(a for a in about if a))}): "
+            f"{escape.md_escape(layout + (r['why'] or ''))}")
 
 
 def onprem_inputs() -> list[dict]:
@@ -167,12 +178,19 @@ with cols[1]:
     st.plotly_chart(tradeoff_figure(rows), key="tradeoff_chart")
 
 table = pd.DataFrame(shown_rows(rows))
-components.table(table, hide_index=True, key="vendor_table",
-                 column_config={"decision score": st.column_config.ProgressColumn(format="%.2f", min_value=0,
-                                                                                  max_value=1),
+# The figures that rank an accelerator fit a laptop's 1,280 px page; the words (vendor, stack, layout, why) follow
+# in a list, where they wrap instead of being cut off. The CSV has every column.
+components.table(table, hide_index=True, key="vendor_table", column_order=TABLE_COLUMNS,
+                 column_config={"rank": st.column_config.NumberColumn(width=45, pinned=True),
+                                "accelerator": st.column_config.TextColumn(width=140, pinned=True),
+                                "decision score": st.column_config.ProgressColumn(format="%.2f", min_value=0,
+                                                                                  max_value=1, width=105),
                                 "days (wall)": st.column_config.NumberColumn(format="%.1f"),
-                                "MFU": st.column_config.NumberColumn(format="percent"),
-                                "memory headroom": st.column_config.NumberColumn(format="percent")})
+                                "MFU": st.column_config.NumberColumn(format="percent", width=55),
+                                "memory headroom": st.column_config.NumberColumn("headroom", format="percent",
+                                                                                 help=WEIGHT_HELP["memory_headroom"])})
+with st.expander("Each accelerator's stack, layout and reasons"):
+    st.markdown("\n".join(details_line(r) for r in shown_rows(rows)))
 st.download_button("Download the comparison (CSV)", escape.csv_safe(pd.DataFrame(rows)).to_csv(index=False),
                    "vendor_comparison.csv", "text/csv",
                    on_click="ignore")
@@ -192,5 +210,4 @@ with st.expander("How to read this"):
 with st.expander("Owning the hardware: the inputs every accelerator is costed with (units, derivations, sources)"):
     st.caption("Used when the Scenario page's cost basis is on_prem. An accelerator without a published server price "
                "gets none (" + NO_PRICE + ": \u201cServer price (USD)\u201d on the Scenario page).")
-    components.table(onprem_inputs(), hide_index=True, key="onprem_inputs",
-                     column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    components.show_inputs(onprem_inputs())

@@ -205,8 +205,21 @@ def _draw(sc: Scenario, result: Plan) -> None:
 
 def _options(result: Plan) -> None:
     with st.expander(f"Every accelerator sized {result.target}"):
-        components.table(option_rows(result), hide_index=True, key="answer_options",
-                         column_config={"days": st.column_config.NumberColumn(format="%.1f"),
+        # sized to fit the question's box on a laptop's 1,280 px page: names wrap in rows tall enough for the grid
+        # to wrap them (above 64 px); vendor and nodes are in the name and the GPU count (and the toolbar); the
+        # notes are sentences, listed under the table
+        rows = option_rows(result)
+        components.table(rows, hide_index=True, key="answer_options", row_height=66,
+                         column_order=["accelerator", "meets the target", "GPUs", "days", "cost USD", "energy MWh",
+                                       "CO2 t"],
+                         column_config={"accelerator": st.column_config.TextColumn(width=200, pinned=True),
+                                        "meets the target": st.column_config.TextColumn("meets", width=60),
+                                        "GPUs": st.column_config.NumberColumn(width=60),
+                                        "days": st.column_config.NumberColumn(format="%.1f", width=60),
                                         "cost USD": st.column_config.NumberColumn(format="dollar"),
                                         "energy MWh": st.column_config.NumberColumn(format="%.0f"),
                                         "CO2 t": st.column_config.NumberColumn(format="%.0f")})
+        notes = [r for r in rows if r["note"]]
+        if notes:
+            st.markdown("\n".join(f"- **{escape.md_escape(r['accelerator'])}**: {escape.md_escape(r['note'])}"
+                                   for r in notes))

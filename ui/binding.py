@@ -73,10 +73,11 @@ def _use_suggestion(path: str, value) -> None:
     commit(edit(scenario(), path, value), path)
 
 
-def field_problems(path: str) -> None:
-    """The refused value's messages under its field, in plain words, with buttons for valid values near it."""
+def field_problems(path: str, label: str | None = None) -> None:
+    """The refused value's messages under its field, in plain words (after the field's label when given: the message
+    then sits under the field's whole row), with buttons for valid values near it."""
     for msg in st.session_state[PROBLEMS].get(path, []):
-        st.error(md_escape(plain(msg)))
+        st.error((f"**{md_escape(label)}**: " if label else "") + md_escape(plain(msg)))
     suggested = st.session_state[SUGGESTIONS].get(path) if path in st.session_state[PROBLEMS] else None
     if suggested:
         with st.container(horizontal=True):
@@ -86,7 +87,9 @@ def field_problems(path: str) -> None:
 
 def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
     """Draw `widget` for the scenario field `path`, seeded from the scenario; changes go through engine.presentation.edit and
-    refused values are flagged right under the field."""
+    refused values are flagged right under the field. A field in a column (`container`) has its message under the
+    row of columns, at the section's width and named by the field's label: a column a quarter of a laptop's page
+    wide broke it into one word a line ("accelerat ors")."""
     key = WIDGET + path
     if key not in st.session_state:
         value = field_value(scenario(), path)
@@ -102,7 +105,10 @@ def bind(path: str, widget: Callable, spec: Field, container=None, **kwargs):
     with container if container is not None else nullcontext():
         out = widget(spec.label, key=key, help=spec.help, on_change=_field_changed, args=(path, to_scenario),
                      **kwargs)
-        field_problems(path)
+        if container is None:
+            field_problems(path)
+    if container is not None:
+        field_problems(path, spec.label)
     return out
 
 

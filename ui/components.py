@@ -29,7 +29,7 @@ def show_messages() -> None:
         names = ", ".join(f"\u201c{label_of(p) or p}\u201d" for p in refused)
         with st.container(horizontal=True, vertical_alignment="center"):
             st.warning(f"The figures show the last valid scenario: the value entered in {md_escape(names)} was refused "
-                       "(see the message under the field).")
+                       "(see the message under it).")
             st.button("Undo the refused value" + ("s" if len(refused) > 1 else ""), on_click=revert_refused,
                       key="revert_refused")
     if ss.get(LINK_PROBLEMS):
@@ -56,6 +56,15 @@ def show_figures(figures, width: int = 170) -> None:
 
 def show_key_figures(est: Estimate, width: int = 170) -> None:
     show_figures(key_figures(est, options().efficiency), width)
+
+
+def show_inputs(rows: list[dict]) -> None:
+    """Sourced inputs (input, value, unit, how it is derived, source) as a list: their derivations and sources are
+    sentences, which a table's cells would cut off at any width."""
+    def value(v) -> str:
+        return "none" if v is None else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
+    st.markdown("\n".join(f"- **{md_escape(r['input'])}**: {value(r['value'])} {md_escape(r['unit'])}. "
+                          f"{md_escape(r['how it is derived'])}. Source: {md_escape(r['source'])}" for r in rows))
 
 
 def _use_layout(layout: dict) -> None:

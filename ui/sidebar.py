@@ -84,7 +84,7 @@ def draw_sidebar() -> None:
         if saved is not None:
             verb = "Saved" if saved.new else f"Already saved on {saved.created_at:%Y-%m-%d} as"
             st.success(f"{verb} '{escape.md_escape(saved.name)}'. Short link:")
-            st.code(f"{app_url()}?s={saved.scenario_id}", language=None)
+            st.code(f"{app_url()}?s={saved.scenario_id}", language=None, wrap_lines=True)
             if saved.visibility == "private":
                 st.caption(PRIVATE_MEANS)
         _saved_list(user, can_change=not settings.read_only)
@@ -109,8 +109,8 @@ def _saved_list(user: str | None, can_change: bool) -> None:
             if not can_change:
                 continue
             other = "shared" if row.visibility == "private" else "private"
-            cols = st.columns(2)
-            cols[0].button("Share" if other == "shared" else "Make private", key=f"saved:{other}:{row.scenario_id}",
-                           on_click=_change, args=(row.scenario_id, other))
-            cols[1].button("Delete", key=f"saved:delete:{row.scenario_id}", on_click=_change,
-                           args=(row.scenario_id, None))
+            with st.container(horizontal=True):         # two columns of the sidebar cut "Make private"
+                st.button("Share" if other == "shared" else "Make private", key=f"saved:{other}:{row.scenario_id}",
+                          on_click=_change, args=(row.scenario_id, other))
+                st.button("Delete", key=f"saved:delete:{row.scenario_id}", on_click=_change,
+                          args=(row.scenario_id, None))

@@ -72,7 +72,7 @@ def test_owning_the_hardware_shows_each_term_and_takes_your_operations_cost():
     on_page(at, "cost_carbon")
     terms = next(t for t in texts(at.markdown) if t.startswith("**Owned cost per used GPU-hour, term by term:**"))
     assert "operations $1.43" in terms               # $10,000 / (8,766 h x 80% utilisation) = $1.426 per used hour
-    table = next(d.value for d in at.dataframe if "how it is derived" in d.value.columns)
-    row = table[table["input"] == "operations per GPU-year"].iloc[0]
-    assert row["value"] == 10_000 and row["how it is derived"] == "your value" and row["unit"] == "USD per GPU-year"
-    assert "Scenario page" in row["source"] and "cost.on_prem" not in row["source"]     # plain words, no field path
+    inputs = next(t for t in texts(at.markdown) if t.startswith("- **"))      # a list: sources are sentences
+    row = next(line for line in inputs.splitlines() if line.startswith("- **operations per GPU-year**"))
+    assert row.startswith("- **operations per GPU-year**: 10,000 USD per GPU-year. your value. Source: "), row
+    assert "Scenario page" in row and "cost.on_prem" not in row                      # plain words, no field path

@@ -77,7 +77,8 @@ def test_a_refused_value_can_be_undone_and_the_field_shows_the_scenarios_value_a
 def test_out_of_range_and_unknown_values_get_the_validators_message():
     at = run_app()
     at.number_input(key="w:training.seq_len").set_value(0).run()
-    assert "Input should be greater than or equal to 1" in texts(at.error)
+    # under the row of fields, at the section's width, named by the field's label
+    assert "**Sequence length (tokens)**: Input should be greater than or equal to 1" in texts(at.error)
     assert "Atlantis" not in at.selectbox(key="w:site.region").options      # regions are picked from the grid data
     assert scenario_of(at).training.seq_len == 8192 and scenario_of(at).site is None
 

@@ -3,13 +3,17 @@ search, a what-if shared by copying the address bar, a saved short link, uploads
 import re
 from urllib.parse import parse_qs, urlparse
 
+import pandas as pd
 import pytest
 
 from engine.inputs import parse_scenario
+from engine.planning.estimate import estimate
+from engine.scenario import Layout
 from engine.presentation.share import decode, encode
 from tests.conftest import runner_result
-from tests.e2e.conftest import (choose, go_to, metrics, no_exception, open_page, screenshot, table_cells, upload,
-                                wait_for_app)
+from serve import local_server
+from tests.e2e.conftest import (VIEWPORTS, choose, cut_off, go_to, metrics, no_exception, open_page, screenshot,
+                                screenshot_whole, table_cells, upload, wait_for_app)
 
 pytestmark = pytest.mark.e2e
 PAGES = ["Scenario", "Memory", "Layout search", "Cost & carbon", "Vendor choice", "Benchmarks", "Summary report"]
@@ -165,3 +169,113 @@ def test_the_summary_report_downloads_as_one_self_contained_file(app_url, page, 
     report_page = page.context.new_page()
     report_page.goto(path.as_uri())
     screenshot(report_page, "summary-report")
+
+
+# ---- issue 19: the planner's flows at a laptop's and a desktop's size ----------------------------------------------
+
+@pytest.fixture(params=list(VIEWPORTS))
+def sized(browser, request):
+    context = browser.new_context(viewport=VIEWPORTS[request.param], accept_downloads=True)
+    yield request.param, context.new_page()
+    context.close()
+
+
+def test_ranked_layouts_carry_every_layout_field_and_a_downloaded_row_reproduces_its_figures(app_url, sized, tmp_path):
+    size, page = sized
+    open_page(page, app_url)
+    go_to(page, "Layout search")
+    page.get_by_role("button", name="Run layout search").click()
+    page.get_by_text(re.compile(r"^Best layouts")).wait_for(timeout=120_000)
+    wait_for_app(page)
+    no_exception(page)
+    assert cut_off(page) == []
+    screenshot_whole(page, f"journey-ranked-layouts-{size}")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download ranked layouts (CSV)").click()
+    path = tmp_path / "ranked_layouts.csv"
+    download.value.save_as(path)
+    ranked = pd.read_csv(path)
+    fields = set(Layout.model_fields)
+    assert fields <= set(ranked.columns), fields - set(ranked.columns)        # every field that tells layouts apart
+    assert len(ranked) >= 3 and ranked[sorted(fields)].drop_duplicates().shape[0] == len(ranked)    # rows differ
+    sc = scenario_in_url(page)
+    for _, row in ranked.head(3).iterrows():              # each row, given back as a layout, gives its own figures
+        layout = Layout.model_validate({k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()
+                                        if k in fields and not pd.isna(v)})
+        est = estimate(sc.model_copy(update={"layout": layout}))
+        assert est.wall_days == pytest.approx(row["days (wall)"], rel=1e-9)
+        assert est.memory_gib.total == pytest.approx(row["memory GiB"], rel=1e-9)
+
+
+def test_an_upload_reports_an_accelerator_label_it_ignores(app_url, sized, tmp_path):
+    size, page = sized
+    runner_file = tmp_path / "results.json"          # a new measurement each time: the store keeps a file once
+    runner_result("matmul", runner_file)
+    open_page(page, app_url)
+    go_to(page, "Benchmarks")
+    page.get_by_role("tab", name="Upload results").click()
+    choose(page, "Accelerator, if the file does not name it", "NVIDIA H100 SXM5 80GB")
+    upload(page, "results.json", runner_file.read_bytes())          # a CPU matmul result: it names its device
+    no_exception(page)
+    page.get_by_text(re.compile(r"Added results\.json")).wait_for()
+    assert cut_off(page) == []
+    screenshot_whole(page, f"journey-upload-label-{size}")
+    assert "\\" not in page.get_by_text(re.compile(r"benchmarks_db trust")).inner_text()   # copyable as shown
+    ignored = "the accelerator given ('H100-SXM5-80GB') is not used: this file measured the CPU"
+    assert page.get_by_text(ignored).count() == 1
+
+
+SAVED_SIZES = {"1280x800": (2048, 512), "1920x1080": (256, 4096)}
+
+
+@pytest.fixture(scope="module")
+def signed_on_app_url(tmp_path_factory):
+    """The app behind a reverse proxy that names the signed-on user in X-Forwarded-User."""
+    with local_server(tmp_path_factory.mktemp("e2e-users"), env={"APP_IDENTITY_HEADER": "X-Forwarded-User"}) as (
+            url, _pid, _log):
+        yield url.rstrip("/")
+
+
+def test_a_saved_scenario_is_private_to_its_owner_or_shared_with_everybody(signed_on_app_url, browser):
+    def as_user(user: str, size: str):
+        context = browser.new_context(viewport=VIEWPORTS[size], extra_http_headers={"X-Forwarded-User": user})
+        return context, context.new_page()
+
+    for size in VIEWPORTS:
+        alice_ctx, alice = as_user("alice", size)
+        bob_ctx, bob = as_user("bob", size)
+        try:
+            open_page(alice, signed_on_app_url)
+            # a saved scenario is stored once: each one saved here is another cluster size
+            for (name, private), n_gpus in zip(((f"alice private {size}", True), (f"alice shared {size}", False)),
+                                               SAVED_SIZES[size]):
+                field = alice.get_by_role("spinbutton", name="Number of accelerators")
+                field.fill(str(n_gpus))
+                field.press("Enter")
+                wait_for_app(alice)
+                alice.get_by_role("textbox", name="Scenario name").fill(name)
+                if private:
+                    alice.get_by_text("Private", exact=True).click()
+                alice.get_by_role("button", name="Save scenario").click()
+                wait_for_app(alice)
+                if private:
+                    private_link = alice.get_by_test_id("stCode").inner_text().strip()
+                    alice.get_by_text("Private", exact=True).click()            # the next one is shared
+            alice.get_by_text("Saved scenarios").click()
+            alice.get_by_role("link", name=f"alice shared {size}").wait_for()
+            listed = alice.get_by_test_id("stSidebarUserContent").inner_text()
+            assert f"alice private {size}" in listed and f"alice shared {size}" in listed and "yours, private" in listed
+            assert cut_off(alice) == []
+            screenshot(alice, f"journey-saved-alice-{size}")
+            open_page(bob, signed_on_app_url)
+            bob.get_by_text("Saved scenarios").click()
+            bob.get_by_role("link", name=f"alice shared {size}").wait_for()
+            listed = bob.get_by_test_id("stSidebarUserContent").inner_text()
+            assert f"alice shared {size}" in listed and f"alice private {size}" not in listed
+            screenshot(bob, f"journey-saved-bob-{size}")
+            open_page(bob, private_link)                       # private: not listed, but its link still opens it
+            no_exception(bob)
+            assert bob.get_by_text(f"Opened the saved scenario 'alice private {size}'").count() == 1
+        finally:
+            alice_ctx.close()
+            bob_ctx.close()

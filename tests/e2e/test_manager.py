@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import cut_off, go_to, no_exception, open_page, screenshot, screenshot_whole, wait_for_app
+from tests.e2e.conftest import (VIEWPORTS, ask, cut_off, go_to, no_exception, open_page, screenshot, screenshot_whole,
+                                wait_for_app)
 
 pytestmark = pytest.mark.e2e
-VIEWPORTS = {"1280x800": {"width": 1280, "height": 800}, "1920x1080": {"width": 1920, "height": 1080}}
 PAGES = ["Memory", "Layout search", "Cost & carbon", "Vendor choice", "Benchmarks", "Summary report"]
 
 
@@ -112,3 +112,115 @@ def test_the_answer_becomes_the_scenario_and_every_page_and_the_report_agree(app
     report_page = page.context.new_page()
     report_page.goto(path.as_uri())
     screenshot(report_page, f"summary-report-{size}")
+
+
+def usd(text: str) -> float:
+    """'$13,615,338', '$14.3M' or a table cell's raw 14842683.15 as dollars."""
+    m = re.search(r"\$?([\d,.]+)([kMB]?)", text)
+    return float(m.group(1).replace(",", "")) * {"": 1, "k": 1e3, "M": 1e6, "B": 1e9}[m.group(2)]
+
+
+def option_table(page) -> list[dict]:
+    """The rows of 'Every accelerator sized ...' that the grid has drawn (the top ones, in the plan's order)."""
+    page.get_by_text(re.compile(r"^Every accelerator sized")).click()
+    table = page.get_by_test_id("stDataFrame").first
+    table.locator("td").first.wait_for(state="attached")          # the grid fills its cells after the run
+    rows = [r.locator("th, td").all_inner_texts() for r in table.locator("tr").all()]
+    return [dict(zip(rows[0], r)) for r in rows[1:] if len(r) == len(rows[0])]
+
+
+def option_notes(page) -> dict[str, str]:
+    """The notes listed under the options table: accelerator name -> note."""
+    items = page.get_by_test_id("stExpander").filter(has_text="Every accelerator sized").locator("li").all_inner_texts()
+    return dict(item.split(": ", 1) for item in items)
+
+
+def test_a_deadline_gets_the_cheapest_cluster_that_meets_it_and_its_chance(app_url, sized):
+    size, page = sized
+    open_page(page, app_url)
+    ask(page, "Deadline (days)", "60")
+    no_exception(page)
+    headline = page.get_by_test_id("stAlert").filter(has_text="train it within 60 days").inner_text()
+    answer, _ = answer_and_results(page)
+    assert days(answer["Days (wall clock)"][0]) <= 60
+    low, high = (float(x.replace(",", "")) for x in re.findall(r"[\d,.]+", answer["Days (wall clock)"][1])[:2])
+    # the chance of meeting the deadline is given exactly when the range of days crosses it
+    assert ("chance" in headline) == (high > 60), (headline, low, high)
+    rows = option_table(page)
+    meeting = [r for r in rows if r["meets"] == "yes"]
+    assert meeting and meeting[0]["accelerator"] in headline              # the first of the cheapest-first list
+    assert usd(meeting[0]["cost USD"]) == pytest.approx(usd(answer["Cost"][0]), rel=0.01)
+    priced = [usd(r["cost USD"]) for r in meeting[1:] if r["cost USD"] not in ("", "None")]
+    assert all(cost >= usd(meeting[0]["cost USD"]) for cost in priced)
+    assert cut_off(page) == []
+    screenshot_whole(page, f"manager-deadline-60-days-{size}")
+
+
+def test_a_budget_names_the_cheapest_priced_option_and_what_would_make_it_work(app_url, sized):
+    size, page = sized
+    open_page(page, app_url)
+    ask(page, "Budget (USD)", "10000000")
+    no_exception(page)
+    nothing = page.get_by_test_id("stAlert").filter(has_text="No priced accelerator meets for at most $10,000,000")
+    said = nothing.inner_text()
+    named = re.search(r"the cheapest is [\d,]+ x (.+?): (\$[\d,]+)", said)
+    option_table(page)
+    notes = option_notes(page)
+    priced = {name: usd(note.split("need ", 1)[1]) for name, note in notes.items() if "need $" in note}
+    unpriced = [name for name, note in notes.items() if "no price" in note]
+    assert priced and unpriced                                    # the unpriced are listed apart, with why
+    assert min(priced.values()) == pytest.approx(usd(named.group(2)), abs=1)     # the cheapest priced one is named
+    assert named.group(1) not in unpriced and not any(name in said for name in unpriced)
+    levers = page.get_by_test_id("stMarkdownContainer").filter(has_text="What would make the budget work").inner_text()
+    assert "owning the cluster" in levers, levers
+    assert cut_off(page) == []
+    screenshot_whole(page, f"manager-budget-10M-{size}")
+
+
+def test_one_recommendation_on_the_answer_the_vendor_page_and_the_report(app_url, sized, tmp_path):
+    size, page = sized
+    open_page(page, app_url)
+    ask(page, "Deadline (days)", "60")
+    answer, _ = answer_and_results(page)
+    headline = page.get_by_test_id("stAlert").filter(has_text="train it within 60 days").inner_text()
+    name = re.search(r"^[\d,]+ x (.+?) in [\d,]+ nodes", headline).group(1)
+    go_to(page, "Vendor choice")
+    no_exception(page)
+    recommendation = page.get_by_test_id("stAlert").filter(has_text="Recommendation:").inner_text()
+    assert f"Recommendation: {name} ({answer['Days (wall clock)'][0]}" in recommendation, (recommendation, answer)
+    assert f"on {answer['Accelerators'][0]} accelerators" in recommendation
+    screenshot_whole(page, f"manager-one-recommendation-vendor-{size}")
+    go_to(page, "Summary report")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the summary report (HTML)").click()
+    path = tmp_path / "report.html"
+    download.value.save_as(path)
+    report = path.read_text()
+    assert name in report and answer["Days (wall clock)"][0] in report and answer["Cost"][0] in report
+
+
+def test_a_saved_short_link_restores_the_question_and_its_answer(app_url, sized, browser):
+    size, page = sized
+    open_page(page, app_url)
+    ask(page, "Deadline (days)", "60")
+    asked = page.get_by_test_id("stAlert").filter(has_text="train it within 60 days").inner_text()
+    page.get_by_role("textbox", name="Scenario name").fill(f"e2e 60-day question {size}")
+    page.get_by_role("button", name="Save scenario").click()
+    wait_for_app(page)
+    link = page.get_by_test_id("stCode").inner_text().strip()
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?s=[a-z2-7]{10}", link), link
+    assert cut_off(page) == []                                      # the short link is whole in the sidebar
+    screenshot(page, f"manager-short-link-sidebar-{size}")
+    other = browser.new_context(viewport=VIEWPORTS[size])
+    try:
+        fresh = other.new_page()
+        open_page(fresh, link)
+        fresh.wait_for_function("() => document.querySelector('[data-testid=stMain]').innerText"
+                                ".includes('train it within 60 days')", timeout=180_000)
+        wait_for_app(fresh)
+        no_exception(fresh)
+        assert fresh.get_by_role("spinbutton", name="Target").input_value() == "60"
+        assert fresh.get_by_test_id("stAlert").filter(has_text="train it within 60 days").inner_text() == asked
+        screenshot_whole(fresh, f"manager-short-link-opened-{size}")
+    finally:
+        other.close()
