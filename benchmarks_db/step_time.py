@@ -129,7 +129,7 @@ def before_after(store: Store) -> list[dict]:
         rows = {}
         for figure in ("step_time_s", "train_days"):
             b, a = getattr(before, figure), getattr(after, figure)
-            rows[figure] = {"before": band(b), "after": None if a is None else measured_band(a, cal)}
+            rows[figure] = {"before": band(b, before.time_range), "after": None if a is None else measured_band(a, cal)}
         out.append({"accelerator": cal.accelerator_id, "framework": cal.framework, "level_scale": cal.level_scale,
                     "n_runs": int(cal.n_runs), "n_systems": int(cal.n_systems), "run_id": newest.run_id,
                     "measured_s": float(newest.measured_s), "figures": rows})
