@@ -209,6 +209,16 @@ def ask(page, kind: str, value: str) -> None:
     wait_for_app(page)
 
 
+def downloaded_report(page, tmp_path) -> str:
+    """The summary report's HTML as the Summary report page's download button gives it."""
+    go_to(page, "Summary report")
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Download the summary report (HTML)").click()
+    path = tmp_path / "report.html"
+    download.value.save_as(path)
+    return path.read_text()
+
+
 def open_expanders(page) -> None:
     """Open every closed expander of the page, one at a time (each opening may redraw the page)."""
     for _ in range(30):

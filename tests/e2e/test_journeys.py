@@ -12,8 +12,8 @@ from engine.scenario import Layout
 from engine.presentation.share import decode, encode
 from tests.conftest import runner_result
 from serve import local_server
-from tests.e2e.conftest import (VIEWPORTS, choose, cut_off, go_to, metrics, no_exception, open_page, screenshot,
-                                screenshot_whole, table_cells, upload, wait_for_app)
+from tests.e2e.conftest import (VIEWPORTS, choose, cut_off, downloaded_report, go_to, metrics, no_exception, open_page,
+                                screenshot, screenshot_whole, table_cells, upload, wait_for_app)
 
 pytestmark = pytest.mark.e2e
 PAGES = ["Scenario", "Memory", "Layout search", "Cost & carbon", "Vendor choice", "Benchmarks", "Summary report"]
@@ -157,17 +157,12 @@ def test_uploads_a_runner_file_into_the_table_and_refuses_a_malformed_one(app_ur
 def test_the_summary_report_downloads_as_one_self_contained_file(app_url, page, tmp_path):
     open_page(page, app_url)
     seen = metrics(page)
-    go_to(page, "Summary report")
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download the summary report (HTML)").click()
-    path = tmp_path / "report.html"
-    download.value.save_as(path)
-    report = path.read_text()
+    report = downloaded_report(page, tmp_path)
     assert report.startswith("<!DOCTYPE html>") and "Training plan: Llama 3.1 70B" in report
     assert seen["Step time"] in report and seen["MFU"] in report
     assert "<script" not in report and " src=" not in report
     report_page = page.context.new_page()
-    report_page.goto(path.as_uri())
+    report_page.goto((tmp_path / "report.html").as_uri())
     screenshot(report_page, "summary-report")
 
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import (VIEWPORTS, ask, cut_off, go_to, no_exception, open_page, screenshot, screenshot_whole,
-                                wait_for_app)
+from tests.e2e.conftest import (VIEWPORTS, ask, cut_off, downloaded_report, go_to, no_exception, open_page, screenshot,
+                                screenshot_whole, wait_for_app)
 
 pytestmark = pytest.mark.e2e
 PAGES = ["Memory", "Layout search", "Cost & carbon", "Vendor choice", "Benchmarks", "Summary report"]
@@ -100,17 +100,13 @@ def test_the_answer_becomes_the_scenario_and_every_page_and_the_report_agree(app
         if title == "Cost & carbon":
             wall = next((value, line) for label, value, line in figures(page) if label == "Wall-clock time")
             assert wall[0] == answer["Days (wall clock)"] and "\u2013" in wall[1]
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download the summary report (HTML)").click()
-    path = tmp_path / "report.html"
-    download.value.save_as(path)
-    report = path.read_text()
+    report = downloaded_report(page, tmp_path)
     assert "The scenario of this report is this answer" in report
     headline = re.search(r'<p class="rec">(.*?)</p>', report).group(1)
     assert answer["Days (wall clock)"] in headline and answer["Cost"] in headline
     assert report.count(answer["Days (wall clock)"]) >= 3       # the headline, the answer and the key figures
     report_page = page.context.new_page()
-    report_page.goto(path.as_uri())
+    report_page.goto((tmp_path / "report.html").as_uri())
     screenshot(report_page, f"summary-report-{size}")
 
 
@@ -190,12 +186,7 @@ def test_one_recommendation_on_the_answer_the_vendor_page_and_the_report(app_url
     assert f"Recommendation: {name} ({answer['Days (wall clock)'][0]}" in recommendation, (recommendation, answer)
     assert f"on {answer['Accelerators'][0]} accelerators" in recommendation
     screenshot_whole(page, f"manager-one-recommendation-vendor-{size}")
-    go_to(page, "Summary report")
-    with page.expect_download() as download:
-        page.get_by_role("button", name="Download the summary report (HTML)").click()
-    path = tmp_path / "report.html"
-    download.value.save_as(path)
-    report = path.read_text()
+    report = downloaded_report(page, tmp_path)
     assert name in report and answer["Days (wall clock)"][0] in report and answer["Cost"][0] in report
 
 
