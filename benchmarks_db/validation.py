@@ -256,7 +256,32 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
                        "not available on this accelerator)")
     others = _submitter_spread(row, df) or _submitter_elsewhere(row, df)
     reasons += [r for r in (others, _memory_bound(row), _strong_scaled(row), _uncalibrated(row)) if r]
-    return "; ".join(reasons) or "not diagnosed"
+    if not reasons:
+        reasons.append(_round_wide(row, df))
+    return "; ".join(r for r in reasons if r) or "not diagnosed"
+
+
+def _round_wide(row, df: pd.DataFrame) -> str | None:
+    """What the round's other results on the same accelerator and count (every submitter) say: this submission ran
+    apart from them (its own tuning or software), or it ran as they did and the engine misses the whole round the
+    same way (its level for the accelerator, fitted on other runs, does not carry to the round's software and
+    recipe)."""
+    peers = df[(df.benchmark == row.benchmark) & (df["round"] == getattr(row, "round")) & (df.accelerator == row.accelerator)
+               & (df.n_accelerators == row.n_accelerators) & df.ratio.notna() & (df.run_id != row.run_id)]
+    if not len(peers):
+        return None
+    published, median = float(peers.published_minutes.median()), float(peers.ratio.median())
+    where = f"the other {len(peers)} {getattr(row, 'round')} results on {row.n_accelerators} x {row.accelerator}"
+    if abs(row.published_minutes / published - 1) > 0.10:
+        return (f"outlier of its round: {where} took a median {published:.1f} minutes against this one's "
+                f"{row.published_minutes:.1f}, and the engine predicts them at a median {median:.2f}x; this "
+                "submission's own tuning or software sets it apart")
+    if (median > 1) != (row.ratio > 1):
+        return None
+    return (f"systematic in this round: {where} took about as long (median {published:.1f} minutes) and are "
+            f"predicted at a median {median:.2f}x, so the engine's level for {row.accelerator}, fitted on other runs, "
+            f"does not carry to this round's software and recipe ({'faster' if median > 1 else 'slower'} than the "
+            "engine)")
 
 
 def _unread(row, df: pd.DataFrame) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from engine.inputs import parse_scenario
 from engine.planning.results import Plan, PlanAnswer
 from engine.scenario import Scenario
-from engine.presentation.figures import Figure, range_text
+from engine.presentation.figures import Figure, energy_line, range_text
 from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd, job_text
 
 ALTERNATIVE_LABELS = {"one size smaller": "One size smaller", "one size larger": "One size larger",
@@ -64,10 +64,10 @@ def answer_figures(answer: PlanAnswer) -> list[Figure]:
                   range_text(r["gpu_hours"], "gpu_hours")),
            Figure("Energy", f"{fmt_num(answer.energy_mwh)} MWh" if answer.energy_mwh is not None else "unknown",
                   "electricity of accelerators and hosts, times the facility's PUE",
-                  range_text(r["energy_mwh"], "energy_mwh")),
+                  energy_line(answer.estimate, r["energy_mwh"], "energy_mwh")),
            Figure("CO2e", f"{fmt_num(answer.co2_t)} t" if answer.co2_t is not None else "unknown",
                   "operational emissions at the site's grid carbon intensity (location-based)",
-                  range_text(r["co2_t"], "co2_t"))]
+                  energy_line(answer.estimate, r["co2_t"], "co2_t"))]
     return out
 
 

@@ -56,6 +56,17 @@ def headline_bands(est: Estimate, efficiency: str = "tuned") -> dict[str, Band |
             **{k: band(getattr(est, k), rb, efficiency) for k in ("cost_usd", "energy_mwh", "co2_t")}}
 
 
+NO_POWER = "no published power: enter the measured W per accelerator (Site)"
+
+
+def energy_line(est: Estimate, band: Band | None, key: str) -> str | None:
+    """The line under an energy or CO2 figure: its range, or why there is none (the accelerator's vendor publishes no
+    power figure: engine.economics.energy's `missing`)."""
+    if band is not None:
+        return range_text(band, key)
+    return NO_POWER if (est.energy or {}).get("missing") else None
+
+
 def key_figures(est: Estimate, efficiency: str = "tuned") -> list[Figure]:
     """The headline figures of an estimate, each time-proportional one with its range for the chosen stack
     (engine.economics.ranges). A layout that does not fit gets its memory only: no time, cost or throughput."""
@@ -90,10 +101,10 @@ def key_figures(est: Estimate, efficiency: str = "tuned") -> list[Figure]:
                "enter one on the Scenario page", range_text(bands["cost_usd"], "cost_usd")),
         Figure("Energy", f"{fmt_num(value('energy_mwh'))} MWh" if bands["energy_mwh"] else "n/a",
                "electricity drawn by accelerators and hosts, times the facility's PUE",
-               range_text(bands["energy_mwh"], "energy_mwh")),
+               energy_line(est, bands["energy_mwh"], "energy_mwh")),
         Figure("CO2 (location-based)", f"{fmt_num(value('co2_t'))} t" if bands["co2_t"] else "n/a",
                "operational emissions from the grid's average carbon intensity at the site",
-               range_text(bands["co2_t"], "co2_t")),
+               energy_line(est, bands["co2_t"], "co2_t")),
     ]
     return figures
 

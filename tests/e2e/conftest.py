@@ -198,9 +198,8 @@ VIEWPORTS = {"1280x800": {"width": 1280, "height": 800}, "1920x1080": {"width": 
 def ask(page, kind: str, value: str) -> None:
     """Ask the question at the top of the Scenario page ("Deadline (days)", "Budget (USD)" or "GPU-hours") and wait
     for its answer (worked out in the background, with a progress bar meanwhile)."""
-    choose(page, "The run has", kind)
-    page.get_by_role("spinbutton", name="Target").fill(value)
-    page.get_by_role("button", name="Answer").click()
+    page.get_by_role("spinbutton", name=kind, exact=True).fill(value)
+    page.get_by_role("button", name="Answer", exact=True).click()
     # the progress bar is drawn again every 0.3 s, so its absence proves nothing: wait for the answer's table of
     # every accelerator (shown whether or not one meets the target) with no progress text left
     page.wait_for_function("() => { const t = document.querySelector('[data-testid=stMain]').innerText;"

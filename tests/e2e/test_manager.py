@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from engine.presentation.figures import NO_POWER
+
 from tests.e2e.conftest import (VIEWPORTS, ask, cut_off, downloaded_report, go_to, no_exception, open_page, screenshot,
                                 screenshot_whole, wait_for_app)
 
@@ -58,13 +60,16 @@ def test_the_managers_question_is_answered_from_the_first_page_in_one_action(app
     screenshot(page, f"manager-answer-first-screen-{size}")
     answer, results = answer_and_results(page)
     assert days(answer["Days (wall clock)"][0]) <= 30
+    # every figure of the answer has its range, or says why it has none (an accelerator whose vendor publishes no
+    # power figure: NO_POWER)
+    has_range = lambda line: "\u2013" in line or line == NO_POWER
     for label in ("Days (wall clock)", "Cost", "GPU-hours (billed)", "Energy", "CO2e"):
-        assert "\u2013" in answer[label][1], (label, answer)         # every figure of the answer has its range
+        assert has_range(answer[label][1]), (label, answer)
     for label in ("Time to train", "Cost", "Energy"):
-        assert "\u2013" in results[label][1], (label, results)       # and so has every headline figure
+        assert has_range(results[label][1]), (label, results)       # and so has every headline figure
     assert re.fullmatch(r"[\d,]+", answer["Accelerators"][0])
     assert page.get_by_text("Nearest alternatives").count() == 1
-    assert page.get_by_text(re.compile(r"^A well-tuned Megatron-class stack")).count() >= 1   # the stack explained
+    assert page.get_by_text(re.compile(r"^A well-tuned stack")).count() >= 1   # the stack explained
     assert cut_off(page) == []
     screenshot_whole(page, f"manager-answer-{size}")
 
@@ -210,7 +215,7 @@ def test_a_saved_short_link_restores_the_question_and_its_answer(app_url, sized,
                                 ".includes('train it within 60 days')", timeout=180_000)
         wait_for_app(fresh)
         no_exception(fresh)
-        assert fresh.get_by_role("spinbutton", name="Target").input_value() == "60"
+        assert fresh.get_by_role("spinbutton", name="Deadline (days)", exact=True).input_value() == "60"
         assert fresh.get_by_test_id("stAlert").filter(has_text="train it within 60 days").inner_text() == asked
         screenshot_whole(fresh, f"manager-short-link-opened-{size}")
     finally:
