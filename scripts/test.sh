@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh Debian machine with Python 3.11 (about 15 minutes on 2 cores; README "Set up").
+# Run the whole test suite on a fresh Debian machine with Python 3.11 (about 20 minutes on 2 cores; README "Set up").
 # Needs root or passwordless sudo: installs Debian's chromium for the browser tests here, and podman, runc and
 # debootstrap in the container tests, which build the image (and a debian:bookworm-slim base image with
 # debootstrap when podman has none). Python packages go into .venv from requirements-dev.lock (hashes checked).
