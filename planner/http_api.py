@@ -29,7 +29,7 @@ from functools import lru_cache
 from typing import Literal
 
 import anyio
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -130,6 +130,15 @@ def store_problem() -> str | None:
     return None
 
 
+def question(deadline_days: float | None = None, budget_usd: float | None = None, gpu_hours: float | None = None,
+             max_gpus: int | None = None, efficiency: Literal["tuned", "typical"] = "tuned",
+             batch_range: str | None = Query(None, max_length=40, examples=["512-4096"])) -> dict:
+    """The plan's question as query options, as /v1/plan and /v1/compare both take it (the CLI's --deadline-days ...
+    --batch-range; engine.__main__ checks it)."""
+    return dict(deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours, max_gpus=max_gpus,
+                efficiency=efficiency, batch_range=batch_range)
+
+
 def create_app() -> FastAPI:
     # no /docs or /redoc: their pages load Swagger UI and ReDoc from a CDN, which a deployment inside a network
     # without the internet cannot reach; /openapi.json is the description
@@ -176,26 +185,18 @@ def create_app() -> FastAPI:
 
     @app.post("/v1/compare", openapi_extra=JSON_BODY,
               summary="every accelerator on the scenario, each with its best layout, ranked")
-    async def compare(request: Request, deadline_days: float | None = None, budget_usd: float | None = None,
-                      gpu_hours: float | None = None, max_gpus: int | None = None,
+    async def compare(request: Request,
                       weights: str | None = Query(None, max_length=500, examples=["time=0.4,cost=0.4,ecosystem=0.2"]),
                       accelerators: str | None = Query(None, max_length=2000, examples=["h100-sxm,mi300x"]),
-                      efficiency: Literal["tuned", "typical"] = "tuned",
-                      batch_range: str | None = Query(None, max_length=40, examples=["512-4096"])):
+                      asked: dict = Depends(question)):
         return await run_limited(request, "vendor comparison", commands.compare_doc, await scenario_body(request),
-                                 deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours,
-                                 max_gpus=max_gpus, weights=weights, accelerators=accelerators,
-                                 efficiency=efficiency, batch_range=batch_range)
+                                 weights=weights, accelerators=accelerators, **asked)
 
     @app.post("/v1/plan", openapi_extra=JSON_BODY,
               summary="the answer for a deadline or budget: accelerator, cluster, days, cost, energy, CO2, ranges")
-    async def plan(request: Request, deadline_days: float | None = None, budget_usd: float | None = None,
-                   gpu_hours: float | None = None, max_gpus: int | None = None,
-                   vendor: str = Query("any", max_length=40), efficiency: Literal["tuned", "typical"] = "tuned",
-                   batch_range: str | None = Query(None, max_length=40, examples=["512-4096"])):
-        return await run_limited(request, "plan", commands.plan_doc, await scenario_body(request),
-                                 deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours,
-                                 max_gpus=max_gpus, vendor=vendor, efficiency=efficiency, batch_range=batch_range)
+    async def plan(request: Request, vendor: str = Query("any", max_length=40), asked: dict = Depends(question)):
+        return await run_limited(request, "plan", commands.plan_doc, await scenario_body(request), vendor=vendor,
+                                 **asked)
 
     @app.post("/v1/import-hf", openapi_extra=JSON_BODY,
               summary="a Hugging Face config.json as the scenario's model block, with parameter counts")
