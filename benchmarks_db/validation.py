@@ -189,6 +189,8 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                        global_batch_size=gbs, scaling_factor=scaling, framework=framework)
         rows.append(out)
     df = pd.DataFrame(rows)
+    # pandas reads a column of strings and None as text with NaN; a framework is an id or None (the vendor's default)
+    df["framework"] = df["framework"].astype(object).where(df["framework"].notna(), None)
     df["diagnosis"] = [diagnosis(r, df) for r in df.itertuples()]
     return df
 

@@ -76,7 +76,7 @@ def mlperf_runs() -> list[dict]:
     for r in df[df.ratio.notna() & ~df.token_basis.astype(str).str.startswith("reference run")].itertuples():
         zero = int(r.layout.split(" zero")[1][0])
         method = "lora" if r.benchmark.endswith("_lora") else "pretrain"        # llama2_70b_lora: LoRA fine-tuning
-        out.append(_run(f"mlperf {r.round}", r.run_id, method, r.framework if isinstance(r.framework, str) else None, r.accelerator,
+        out.append(_run(f"mlperf {r.round}", r.run_id, method, r.framework, r.accelerator,
                         r.precision, False, zero, int(r.n_accelerators), 1.0 / float(r.ratio)))
     return out
 

@@ -120,7 +120,7 @@ def mlperf_runs(vendors=("AMD", "Google", "Intel", "AWS")) -> list[MlperfRun]:
         if acc is None or acc.vendor not in vendors:
             continue
         seq, gbs, tokens, _ = validation._tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
-        args = (r.benchmark, seq, gbs, tokens, r.precision, acc.id, int(r.n_accelerators), r.framework if isinstance(r.framework, str) else None)
+        args = (r.benchmark, seq, gbs, tokens, r.precision, acc.id, int(r.n_accelerators), r.framework)
         scaling = float(json.loads(params.get(r.run_id) or "{}").get("scaling_factor") or 1.0)
         out.append(MlperfRun(f"{r.round} {r.submitter} {r.benchmark} {int(r.n_accelerators)}", acc.id, r.precision,
                              args, 1.0 / r.published_minutes, scaling=scaling, framework=args[-1]))
