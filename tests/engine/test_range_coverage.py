@@ -48,7 +48,8 @@ def runs() -> list[dict]:
             method = "lora" if r.benchmark.endswith("_lora") else "pretrain"
             out.append({"source": f"mlperf {r.round}", "case": r.run_id,
                         "ratio": 1 / r.ratio,       # predicted / published minutes, inverted: published / predicted time
-                        **_regime(method, r.framework, r.accelerator, r.precision, False, zero, int(r.n_accelerators))})
+                        **_regime(method, r.framework, r.accelerator, r.precision, False, zero,
+                                  int(r.n_accelerators))})
     return out
 
 
