@@ -365,16 +365,14 @@ def _strong_scaled(row) -> str | None:
 
 
 def _uncalibrated(row) -> str | None:
-    """An accelerator whose in-training level no published per-step run of its vendor's stack calibrates at the
-    result's precision (engine.frameworks.resolve, the rule engine.planning.sanity.calibration_warning states)."""
+    """An accelerator whose in-training level no published per-step run of its stack calibrates at the result's
+    precision, in the words of engine.frameworks.resolve (the rule engine.planning.sanity.calibration_warning
+    states)."""
     from engine import frameworks
     acc = accelerator(row.accelerator)
     if acc is None:
         return None
-    fw = frameworks.resolve(None, acc.vendor, acc.id, row.precision)
+    fw = frameworks.resolve(row.framework, acc.vendor, acc.id, row.precision)
     if fw.calibrated:
         return None
-    fb = frameworks.frameworks().uncalibrated_fallback
-    return (f"uncalibrated accelerator: no public per-step run of {fw.stack.id} on {acc.id} at {row.precision} was "
-            f"fitted, so the level of {fb.framework} on {fb.accelerator} ({fw.level:.2f}) stands in; this result is a "
-            f"held-out check of that assumption, {row.ratio - 1:+.0%}")
+    return f"{fw.level_note}; this result is a held-out check of that assumption, {row.ratio - 1:+.0%}"
