@@ -212,18 +212,23 @@ def test_readyz_says_why_without_a_store(tmp_path):
 
 def test_work_beyond_the_limit_gets_429_with_retry_after(tmp_path):
     """One slot, and one requester may have at most 8 jobs running or waiting (engine/work_limits.py): of 12
-    searches sent at once from one address, at least 4 are refused with 429 and Retry-After, the others answer."""
+    searches sent at once from one address, at least 4 are refused with 429 and Retry-After, the others answer.
+    Each asks a different batch, so none is answered from the search cache (a cached answer would free its place
+    within milliseconds and let a late request in), and all 12 leave together at a barrier."""
     proc, url = start(tmp_path, APP_MAX_CONCURRENT_WORK="1")
     results = []
     lock = threading.Lock()
+    together = threading.Barrier(12)
 
-    def one():
-        status, doc, headers = post(url, "/v1/search?top=1", LLAMA_70B)
+    def one(i):
+        question = LLAMA_70B | {"training": LLAMA_70B["training"] | {"global_batch_size": 128 * (i + 2)}}
+        together.wait()
+        status, doc, headers = post(url, "/v1/search?top=1", question)
         with lock:
             results.append((status, doc, headers.get("Retry-After")))
 
     try:
-        threads = [threading.Thread(target=one) for _ in range(12)]
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
         for t in threads:
             t.start()
         for t in threads:
