@@ -245,7 +245,7 @@ with validation_tab:
                "against the published minutes. Published minutes include in-run evaluation and the RCP penalty "
                "(scaling factor); so does the prediction (the evaluation share measured in a published log).")
     target = st.selectbox("Benchmark to predict", list(background.VALIDATED), key="val_bench")
-    job = background.validation(cached.store(), target)
+    job = background.validation(cached.store(), target, awaited=components.awaited)
     if not job.wait(0.05):
         st.info("The predictions are being computed (a layout search per published system, once per server); they "
                 "appear here in a few seconds.")

@@ -65,7 +65,7 @@ def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
     names = {"deadline_days": "deadline_days", "budget_usd": "budget_usd", "gpu_hour_budget": "gpu_hours"}
     args = (planning_scenario(sc), tuple(sorted((names[k], v) for k, v in targets.items())), opts.vendor,
             opts.efficiency, opts.question(sc.training.global_batch_size)["batch_range"], opts.max_gpus)
-    return background.job(("plan", *args), "answer", _plan, *args, progress=True)
+    return background.job(("plan", *args), "answer", _plan, *args, progress=True, awaited=components.awaited)
 
 
 def _vendors() -> list[str]:

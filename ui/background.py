@@ -64,13 +64,17 @@ _JOBS: OrderedDict[tuple, Job] = OrderedDict()
 _LOCK = threading.Lock()
 
 
-def job(key: tuple, what: str, work: Callable, *args, progress: bool = False, slot: bool = True, **kwargs) -> Job:
+def job(key: tuple, what: str, work: Callable, *args, progress: bool = False, slot: bool = True,
+        awaited: Callable[[tuple], bool] | None = None, **kwargs) -> Job:
     """The job for `key`, started now (`work(*args, **kwargs)` in a work slot named `what`, or beside the slots
-    with slot=False) unless it is already running or done. With progress=True, `work` is also given
-    progress=job.progress."""
+    with slot=False) unless it is already running or done. A job that failed for a passing reason is started again,
+    unless awaited(key) says the caller's page was waiting for this very job: that page is drawn again because the
+    job ended, and shows how (restarting it there would keep a refused page waiting, refused again, for ever). With
+    progress=True, `work` is also given progress=job.progress."""
     with _LOCK:
         found = _JOBS.get(key)
-        if found is not None and not found.retry():
+        restart = found is not None and found.retry() and not (awaited is not None and awaited(key))
+        if found is not None and not restart:
             _JOBS.move_to_end(key)
             return found
         new = _JOBS[key] = Job(key, what)
@@ -111,13 +115,14 @@ def wait_all(timeout_s: float = 120.0) -> None:
         j.wait(timeout_s)
 
 
-def validation(store, benchmark: str, slot: bool = True) -> Job:
+def validation(store, benchmark: str, slot: bool = True, awaited: Callable[[tuple], bool] | None = None) -> Job:
     """benchmarks_db.validation.predicted_vs_measured for a benchmark on the store as it is now (the version of its
     MLPerf results is part of the key, so an MLPerf upload or a trust decision gives a new job, another kind of upload
     does not); ~30 layout searches from scratch, so computed once per process."""
     from benchmarks_db.validation import predicted_vs_measured, results_version
     version = results_version(store, benchmark)
-    return job(("validation", benchmark, version), "validation", predicted_vs_measured, store, benchmark, slot=slot)
+    return job(("validation", benchmark, version), "validation", predicted_vs_measured, store, benchmark, slot=slot,
+               awaited=awaited)
 
 
 def warm_up(store) -> None:

@@ -125,7 +125,21 @@ def _poll(key: tuple, text: str | None) -> None:
     st.progress(job.fraction, text=f"{text or 'Working'}: {job.message} ...")
 
 
+POLLED = "polled_jobs"          # session state: the keys of the background jobs this session's page waits for
+
+
 def poll(job, text: str | None = None) -> None:
     """A progress bar for a background job (ui/background.py) that checks every 0.3 s and draws the whole
     page again once the job is done, so no rerun waits for the job."""
+    st.session_state.setdefault(POLLED, set()).add(job.key)
     _poll(job.key, text)
+
+
+def awaited(key: tuple) -> bool:
+    """True (once) when this session's page was waiting for the job `key`: the rerun its end caused shows how it
+    ended, a refusal included, instead of starting it again (background.job's retry)."""
+    polled = st.session_state.get(POLLED, set())
+    if key in polled:
+        polled.discard(key)
+        return True
+    return False

@@ -306,3 +306,20 @@ def test_one_session_enqueues_at_most_its_share_of_background_questions(monkeypa
         assert not jobs[0].done and not jobs[1].done and small.waiting == work_limits.MAX_PER_SESSION
     assert [j.value() for j in jobs[:2] if j.wait(10)] == [0, 1]
     assert refused[0].retry()                                  # asked again on a later rerun
+
+
+def test_a_page_waiting_for_a_job_that_was_refused_shows_the_refusal_instead_of_asking_again(monkeypatch):
+    """CI: a link's question waited its 120 s for a slot, was refused, and the rerun its end caused started it again
+    (a passing failure is retried), so the page waited another 120 s, and again. The page that waited for the job
+    now gets that job back, refused, and says so; asked afresh later, it is started again."""
+    from ui import background
+    small = WorkLimiter(1, wait_s=0.3)
+    monkeypatch.setattr(work_limits, "limiter", lambda: small)
+    monkeypatch.setattr(work_limits, "requester", lambda: work_limits.Requester("waiting", "someone"))
+    key = ("refused-while-waited-for", 1)
+    with _slot_held_elsewhere(small):
+        first = background.job(key, "answer", lambda x: x * x, 3)
+        assert first.wait(10) and "waited 0 s" in str(first.future.exception())
+        assert background.job(key, "answer", lambda x: x * x, 3, awaited=lambda k: k == key) is first
+    again = background.job(key, "answer", lambda x: x * x, 3, awaited=lambda k: False)
+    assert again is not first and again.wait(10) and again.value() == 9
