@@ -129,9 +129,9 @@ def test_one_persons_hostile_work_does_not_starve_others_or_the_health_check(tmp
         locks = load_test.lock_errors(log_path.read_text())
     print("\n" + figures.report())
     assert not figures.errors and not locks, (figures.errors, locks)
-    # 119 s before (a quadratic parse on the event loop). Its wall time is the browser's page load and upload on two
-    # cores shared with 38 pages: under 20 s in earlier whole-suite runs, 38 s with other work on the machine; the parse is held to
-    # linear time by tests/benchmarks_db (operation counts), so the bound here is the health check's
+    # 119 s before (a quadratic parse on the event loop). Its wall time is the browser's page load and upload on
+    # two cores shared with 38 pages: under 20 s in earlier whole-suite runs, 38 s with other work on the machine;
+    # the parse is held to linear time by tests/benchmarks_db (operation counts), so the bound is the health check's
     assert figures.outcomes["nccl upload"] == ["refused"] and max(figures.seconds["nccl upload"]) < 60
     assert set(figures.outcomes["over-limit link"]) == {"refused with the reason"}
     # 117 s before; 8 s when this test runs alone, up to 28 s inside the whole suite: the browser's 38 pages share
