@@ -162,7 +162,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def connect_postgres(url: str, read_only: bool = False) -> psycopg.Connection:
     """A connection to the PostgreSQL store: reads in autocommit, JSON and NUMERIC read as DuckDB gives them (text,
-    float), parameters bound by the driver on the client (so `$x IS NULL OR col = $x` needs no declared type).
+    float), the session in UTC (so now() and TIMESTAMP agree with utc_now()), parameters bound by the driver on the
+    client (so `$x IS NULL OR col = $x` needs no declared type).
     StoreConfigError, naming APP_DB_URL without its password, when the URL is wrong or the server refuses."""
     if not is_url(url):
         raise StoreConfigError(f"APP_DB_URL={mask_url(url)[:200]!r} is not a PostgreSQL URL: write "
@@ -171,7 +172,7 @@ def connect_postgres(url: str, read_only: bool = False) -> psycopg.Connection:
     try:
         con = psycopg.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor,
                               connect_timeout=CONNECT_TIMEOUT_S, application_name="llm-capacity-planner",
-                              **({"options": "-c default_transaction_read_only=on"} if read_only else {}))
+                              options="-c TimeZone=UTC" + (" -c default_transaction_read_only=on" if read_only else ""))
     except (psycopg.Error, ValueError) as err:
         password = psycopg.conninfo.conninfo_to_dict(url).get("password") if is_url(url) else None
         why = " ".join(str(err).split())[:300]

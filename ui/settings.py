@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks_db.ingest import MAX_FILE_BYTES
-from benchmarks_db.store import StoreConfigError, db_path, store_target
+from benchmarks_db.store import StoreConfigError, db_path, mask_url, store_target
 
 DEFAULT_MAX_UPLOAD_MB = MAX_FILE_BYTES // 2**20
 MAX_UPLOAD_MB_LIMIT = 1024        # uploads are held in memory while they are checked
@@ -66,7 +66,6 @@ class Settings:
     @property
     def store_location(self) -> str:
         """The store as logs and messages name it (the URL without its password)."""
-        from benchmarks_db.store import mask_url
         return mask_url(self.db_url) if self.db_url else str(self.db_path)
 
     @property
