@@ -82,3 +82,9 @@ def seeded_copy(seeded_file, request, tmp_path):
     """Where a seeded store of the test's own is (a DuckDB file or a postgresql:// URL), for the command line's --db."""
     backend, template = seeded_file
     return _target(backend, request, tmp_path, "copy", template)
+
+
+@pytest.fixture
+def location(backend, request, tmp_path):
+    """Where a fresh store may be made (nothing there yet): a DuckDB file path or a PostgreSQL database's URL."""
+    return _target(backend, request, tmp_path, "fresh")

@@ -9,8 +9,8 @@ from benchmarks_db.store import DEFAULT_DB_PATH, ConstraintViolation, SchemaVers
 from tests.conftest import ROOT
 
 
-def test_migrations_are_recorded_and_not_rerun(tmp_path):
-    path = tmp_path / "s.duckdb"
+def test_migrations_are_recorded_and_not_rerun(location):
+    path = location
     s = open_store(path)
     rows = s.rows("SELECT version, description FROM schema_version ORDER BY version")
     assert [r[0] for r in rows] == list(range(1, len(MIGRATIONS) + 1))
@@ -35,8 +35,8 @@ def test_path_from_environment(monkeypatch, tmp_path):
     assert DEFAULT_DB_PATH.parts[-2:] == ("var", "planner.duckdb")
 
 
-def test_newer_schema_is_refused(tmp_path):
-    path = tmp_path / "new.duckdb"
+def test_newer_schema_is_refused(location):
+    path = location
     s = open_store(path)
     with s.transaction() as cur:
         cur.execute("INSERT INTO schema_version VALUES (999, 'from a newer app', now())")
