@@ -349,10 +349,18 @@ class Store:
                     con.close()
 
     def _read(self, sql: str, params: list | dict | None, fetch):
-        """One query on a cursor of its own, closed after; a fatal error marks the store for reopening."""
+        """One query on a cursor of its own, closed after; a fatal error marks the store for reopening. PostgreSQL:
+        a read that meets a pooled connection the server has since closed (it restarted) is tried once more on a new
+        one, the other idle connections dropped as likely closed too."""
         if self.postgres:
-            with self._fatal(), self._connection() as con, con.cursor() as cur:
-                return fetch(Cursor(cur, True).execute(sql, params))
+            for retry in (True, False):
+                try:
+                    with self._fatal(), self._connection() as con, con.cursor() as cur:
+                        return fetch(Cursor(cur, True).execute(sql, params))
+                except StoreUnavailable:
+                    if not retry:
+                        raise
+                    self._drop_idle()
         with self._fatal():
             cur = self.cursor()
             try:
@@ -447,12 +455,15 @@ class Store:
         with _STORES_LOCK:
             _STORES.pop(self.url if self.postgres else self.path, None)
         if self.postgres:
-            with self._con_lock:
-                idle, self._idle = self._idle, []
-            for con in idle:
-                con.close()
+            self._drop_idle()
         else:
             self._con.close()
+
+    def _drop_idle(self) -> None:
+        with self._con_lock:
+            idle, self._idle = self._idle, []
+        for con in idle:
+            con.close()
 
 
 _STORES: dict[Path | str, Store] = {}

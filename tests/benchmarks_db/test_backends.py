@@ -201,3 +201,15 @@ def test_many_threads_read_and_write_one_postgres_store(postgres):
     assert errors == [] and store.counts()["source"] == 8
     store.close()
     postgres.drop(url)
+
+
+def test_reads_go_on_after_the_server_closes_the_pooled_connections(postgres):
+    """A PostgreSQL restart (here: every session of the database terminated) closes the Store's idle connections;
+    the next read reconnects instead of failing."""
+    url = postgres.new_database()
+    store = open_store(url)
+    assert store.health() is None
+    postgres.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", [postgres.database(url)])
+    assert store.health() is None and store.counts()["run"] == 0
+    store.close()
+    postgres.drop(url)
