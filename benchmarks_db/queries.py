@@ -26,15 +26,18 @@ def _page(limit: int | None, offset: int) -> dict:
     return {"limit": limit, "offset": max(0, int(offset))}
 
 
-def filter_options(store: Store) -> dict[str, list[str]]:
-    """Distinct values for the pages' filter widgets."""
-    q = lambda sql: [r[0] for r in store.rows(sql) if r[0] is not None]
+def filter_options(store: Store, viewer: str | None = None) -> dict[str, list[str]]:
+    """Distinct values for the pages' filter widgets, from the sources `viewer` may see (other users' private
+    uploads left out, so no filter names what only they uploaded)."""
+    runs = f"FROM run r JOIN source src USING (source_id) JOIN system s USING (system_id) WHERE {VISIBLE_SOURCE}"
+    q = lambda sql: [r[0] for r in store.rows(sql, {"viewer": viewer}) if r[0] is not None]
     return {
-        "accelerators": q(f"SELECT DISTINCT {ACCEL} FROM run r JOIN system s USING (system_id) ORDER BY 1"),
-        "benchmarks": q("SELECT DISTINCT benchmark FROM run WHERE suite != 'training_run' ORDER BY 1"),
-        "mlperf_rounds": q("SELECT DISTINCT mlperf_round FROM run ORDER BY 1"),
-        "source_kinds": q("SELECT DISTINCT kind FROM source ORDER BY 1"),
-        "metrics": q("SELECT DISTINCT metric FROM measurement JOIN run USING (run_id) WHERE suite != 'training_run' "
+        "accelerators": q(f"SELECT DISTINCT {ACCEL} {runs} ORDER BY 1"),
+        "benchmarks": q(f"SELECT DISTINCT r.benchmark {runs} AND r.suite != 'training_run' ORDER BY 1"),
+        "mlperf_rounds": q(f"SELECT DISTINCT r.mlperf_round {runs} ORDER BY 1"),
+        "source_kinds": q(f"SELECT DISTINCT src.kind FROM source src WHERE {VISIBLE_SOURCE} ORDER BY 1"),
+        "metrics": q(f"SELECT DISTINCT m.metric FROM measurement m JOIN run r USING (run_id) JOIN source src "
+                     f"USING (source_id) WHERE {VISIBLE_SOURCE} AND r.suite != 'training_run' "
                      "ORDER BY 1"),      # step times are shown beside their predictions (ui/training_runs.py)
     }
 

@@ -30,8 +30,8 @@ python -m benchmarks_db.run matmul --out matmul.json --quick  # one runner; --qu
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
-def options_in_store() -> dict:
-    return queries.filter_options(cached.store())
+def options_in_store(viewer: str | None) -> dict:
+    return queries.filter_options(cached.store(), viewer)
 
 
 @st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
@@ -224,8 +224,8 @@ def validation_figure(df: pd.DataFrame) -> go.Figure:
 st.title("Benchmarks")
 st.caption("Published results (MLPerf Training, MAMF matmul), and results uploaded by users of this planner. "
            "Trustworthy measurements can replace the datasheet efficiencies on the Scenario page.")
-found = options_in_store()
 viewer = state.signed_in_user()       # the signed-on user sees their private uploads too; nobody else's
+found = options_in_store(viewer)
 browse, compare_tab, datasheet_tab, validation_tab, upload_tab = st.tabs(
     ["Browse", "Compare systems", "Measured vs datasheet", "Predicted vs MLPerf", "Upload results"])
 

@@ -13,7 +13,7 @@ from benchmarks_db import audit, store as store_module, writer
 from benchmarks_db.calibration import calibrated_cluster
 from benchmarks_db.ingest import INTERNAL_ERROR, Uploader, delete_upload, ingest_bytes
 from benchmarks_db.migrations import MIGRATIONS
-from benchmarks_db.queries import microbench_results
+from benchmarks_db.queries import filter_options, microbench_results
 from benchmarks_db.scenarios import delete_scenario, save_scenario, set_visibility
 from benchmarks_db.step_time import training_runs
 from benchmarks_db.store import open_store
@@ -131,6 +131,19 @@ def test_a_private_upload_is_listed_to_its_uploader_only_and_calibrates_nobody(s
     assert [(who, action, details.get("trust_taken_back_from")) for who, action, _, _, details in trail(seeded)] == [
         (ALICE, "upload", None), (ALICE, "share", None), ("ops@example.com", "trust", None),
         (ALICE, "unshare", "ops@example.com")]
+
+
+def test_no_filter_names_what_only_another_users_private_upload_holds(store):
+    """An accelerator only Alice's private upload names (the file's own device name, not in the catalog) is a
+    filter choice for her, for nobody else."""
+    data = runner_file([matmul_result(8192, 8192, 8192, "bf16", [2 * 8192**3 / 700e12] * 7)],
+                       device_name="Prototype X9 (not announced)")
+    report = ingest_bytes(store, "x9.json", data, uploader=Uploader(identity=ALICE, visibility="private"))
+    assert report.ingested
+    assert "Prototype X9 (not announced)" in filter_options(store, ALICE)["accelerators"]
+    for viewer in (BOB, None):
+        options = filter_options(store, viewer)
+        assert options["accelerators"] == [] and options["source_kinds"] == [] and options["metrics"] == []
 
 
 def test_trusting_calibrates_by_the_measured_figure_and_both_are_recorded(store):
