@@ -185,7 +185,8 @@ def _audit(args: argparse.Namespace, store: Store) -> None:
     elif df.empty:
         print("no audit events" + (f" of {args.who}" if args.who else ""))
     else:
-        print(df.assign(occurred_at=df.occurred_at.dt.strftime("%Y-%m-%d %H:%M:%S UTC")).to_string(index=False))
+        print(df.assign(occurred_at=df.occurred_at.dt.strftime("%Y-%m-%d %H:%M:%S UTC"),
+                        who=df.who.fillna("(anonymous)")).to_string(index=False))
 
 
 def _validate(args: argparse.Namespace, store: Store) -> int:
