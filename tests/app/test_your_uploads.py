@@ -41,8 +41,12 @@ def listed(at) -> list[str]:
     return [t for t in texts(at.markdown) if " run(s), " in t]
 
 
-def uploaded_runs(at, source_kind="user_submitted") -> set[str]:
-    at.selectbox(key="f_kind").set_value(source_kind).run()
+def uploaded_runs(at) -> set[str]:
+    """The run ids Browse lists under Source 'user_submitted' (a choice only while the viewer may see an upload)."""
+    kinds = at.selectbox(key="f_kind")
+    if "user_submitted" not in kinds.options:
+        return set()
+    kinds.set_value("user_submitted").run()
     return set(at.dataframe[1].value["run_id"]) if len(at.dataframe[1].value) else set()
 
 
