@@ -10,10 +10,13 @@
                               [--scenario FILE_OR_ID] (the run a training step-time log comes from)
                               [--max-bytes N] [--trusted]; each input on its own (one that is refused or breaks a
                               parser does not stop the others), exit status 1 if any input was refused
-    uploads                   the uploads and whether they are trusted
+    uploads                   the uploads, who they are listed to and whether they are trusted
     trust SOURCE_ID...        let uploads into calibration [--by NAME]; distrust SOURCE_ID... takes them out again
     delete-upload SOURCE_ID...
                               remove uploads and everything each added (published and seed data cannot be removed)
+    audit                     who uploaded, trusted, shared or deleted what, newest first: [--json] [--who NAME]
+                              [--limit N]; ingest, trust, distrust and delete-upload record --by NAME (default: the
+                              operating-system user who runs them)
     validate --benchmark NAME  the engine's time to train beside every MLPerf result of that benchmark in the store:
                               [--round vX.Y] [--json] (one JSON object a line; predicted_minutes null with the
                               reason where the engine gives none); exit status 2 for a benchmark or round the store
@@ -33,7 +36,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from benchmarks_db import backup, trust
+from benchmarks_db import audit, backup, trust
 from benchmarks_db.ingest import MAX_FILE_BYTES, IngestReport, Uploader, delete_upload, ingest_each
 from benchmarks_db.seed import seed
 from benchmarks_db.store import (SchemaVersionError, Store, StoreBusy, StoreConfigError, open_store, serving,
@@ -49,6 +52,7 @@ COMMANDS = {
     "trust": "let uploads into calibration",
     "distrust": "take uploads out of calibration again",
     "delete-upload": "remove uploads and everything each added (published and seed data cannot be removed)",
+    "audit": "who uploaded, trusted, shared or deleted what, newest first",
     "validate": "the engine's predicted time to train beside every MLPerf result of a benchmark in the store",
 }
 # The JSON line of one result (validate --json): the contract's fields first, then what the prediction rests on
@@ -133,7 +137,8 @@ def _ingest(args: argparse.Namespace, path: Path) -> int:
                 reports = [scenario]
                 return 1
             reports = ingest_each(store, args.paths, args.accelerator, args.max_bytes,
-                                  Uploader(submitter=args.submitter, trusted=args.trusted), scenario)
+                                  Uploader(submitter=args.submitter, trusted=args.trusted,
+                                           actor=audit.command_line_user(args.by)), scenario)
         finally:
             store.close()
     except (duckdb.IOException, SchemaVersionError, StoreConfigError) as err:
@@ -166,17 +171,35 @@ def _run(args: argparse.Namespace, path: Path | str) -> int:
             return _validate(args, store)
         elif args.command == "uploads":
             print(trust.uploads(store).to_string(index=False) if len(trust.uploads(store)) else "no uploads")
+        elif args.command == "audit":
+            _audit(args, store)
         else:
+            by = audit.command_line_user(args.by)
             for source_id in args.source_ids:
                 try:
-                    print(_removed(source_id, delete_upload(store, source_id)) if args.command == "delete-upload" else
-                          trust.set_trusted(store, source_id, args.by if args.command == "trust" else None))
+                    print(_removed(source_id, delete_upload(store, source_id, by, operator=True))
+                          if args.command == "delete-upload" else
+                          trust.set_trusted(store, source_id, by if args.command == "trust" else None, who=by))
                 except (KeyError, PermissionError) as err:
                     print(f"{source_id}: {err.args[0]}", file=sys.stderr)
                     return 1
     finally:
         store.close()
     return 0
+
+
+def _audit(args: argparse.Namespace, store: Store) -> None:
+    """The audit trail, newest first: one JSON object a line (--json; details as the object recorded) or a table."""
+    df = audit.events(store, who=args.who, limit=args.limit)
+    if args.json:
+        rows = [{**row, "occurred_at": row["occurred_at"].isoformat() + "Z", "details": json.loads(row["details"])}
+                for row in df.to_dict("records")]
+        print("\n".join(json.dumps(row) for row in rows), flush=True)
+    elif df.empty:
+        print("no audit events" + (f" of {args.who}" if args.who else ""))
+    else:
+        print(df.assign(occurred_at=df.occurred_at.dt.strftime("%Y-%m-%d %H:%M:%S UTC"),
+                        who=df.who.fillna("(anonymous)")).to_string(index=False))
 
 
 def _validate(args: argparse.Namespace, store: Store) -> int:
@@ -248,7 +271,14 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("trust", "distrust", "delete-upload"):
         parsers[name].add_argument("source_ids", nargs="*", metavar="SOURCE_ID",
                                    help="the uploads (python -m benchmarks_db uploads lists them)")
-    parsers["trust"].add_argument("--by", default="the operator (command line)", help="who vouches for the uploads")
+    for name in ("ingest", "trust", "distrust", "delete-upload"):
+        parsers[name].add_argument("--by", help="who does it, as the audit trail records it (trust: who vouches for "
+                                   "the uploads; default: the operating-system user running the command)")
+    trail = parsers["audit"]
+    trail.add_argument("--json", action="store_true", help="one JSON object a line per event")
+    trail.add_argument("--who", help="only the events of this user (the identity header's value, or a --by name)")
+    trail.add_argument("--limit", type=_positive, default=audit.DEFAULT_LIMIT,
+                       help=f"the newest N events (default {audit.DEFAULT_LIMIT})")
     parsers["info"].add_argument("--json", action="store_true", help="one JSON object: backend, location (the URL "
                                  "without its password), schema_version, tables (rows per table)")
     parsers["backup"].add_argument("file", metavar="PATH", help="the backup file to write (not overwritten)")
@@ -259,6 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--round", help="only this MLPerf round (v4.0, v5.1, ...)")
     validate.add_argument("--json", action="store_true", help="one JSON object a line per result")
     return ap
+
+
+def _positive(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and 0 < int(text) <= 1_000_000):
+        raise argparse.ArgumentTypeError(f"{text[:20]!r} is not a whole number from 1 to 1000000")
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,7 +19,7 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from benchmarks_db import checks
+from benchmarks_db import audit, checks
 from benchmarks_db.accelerators import accelerator as catalog_accelerator
 from benchmarks_db.dispatch import FORMATS, Parsed, Refused, decode, parse_file, parse_tree
 from benchmarks_db.records import Run, Source
@@ -120,7 +120,8 @@ class _RollBack(Exception):
     """Raised inside a dry run's transaction: everything was written and checked, then it is undone."""
 
 
-def _commit(store: Store, units: list[Parsed], source: Source, report: IngestReport, dry_run: bool) -> IngestReport:
+def _commit(store: Store, units: list[Parsed], source: Source, report: IngestReport, dry_run: bool,
+            uploader: Uploader) -> IngestReport:
     runs = _check_units(store, units, report)
     if not runs and not report.errors:
         report.errors.append(f"no results found; expected {FORMATS}")
@@ -129,6 +130,9 @@ def _commit(store: Store, units: list[Parsed], source: Source, report: IngestRep
     try:
         with store.transaction() as cur:
             report.rows_added = write(cur, source, runs)
+            audit.record(cur, uploader.actor or uploader.identity, "upload", "upload", source.source_id,
+                         filename=source.filename, submitter=source.submitter, uploaded_by=source.uploaded_by,
+                         visibility=source.visibility, trusted_by=source.trusted_by, runs=len(runs))
             if dry_run:                              # the database's own constraints checked too, then rolled back
                 raise _RollBack
     except _RollBack:
@@ -148,18 +152,23 @@ def _commit(store: Store, units: list[Parsed], source: Source, report: IngestRep
 @dataclass(frozen=True)
 class Uploader:
     """Who an upload comes from: the name typed with it (anyone can type any name), the identity the reverse proxy
-    vouched for (APP_IDENTITY_HEADER; None when there is none), and whether the deployment's operator trusts that
-    identity's uploads for calibration (APP_TRUSTED_UPLOADERS, or the command line run by the operator)."""
+    vouched for (APP_IDENTITY_HEADER; None when there is none; the upload's owner), whether the deployment's operator
+    trusts that identity's uploads for calibration (APP_TRUSTED_UPLOADERS, or the command line run by the operator),
+    who it is listed to (benchmarks_db.audit.VISIBILITIES; private needs an identity, and a private upload is never
+    trusted) and, for the command line, who the audit trail names (actor: --by or the operating-system user)."""
     submitter: str | None = None
     identity: str | None = None
     trusted: bool = False
+    visibility: str = "shared"
+    actor: str | None = None
 
 
 def _upload_source(name: str, sha: str, n_bytes: int | None, uploader: Uploader) -> Source:
-    trusted_by = (uploader.identity or "the operator (command line)") if uploader.trusted else None
+    trusted = uploader.trusted and uploader.visibility == "shared"
+    trusted_by = (uploader.identity or uploader.actor or "the operator (command line)") if trusted else None
     return Source(kind="user_submitted", title=f"upload {name}", submitter=uploader.submitter, filename=name,
                   file_sha256=sha, n_bytes=n_bytes, uploaded_by=uploader.identity, trusted_by=trusted_by,
-                  trusted_at=utc_now() if trusted_by else None,
+                  trusted_at=utc_now() if trusted_by else None, visibility=uploader.visibility,
                   notes="user-submitted, unverified (MLPerf-style results are not MLCommons-reviewed unless "
                         "published by MLCommons)")
 
@@ -169,6 +178,12 @@ def _prechecks(store: Store, sha: str, uploader: Uploader, accelerator: str | No
     for what, value in (("submitter", uploader.submitter), ("uploader identity", uploader.identity)):
         if value is not None and (msg := checks.text_problem(what, value)):
             errors.append(msg)
+    if uploader.visibility not in audit.VISIBILITIES:
+        errors.append(f"visibility {str(uploader.visibility)[:40]!r}: shared (listed to everybody) or private (listed "
+                      "to you only)")
+    elif uploader.visibility == "private" and uploader.identity is None:
+        errors.append("only a signed-on user's upload can be private; this planner names no user "
+                      "(APP_IDENTITY_HEADER), so its uploads are listed to everybody")
     if accelerator is not None and catalog_accelerator(accelerator) is None:
         errors.append(f"accelerator {accelerator[:60]!r} is not a catalog id (see python -m engine catalog)")
     dup = store.rows("SELECT source_id, kind, ingested_at FROM source WHERE file_sha256 = ?", [sha])
@@ -229,7 +244,7 @@ def _ingest_bytes(store: Store, filename: str, data: bytes, accelerator: str | N
     except Refused as err:
         report.errors.append(str(err))
         return report
-    return _commit(store, units, _upload_source(filename, sha, len(data), uploader), report, dry_run)
+    return _commit(store, units, _upload_source(filename, sha, len(data), uploader), report, dry_run, uploader)
 
 
 def _walk(root: Path, max_bytes: int) -> tuple[dict[PurePosixPath, Callable[[], bytes]], list[str]]:
@@ -285,7 +300,8 @@ def ingest_path(store: Store, path: str | os.PathLike, submitter: str | None = N
         if report.errors:
             reports.append(report)
             continue
-        reports.append(_commit(store, [unit], _upload_source(unit.input, sha, None, uploader), report, dry_run=False))
+        reports.append(_commit(store, [unit], _upload_source(unit.input, sha, None, uploader), report, dry_run=False,
+                               uploader=uploader))
     skipped += not_results
     if skipped or not units:
         reports.append(IngestReport(input=str(path), format="folder", ingested=bool(units),
@@ -310,15 +326,24 @@ def ingest_each(store: Store, paths: list[str], accelerator: str | None, max_byt
     return reports
 
 
-def delete_upload(store: Store, source_id: str) -> int:
+def delete_upload(store: Store, source_id: str, who: str | None = None, operator: bool = False) -> int:
     """Remove one user upload and everything it added: its source, runs and measurements, and the system and
-    software rows no other run uses (the upload page's undo). Published and seed sources cannot be removed."""
+    software rows no other run uses, with its audit row naming `who`, in one transaction. Published and seed sources
+    cannot be removed; an upload only by its uploader (`who`, the signed-on user; None: an anonymous upload by an
+    anonymous user, the single-user app) unless `operator` (the command line). KeyError for an unknown source,
+    PermissionError (nothing removed, nothing recorded) for one `who` may not remove."""
     with store.transaction() as cur:
-        kind = cur.execute("SELECT kind FROM source WHERE source_id = ?", [source_id]).fetchall()
-        if not kind:
+        found = cur.execute("SELECT kind, uploaded_by, filename FROM source WHERE source_id = ?", [source_id]).fetchall()
+        if not found:
             raise KeyError(f"no source {source_id!r}")
-        if kind[0][0] != "user_submitted":
-            raise PermissionError(f"{source_id} is a {kind[0][0]} source; only user uploads can be removed")
+        kind, uploaded_by, filename = found[0]
+        if kind != "user_submitted":
+            raise PermissionError(f"{source_id} is a {kind} source; only user uploads can be removed")
+        if not operator and uploaded_by != who:
+            raise PermissionError(f"{source_id} ({filename}) was uploaded by "
+                                  + ("another user" if uploaded_by is not None else "an anonymous user")
+                                  + "; only its uploader, or the operator (python -m benchmarks_db delete-upload), "
+                                    "can remove it")
         runs = "SELECT run_id FROM run WHERE source_id = ?"
         cur.execute(f"DELETE FROM measurement WHERE run_id IN ({runs})", [source_id])
         n = cur.execute("DELETE FROM run WHERE source_id = ? RETURNING run_id, system_id, env_id",
@@ -329,6 +354,8 @@ def delete_upload(store: Store, source_id: str) -> int:
                     "AND system_id NOT IN (SELECT system_id FROM run)", [systems])
         cur.execute("DELETE FROM software_env WHERE env_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
                     "AND env_id NOT IN (SELECT env_id FROM run WHERE env_id IS NOT NULL)", [envs])
+        audit.record(cur, who, "delete_upload", "upload", source_id, filename=filename, uploaded_by=uploaded_by,
+                     runs=len(n), by_operator=operator)
     return len(n)
 
 

@@ -136,4 +136,21 @@ DROP TABLE measurement;
 ALTER TABLE measurement_v5 RENAME TO measurement;
 CREATE INDEX measurement_run ON measurement(run_id);
 """),
+    ("ownership and audit: uploads private to their uploader or shared (existing ones shared, as they were listed "
+     "to everybody), and the audit trail of every upload, trust and delete (benchmarks_db/audit.py)", """
+ALTER TABLE source ADD COLUMN visibility VARCHAR NOT NULL DEFAULT 'shared';  -- uploads: 'shared' (listed to
+                                         -- everybody) or 'private' (its uploader only; never calibrates); the
+                                         -- values are checked in benchmarks_db/audit.py (DuckDB cannot add a CHECK)
+CREATE TABLE audit_event (
+  event_id VARCHAR PRIMARY KEY,          -- random (uuid4 hex): replicas writing at once never collide
+  occurred_at TIMESTAMP NOT NULL,        -- UTC, to the microsecond
+  who VARCHAR,                           -- the signed-on user (APP_IDENTITY_HEADER), or the command line's --by / OS
+                                         -- user; NULL: anonymous
+  action VARCHAR NOT NULL CHECK (action IN ('upload', 'trust', 'untrust', 'delete_upload', 'share', 'unshare',
+                                            'save_scenario', 'delete_scenario')),
+  object_kind VARCHAR NOT NULL CHECK (object_kind IN ('upload', 'saved_scenario')),
+  object_id VARCHAR NOT NULL,            -- source.source_id | saved_scenario.scenario_id
+  details VARCHAR NOT NULL);             -- JSON object: what the change was (file name, runs, visibility, ...)
+CREATE INDEX audit_event_occurred_at ON audit_event(occurred_at);
+"""),
 ]

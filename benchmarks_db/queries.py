@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchmarks_db.audit import VISIBLE_SOURCE
 from benchmarks_db.store import Store
 
 BASE = """
 FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)
 """
-# SQL for "this run's source may calibrate": published tables, and uploads an operator trusted (benchmarks_db.trust).
-TRUSTED_SOURCE = "(src.kind = 'published' OR (src.kind = 'user_submitted' AND src.trusted_at IS NOT NULL))"
+# SQL for "this run's source may calibrate": published tables, and shared uploads an operator trusted
+# (benchmarks_db.trust; a private upload calibrates nobody, benchmarks_db.audit).
+TRUSTED_SOURCE = ("(src.kind = 'published' OR (src.kind = 'user_submitted' AND src.trusted_at IS NOT NULL "
+                  "AND src.visibility = 'shared'))")
 ACCEL = "coalesce(s.accelerator_id, s.accelerator_raw)"
 TOTAL = "count(*) OVER () AS total_rows"
 PAGE = "LIMIT $limit OFFSET $offset"
@@ -25,23 +28,28 @@ def _page(limit: int | None, offset: int) -> dict:
     return {"limit": limit, "offset": max(0, int(offset))}
 
 
-def filter_options(store: Store) -> dict[str, list[str]]:
-    """Distinct values for the pages' filter widgets."""
-    q = lambda sql: [r[0] for r in store.rows(sql) if r[0] is not None]
+def filter_options(store: Store, viewer: str | None = None) -> dict[str, list[str]]:
+    """Distinct values for the pages' filter widgets, from the sources `viewer` may see (other users' private
+    uploads left out, so no filter names what only they uploaded)."""
+    runs = f"FROM run r JOIN source src USING (source_id) JOIN system s USING (system_id) WHERE {VISIBLE_SOURCE}"
+    q = lambda sql: [r[0] for r in store.rows(sql, {"viewer": viewer}) if r[0] is not None]
     return {
-        "accelerators": q(f"SELECT DISTINCT {ACCEL} FROM run r JOIN system s USING (system_id) ORDER BY 1"),
-        "benchmarks": q("SELECT DISTINCT benchmark FROM run WHERE suite != 'training_run' ORDER BY 1"),
-        "mlperf_rounds": q("SELECT DISTINCT mlperf_round FROM run ORDER BY 1"),
-        "source_kinds": q("SELECT DISTINCT kind FROM source ORDER BY 1"),
-        "metrics": q("SELECT DISTINCT metric FROM measurement JOIN run USING (run_id) WHERE suite != 'training_run' "
+        "accelerators": q(f"SELECT DISTINCT {ACCEL} {runs} ORDER BY 1"),
+        "benchmarks": q(f"SELECT DISTINCT r.benchmark {runs} AND r.suite != 'training_run' ORDER BY 1"),
+        "mlperf_rounds": q(f"SELECT DISTINCT r.mlperf_round {runs} ORDER BY 1"),
+        "source_kinds": q(f"SELECT DISTINCT src.kind FROM source src WHERE {VISIBLE_SOURCE} ORDER BY 1"),
+        "metrics": q(f"SELECT DISTINCT m.metric FROM measurement m JOIN run r USING (run_id) JOIN source src "
+                     f"USING (source_id) WHERE {VISIBLE_SOURCE} AND r.suite != 'training_run' "
                      "ORDER BY 1"),      # step times are shown beside their predictions (ui/training_runs.py)
     }
 
 
 def mlperf_results(store: Store, benchmark: str | None = None, accelerator: str | None = None,
                    mlperf_round: str | None = None, source_kind: str | None = None,
-                   availability: str | None = None, limit: int | None = None, offset: int = 0) -> pd.DataFrame:
-    """One row per MLPerf Training result (score in minutes) with its system and source."""
+                   availability: str | None = None, limit: int | None = None, offset: int = 0,
+                   viewer: str | None = None) -> pd.DataFrame:
+    """One row per MLPerf Training result (score in minutes) with its system and source (other users' private
+    uploads left out: `viewer` is the signed-on user, None for nobody)."""
     return store.df(f"""
 SELECT r.run_id, r.mlperf_round AS round, r.submitter_org AS submitter, s.system_name, r.benchmark,
        s.accelerator_raw, s.accelerator_id, s.n_accelerators, s.accelerators_per_node, s.n_nodes,
@@ -54,15 +62,16 @@ WHERE r.suite = 'mlperf_training' AND m.stat = 'score'
   AND ($accelerator IS NULL OR s.accelerator_id = $accelerator OR s.accelerator_raw = $accelerator)
   AND ($round IS NULL OR r.mlperf_round = $round)
   AND ($kind IS NULL OR src.kind = $kind)
-  AND ($availability IS NULL OR r.availability = $availability)
+  AND ($availability IS NULL OR r.availability = $availability) AND {VISIBLE_SOURCE}
 ORDER BY r.benchmark, m.value, r.mlperf_round, r.submitter_org, s.system_name, r.run_id {PAGE}""",
                     {"benchmark": benchmark, "accelerator": accelerator, "round": mlperf_round, "kind": source_kind,
-                     "availability": availability, **_page(limit, offset)})
+                     "availability": availability, "viewer": viewer, **_page(limit, offset)})
 
 
-def compare_systems(store: Store, benchmark: str, source_kind: str | None = "published") -> pd.DataFrame:
+def compare_systems(store: Store, benchmark: str, source_kind: str | None = "published",
+                    viewer: str | None = None) -> pd.DataFrame:
     """Best (lowest) score per accelerator and accelerator count for one benchmark, with the derived
-    accelerator-hours to compare efficiency across scales."""
+    accelerator-hours to compare efficiency across scales (other users' private uploads left out)."""
     return store.df(f"""
 SELECT {ACCEL} AS accelerator, s.n_accelerators, min(m.value) AS best_minutes,
        (array_agg(r.mlperf_round ORDER BY m.value))[1] AS round,
@@ -71,13 +80,15 @@ SELECT {ACCEL} AS accelerator, s.n_accelerators, min(m.value) AS best_minutes,
        min(m.value) / 60 * s.n_accelerators AS accelerator_hours_derived
 {BASE}
 WHERE r.suite = 'mlperf_training' AND m.stat = 'score' AND r.benchmark = $benchmark
-  AND ($kind IS NULL OR src.kind = $kind)
-GROUP BY 1, 2 ORDER BY 1, 2""", {"benchmark": benchmark, "kind": source_kind})
+  AND ($kind IS NULL OR src.kind = $kind) AND {VISIBLE_SOURCE}
+GROUP BY 1, 2 ORDER BY 1, 2""", {"benchmark": benchmark, "kind": source_kind, "viewer": viewer})
 
 
 def microbench_results(store: Store, metric: str | None = None, accelerator: str | None = None,
-                       source_kind: str | None = None, limit: int | None = None, offset: int = 0) -> pd.DataFrame:
-    """Every microbenchmark measurement (matmul, memory, copy, collectives, storage) with its system and source."""
+                       source_kind: str | None = None, limit: int | None = None, offset: int = 0,
+                       viewer: str | None = None) -> pd.DataFrame:
+    """Every microbenchmark measurement (matmul, memory, copy, collectives, storage) with its system and source
+    (other users' private uploads left out)."""
     return store.df(f"""
 SELECT r.run_id, r.benchmark, m.metric, m.value, m.unit, m.stat, m.value_min, m.value_max, m.cv_pct, m.n_samples,
        m.dtype, m.m, m.n, m.k, m.op, m.message_bytes, m.n_ranks, m.n_nodes, m.backend, m.peak_value, m.efficiency,
@@ -88,15 +99,17 @@ SELECT r.run_id, r.benchmark, m.metric, m.value, m.unit, m.stat, m.value_min, m.
 WHERE r.suite = 'microbench'
   AND ($metric IS NULL OR m.metric = $metric)
   AND ($accelerator IS NULL OR s.accelerator_id = $accelerator OR s.accelerator_raw = $accelerator)
-  AND ($kind IS NULL OR src.kind = $kind)
+  AND ($kind IS NULL OR src.kind = $kind) AND {VISIBLE_SOURCE}
 ORDER BY r.benchmark, accelerator, m.metric, m.op, m.dtype, m.message_bytes, m.m, r.run_id, m.value {PAGE}""",
-                    {"metric": metric, "accelerator": accelerator, "kind": source_kind, **_page(limit, offset)})
+                    {"metric": metric, "accelerator": accelerator, "kind": source_kind, "viewer": viewer,
+                     **_page(limit, offset)})
 
 
 def datasheet_efficiency(store: Store, metric: str = "matmul_tflops", limit: int | None = None,
-                         offset: int = 0) -> pd.DataFrame:
+                         offset: int = 0, viewer: str | None = None) -> pd.DataFrame:
     """Measured vs datasheet: per run its best value (best matmul shape, fastest memory kernel) against the catalog
-    peak of the same dtype, with where the number comes from and whether it is trusted."""
+    peak of the same dtype, with where the number comes from and whether it is trusted (other users' private
+    uploads left out)."""
     return store.df(f"""
 SELECT {DATASHEET_COLUMNS}, {TOTAL} FROM (
   SELECT {ACCEL} AS accelerator, s.accelerator_id, m.dtype, m.op, m.value, m.unit, m.stat, m.peak_value,
@@ -104,9 +117,10 @@ SELECT {DATASHEET_COLUMNS}, {TOTAL} FROM (
          r.validation, r.validation_msgs, r.run_id,
          row_number() OVER (PARTITION BY r.run_id, m.dtype, m.op ORDER BY m.value DESC) AS best
   {BASE}
-  WHERE m.metric = $metric) AS per_run
+  WHERE m.metric = $metric AND {VISIBLE_SOURCE}) AS per_run
 WHERE best = 1
-ORDER BY accelerator, dtype, value DESC, run_id {PAGE}""", {"metric": metric, **_page(limit, offset)})
+ORDER BY accelerator, dtype, value DESC, run_id {PAGE}""", {"metric": metric, "viewer": viewer,
+                                                            **_page(limit, offset)})
 
 
 def sources(store: Store) -> pd.DataFrame:

@@ -138,3 +138,4 @@ class Source:
     uploaded_by: str | None = None          # identity from the reverse proxy, when the deployment names its header
     trusted_by: str | None = None           # uploads: who let it into calibration (None: not yet)
     trusted_at: datetime | None = None
+    visibility: str = "shared"              # uploads: shared | private (benchmarks_db/audit.py)

@@ -24,6 +24,8 @@ from typing import NamedTuple
 import pandas as pd
 from pydantic import ValidationError
 
+from benchmarks_db import audit
+from benchmarks_db.audit import VISIBILITIES
 from benchmarks_db.store import Store, utc_now
 from engine.inputs import parse_scenario
 from engine.presentation.share import PlannerOptions
@@ -33,7 +35,6 @@ ID_CHARS = 10                         # base32: 50 bits, collisions negligible f
 ID_RE = re.compile(r"^[a-z2-7]{%d}$" % ID_CHARS)
 MAX_NAME_CHARS = 120
 MAX_OWNER_CHARS = 254                 # the longest e-mail address (RFC 5321 path limit)
-VISIBILITIES = ("shared", "private")  # listed to everybody | listed to the owner only
 LINK_FIELD = "saved scenario"         # the field path ScenarioError names for an unusable id
 
 
@@ -129,8 +130,8 @@ def _not_saved(sid: str) -> ScenarioError:
 
 def save_scenario(store: Store, sc: Scenario, name: str, options: PlannerOptions | None = None,
                   owner: str | None = None, visibility: str = "shared") -> SavedScenario:
-    """Store the scenario with its options for its owner (one transaction); one saved before by the same owner
-    keeps its first name, time and visibility."""
+    """Store the scenario with its options for its owner, and its audit row (one transaction); one saved before by
+    the same owner keeps its first name, time and visibility (nothing is written)."""
     text, who = clean_name(name), clean_owner(owner)
     visibility = _visibility(visibility, who)
     sid = scenario_id(sc, options, who)
@@ -143,6 +144,7 @@ def save_scenario(store: Store, sc: Scenario, name: str, options: PlannerOptions
         cur.execute("INSERT INTO saved_scenario (scenario_id, name, created_at, scenario_json, options_json, owner, "
                     "visibility) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [sid, text, created_at, canonical_json(sc), options_json(options), who, visibility])
+        audit.record(cur, who, "save_scenario", "saved_scenario", sid, name=text, visibility=visibility)
     return SavedScenario(sid, text, created_at, new=True, owner=who, visibility=visibility)
 
 
@@ -177,29 +179,36 @@ def list_scenarios(store: Store, viewer: str | None = None, limit: int = 200) ->
                     [viewer or None, int(limit)])
 
 
-def _owned(cur, sid: str, owner: str | None, doing: str) -> str:
-    """The id of a scenario `owner` may change; ScenarioError when there is no such scenario or it is not theirs."""
+def _owned(cur, sid: str, owner: str | None, doing: str) -> tuple[str, str, str]:
+    """The id, name and visibility of a scenario `owner` may change; ScenarioError when there is no such scenario or
+    it is not theirs."""
     sid, who = _checked_id(sid), clean_owner(owner)
-    found = cur.execute("SELECT name, owner FROM saved_scenario WHERE scenario_id = ?", [sid]).fetchall()
+    found = cur.execute("SELECT name, owner, visibility FROM saved_scenario WHERE scenario_id = ?", [sid]).fetchall()
     if not found:
         raise _not_saved(sid)
-    name, saved_by = found[0]
+    name, saved_by, visibility = found[0]
     if who is None or saved_by != who:
         whose = "was saved without a signed-on user" if saved_by is None else "belongs to another user"
         raise ScenarioError([(LINK_FIELD, f"'{name}' {whose}: only its owner can {doing}")])
-    return sid
+    return sid, name, visibility
 
 
 def set_visibility(store: Store, sid: str, owner: str | None, visibility: str) -> None:
-    """List the owner's scenario to everybody ('shared') or to its owner only ('private')."""
+    """List the owner's scenario to everybody ('shared') or to its owner only ('private'), with its audit row."""
     visibility = _visibility(visibility, clean_owner(owner))
     with store.transaction() as cur:
-        sid = _owned(cur, sid, owner, "change who it is listed to")
+        sid, name, before = _owned(cur, sid, owner, "change who it is listed to")
+        if before == visibility:
+            return
         cur.execute("UPDATE saved_scenario SET visibility = ? WHERE scenario_id = ?", [visibility, sid])
+        audit.record(cur, clean_owner(owner), "share" if visibility == "shared" else "unshare", "saved_scenario",
+                     sid, name=name, visibility=visibility)
 
 
 def delete_scenario(store: Store, sid: str, owner: str | None) -> None:
-    """Delete the owner's scenario (its link stops working)."""
+    """Delete the owner's scenario (its link stops working), with its audit row."""
     with store.transaction() as cur:
-        sid = _owned(cur, sid, owner, "delete it")
+        sid, name, visibility = _owned(cur, sid, owner, "delete it")
         cur.execute("DELETE FROM saved_scenario WHERE scenario_id = ?", [sid])
+        audit.record(cur, clean_owner(owner), "delete_scenario", "saved_scenario", sid, name=name,
+                     visibility=visibility)

@@ -21,6 +21,7 @@ import statistics
 
 import pandas as pd
 
+from benchmarks_db.audit import VISIBLE_SOURCE
 from benchmarks_db.queries import TRUSTED_SOURCE
 from benchmarks_db.store import Store
 
@@ -32,8 +33,9 @@ COLUMNS = ["run_id", "source_id", "filename", "trusted", "validation", "accelera
            "precision", "n_gpus", "measured_s", "p10_s", "p90_s", "n_samples", "scenario"]
 
 
-def training_runs(store: Store) -> pd.DataFrame:
-    """Every stored training step-time run with its measured median and spread and the scenario it ran."""
+def training_runs(store: Store, viewer: str | None = None) -> pd.DataFrame:
+    """Every stored training step-time run with its measured median and spread and the scenario it ran (other users'
+    private uploads left out: `viewer` is the signed-on user, None for nobody)."""
     df = store.df(f"""
 SELECT r.run_id, src.source_id, src.filename, {TRUSTED_SOURCE} AS trusted, r.validation, s.accelerator_id,
        s.system_id, r.params->>'framework' AS framework, m.dtype AS precision,
@@ -42,8 +44,8 @@ SELECT r.run_id, src.source_id, src.filename, {TRUSTED_SOURCE} AS trusted, r.val
        CAST(m.params->>'p90_s' AS DOUBLE PRECISION) AS p90_s, m.n_samples,
        CAST(r.params->'scenario' AS VARCHAR) AS scenario
 FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)
-WHERE r.suite = 'training_run' AND m.metric = 'step_time' AND m.stat = 'median'
-ORDER BY src.ingested_at DESC, r.run_id""")
+WHERE r.suite = 'training_run' AND m.metric = 'step_time' AND m.stat = 'median' AND {VISIBLE_SOURCE}
+ORDER BY src.ingested_at DESC, r.run_id""", {"viewer": viewer})
     return df[COLUMNS] if len(df) else pd.DataFrame(columns=COLUMNS)
 
 
@@ -71,10 +73,10 @@ def level_scale_for(scenario, measured_s: float) -> float:
     return s
 
 
-def predicted_vs_measured(store: Store) -> pd.DataFrame:
-    """training_runs with the engine's prediction (no level scale), measured / predicted, and the level factor each
-    run implies."""
-    df = training_runs(store)
+def predicted_vs_measured(store: Store, viewer: str | None = None) -> pd.DataFrame:
+    """training_runs (as `viewer` sees them) with the engine's prediction (no level scale), measured / predicted, and
+    the level factor each run implies."""
+    df = training_runs(store, viewer)
     if df.empty:
         return df.assign(predicted_s=[], ratio=[], level_scale=[])
     df = df.copy()

@@ -15,7 +15,8 @@ from benchmarks_db.store import Cursor, utc_now
 S, I, F, TS = pa.string(), pa.int64(), pa.float64(), pa.timestamp("us")
 SOURCE = {"source_id": S, "kind": S, "dataset": S, "title": S, "publisher": S, "url": S, "source_commit": S,
           "published_date": S, "submitter": S, "filename": S, "file_sha256": S, "n_bytes": I, "ingested_at": TS,
-          "notes": S, "uploaded_by": S, "trusted_by": S, "trusted_at": TS}
+          "notes": S, "uploaded_by": S, "trusted_by": S, "trusted_at": TS,
+          "visibility": S}
 SYSTEM = {"system_id": S, "system_name": S, "device_type": S, "accelerator_id": S, "accelerator_raw": S,
           "accelerators_per_node": I, "n_nodes": I, "n_accelerators": I, "interconnect": S, "host_cpu": S,
           "host_memory": S, "extra": S}

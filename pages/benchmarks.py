@@ -4,7 +4,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from benchmarks_db import queries
+from benchmarks_db import queries, trust
 from benchmarks_db.ingest import Uploader, delete_upload, ingest_bytes
 from engine.catalog import load_catalog
 from ui import background, cached, charts, components, escape, state, training_runs, work_limits
@@ -13,6 +13,10 @@ from ui.work_limits import Busy
 
 STORE_TTL_S = 60             # other sessions' uploads show up within a minute; this session's at once
 UPLOAD, SUBMITTER, UPLOAD_ACCEL, LAST_INGEST = "bench_upload", "bench_submitter", "bench_accelerator", "bench_ingest"
+UPLOAD_VISIBILITY = "bench_visibility"
+VISIBILITY_WORDS = {"shared": "everybody (shared)", "private": "only me (private)"}      # the upload's choice
+LISTED_WORDS = {"shared": "shared with everybody", "private": "private: only you"}      # Your uploads' column
+MY_UPLOADS_ROWS = 50         # the signed-on user's newest uploads listed with their buttons
 ALL = "all"
 PAGE_ROWS = 200              # rows of a table shown (and read from the store) at once
 RUNNERS = """# on the machine to measure (numpy alone works on a CPU; torch adds CUDA, ROCm or Apple MPS):
@@ -26,30 +30,31 @@ python -m benchmarks_db.run matmul --out matmul.json --quick  # one runner; --qu
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
-def options_in_store() -> dict:
-    return queries.filter_options(cached.store())
+def options_in_store(viewer: str | None) -> dict:
+    return queries.filter_options(cached.store(), viewer)
 
 
 @st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
-def mlperf_table(benchmark, accelerator, mlperf_round, source_kind, page: int = 0) -> pd.DataFrame:
+def mlperf_table(benchmark, accelerator, mlperf_round, source_kind, viewer, page: int = 0) -> pd.DataFrame:
     return queries.mlperf_results(cached.store(), benchmark, accelerator, mlperf_round, source_kind,
-                                  limit=PAGE_ROWS, offset=page * PAGE_ROWS)
+                                  limit=PAGE_ROWS, offset=page * PAGE_ROWS, viewer=viewer)
 
 
 @st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
-def microbench_table(metric, accelerator, source_kind, page: int = 0) -> pd.DataFrame:
+def microbench_table(metric, accelerator, source_kind, viewer, page: int = 0) -> pd.DataFrame:
     return queries.microbench_results(cached.store(), metric, accelerator, source_kind, limit=PAGE_ROWS,
-                                      offset=page * PAGE_ROWS)
+                                      offset=page * PAGE_ROWS, viewer=viewer)
 
 
 @st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
-def systems_table(benchmark) -> pd.DataFrame:
-    return queries.compare_systems(cached.store(), benchmark)
+def systems_table(benchmark, viewer) -> pd.DataFrame:
+    return queries.compare_systems(cached.store(), benchmark, viewer=viewer)
 
 
 @st.cache_data(ttl=STORE_TTL_S, max_entries=64, show_spinner=False)
-def datasheet_table(metric, page: int = 0) -> pd.DataFrame:
-    return queries.datasheet_efficiency(cached.store(), metric, limit=PAGE_ROWS, offset=page * PAGE_ROWS)
+def datasheet_table(metric, viewer, page: int = 0) -> pd.DataFrame:
+    return queries.datasheet_efficiency(cached.store(), metric, limit=PAGE_ROWS, offset=page * PAGE_ROWS,
+                                        viewer=viewer)
 
 
 def paged(table, *args, key: str) -> pd.DataFrame:
@@ -82,15 +87,17 @@ def _ingest(dry_run: bool) -> None:
         return
     store = cached.store()
     before = store.counts()
+    sender = uploader()
     try:
         with work_limits.slot("upload check"):
             report = ingest_bytes(store, file.name, file.getvalue(), accelerator=ss.get(UPLOAD_ACCEL),
-                                  max_bytes=load_settings().max_upload_bytes, dry_run=dry_run, uploader=uploader(),
+                                  max_bytes=load_settings().max_upload_bytes, dry_run=dry_run, uploader=sender,
                                   scenario=state.scenario_json())     # what a training log ran: this scenario
     except Busy as err:
         ss[LAST_INGEST] = {"input": file.name, "errors": [str(err)], "before": before, "after": before}
         return
-    ss[LAST_INGEST] = {**report.model_dump(), "before": before, "after": store.counts()}
+    ss[LAST_INGEST] = {**report.model_dump(), "visibility": sender.visibility, "before": before,
+                       "after": store.counts()}
     if report.ingested:
         _clear_store_caches()
 
@@ -100,17 +107,58 @@ def uploader() -> Uploader:
     that user is one of APP_TRUSTED_UPLOADERS."""
     identity = state.signed_in_user()
     return Uploader(submitter=st.session_state.get(SUBMITTER) or None, identity=identity,
-                    trusted=identity is not None and identity in load_settings().trusted_uploaders)
+                    trusted=identity is not None and identity in load_settings().trusted_uploaders,
+                    visibility=st.session_state.get(UPLOAD_VISIBILITY, "shared") if identity else "shared")
 
 
 def _remove_upload(source_id: str) -> None:
-    """Undo an upload of this session (only user uploads can be removed; published data cannot)."""
+    """Remove an upload of the signed-on user (or, without one, of this session); someone else's is refused with
+    the store's message (benchmarks_db.ingest.delete_upload)."""
     store = cached.store()
     before = store.counts()
-    n_runs = delete_upload(store, source_id)
+    try:
+        n_runs = delete_upload(store, source_id, state.signed_in_user())
+    except (KeyError, PermissionError) as err:
+        st.session_state[LAST_INGEST] = {"input": source_id, "errors": [err.args[0]]}
+        return
     st.session_state[LAST_INGEST] = {"removed": source_id, "removed_runs": n_runs, "before": before,
                                      "after": store.counts()}
     _clear_store_caches()
+
+
+def _set_upload_visibility(source_id: str, visibility: str) -> None:
+    """The signed-on user lists their upload to everybody or to themselves only."""
+    try:
+        done = trust.set_upload_visibility(cached.store(), source_id, state.signed_in_user(), visibility)
+    except (KeyError, PermissionError, ValueError) as err:
+        st.session_state[LAST_INGEST] = {"input": source_id, "errors": [err.args[0]]}
+        return
+    st.session_state[LAST_INGEST] = {"changed": done}
+    _clear_store_caches()
+
+
+def your_uploads(user: str) -> None:
+    """The signed-on user's uploads, newest first, each with who it is listed to and buttons to change that or to
+    remove it; trusting one stays the operator's (python -m benchmarks_db trust)."""
+    st.subheader("Your uploads")
+    mine = trust.uploads(cached.store(), uploaded_by=user)
+    if mine.empty:
+        st.caption("Nothing uploaded under your name yet.")
+        return
+    st.caption("Private uploads are listed to you only and never calibrate the planner; shared ones are listed to "
+               "everybody and calibrate once the deployment's operator trusts them.")
+    for row in mine.head(MY_UPLOADS_ROWS).itertuples():
+        cols = st.columns([4, 2, 1, 1])
+        trusted = f", trusted by {row.trusted_by}" if isinstance(row.trusted_by, str) else ""
+        cols[0].markdown(f"**{escape.md_escape(row.filename or row.source_id)}** {escape.md_code(row.source_id)}: "
+                         f"{row.runs} run(s), {row.ingested_at:%Y-%m-%d %H:%M} UTC{escape.md_escape(trusted)}")
+        cols[1].markdown(LISTED_WORDS[row.visibility])
+        other = "private" if row.visibility == "shared" else "shared"
+        cols[2].button("Make private" if other == "private" else "Share", key=f"vis_{row.source_id}",
+                       on_click=_set_upload_visibility, args=(row.source_id, other))
+        cols[3].button("Delete", key=f"del_{row.source_id}", on_click=_remove_upload, args=(row.source_id,))
+    if len(mine) > MY_UPLOADS_ROWS:
+        st.caption(f"The newest {MY_UPLOADS_ROWS} of your {len(mine)} uploads.")
 
 
 def _clear_store_caches() -> None:
@@ -176,7 +224,8 @@ def validation_figure(df: pd.DataFrame) -> go.Figure:
 st.title("Benchmarks")
 st.caption("Published results (MLPerf Training, MAMF matmul), and results uploaded by users of this planner. "
            "Trustworthy measurements can replace the datasheet efficiencies on the Scenario page.")
-found = options_in_store()
+viewer = state.signed_in_user()       # the signed-on user sees their private uploads too; nobody else's
+found = options_in_store(viewer)
 browse, compare_tab, datasheet_tab, validation_tab, upload_tab = st.tabs(
     ["Browse", "Compare systems", "Measured vs datasheet", "Predicted vs MLPerf", "Upload results"])
 
@@ -192,7 +241,7 @@ with browse:
     rnd = cols[3].selectbox("MLPerf round", [ALL, *found["mlperf_rounds"]], key="f_round")
     st.markdown("**MLPerf Training results** (time to train in minutes; accelerator-hours are derived)")
     mlperf = paged(mlperf_table, _none_if_all(bench), _none_if_all(accel), _none_if_all(rnd), _none_if_all(kind),
-                   key="mlperf_page")
+                   viewer, key="mlperf_page")
     # the store's rows as stored, wider than any page: the run id stays pinned while the rest scrolls sideways
     st.dataframe(escape.csv_safe(mlperf), hide_index=True, key="mlperf_table",
                  column_config={"run_id": st.column_config.TextColumn(pinned=True),
@@ -200,7 +249,7 @@ with browse:
     metric = st.selectbox("Microbenchmark metric", [ALL, *[m for m in found["metrics"] if m != "time_to_train"]],
                           key="f_metric")
     st.markdown("**Microbenchmark results**")
-    micro = paged(microbench_table, _none_if_all(metric), _none_if_all(accel), _none_if_all(kind),
+    micro = paged(microbench_table, _none_if_all(metric), _none_if_all(accel), _none_if_all(kind), viewer,
                   key="microbench_page")
     st.dataframe(escape.csv_safe(micro), hide_index=True, key="microbench_table",
                  column_config={"run_id": st.column_config.TextColumn(pinned=True)})
@@ -210,7 +259,7 @@ with compare_tab:
                                                                      "storage")]
     if mlperf_benchmarks:
         chosen = st.selectbox("Benchmark", mlperf_benchmarks, key="cmp_bench")
-        systems = systems_table(chosen)
+        systems = systems_table(chosen, viewer)
         st.plotly_chart(systems_figure(systems), key="systems_chart")
         st.dataframe(escape.csv_safe(systems), hide_index=True, key="systems_table", row_height=66,
                      column_config={          # fits a laptop's 1,280 px page; long names wrap in the taller rows
@@ -230,7 +279,7 @@ with compare_tab:
 with datasheet_tab:
     which = st.radio("Measurement", ["matmul_tflops", "mem_bw"], horizontal=True, key="ds_metric",
                      format_func={"matmul_tflops": "Matrix multiply (TFLOP/s)", "mem_bw": "Memory bandwidth (GB/s)"}.get)
-    eff = paged(datasheet_table, which, key="datasheet_page")
+    eff = paged(datasheet_table, which, viewer, key="datasheet_page")
     if len(eff):
         st.plotly_chart(efficiency_figure(eff), key="efficiency_chart")
         st.caption("Blue: trusted (accepted); grey: flagged or illustrative. The engine's default matmul efficiency "
@@ -271,7 +320,7 @@ with validation_tab:
                                                                                                format="%.1f", width=120),
                                             "ratio": st.column_config.NumberColumn("predicted / published",
                                                                                    format="%.2f", width=140)})
-    training_runs.show()
+    training_runs.show(viewer)
 
 with upload_tab:
     settings = load_settings()
@@ -286,6 +335,11 @@ with upload_tab:
         # No type= filter: Streamlit rejects a filtered-out name with a traceback; the content decides, with a message.
         st.file_uploader("Result file (.json, .txt, .log, .csv or .zip)", key=UPLOAD,
                          max_upload_size=settings.max_upload_mb)
+        if viewer is not None:
+            st.radio("Who sees it", list(VISIBILITY_WORDS), format_func=VISIBILITY_WORDS.get, horizontal=True,
+                     key=UPLOAD_VISIBILITY, help="Shared: listed to everybody, and the deployment's operator may "
+                                                 "trust it for calibration. Private: listed to you only, never used "
+                                                 "for calibration; share it later under 'Your uploads'.")
         cols = st.columns(2)
         cols[0].text_input("Your name or team (stored with the upload)", key=SUBMITTER, max_chars=100)
         cat = load_catalog()
@@ -303,11 +357,16 @@ with upload_tab:
                     + ". Nothing was written: use 'Check and add to the store' to keep it.")
         elif outcome.get("removed"):
             st.success(f"Removed upload {outcome['removed']} and its {outcome['removed_runs']} run(s) from the store.")
+        elif outcome.get("changed"):
+            st.success(escape.md_escape(outcome["changed"]))
         elif outcome.get("ingested"):
             st.success(f"Added {escape.md_escape(outcome['input'])} ({outcome['format']}): "
                        + ", ".join(f"{n} {t} rows" for t, n in outcome["rows_added"].items())
                        + f". Run ids: {', '.join(outcome['run_ids'][:10])} (source 'user_submitted' in Browse).")
-            if outcome.get("trusted_by"):
+            if outcome.get("visibility") == "private":
+                st.info("Kept private: listed to you only (in Browse and under 'Your uploads' below) and never used "
+                        "for calibration. Share it there to let the deployment's operator trust it.")
+            elif outcome.get("trusted_by"):
                 st.info(f"Trusted on arrival ({escape.md_escape(outcome['trusted_by'])} is one of this deployment's "
                         "trusted uploaders): its accepted runs calibrate the engine for everyone.")
             else:
@@ -327,5 +386,7 @@ with upload_tab:
             st.markdown(f"- note: {escape.md_escape(warning)}")
         if "before" in outcome:
             st.dataframe(pd.DataFrame({"before": outcome["before"], "after": outcome["after"]}), key="counts_table")
+    if viewer is not None and not settings.read_only:
+        your_uploads(viewer)
     st.subheader("Run the bundled benchmarks")
     st.code(RUNNERS, language="bash", wrap_lines=True)

@@ -10,8 +10,8 @@ serve.py checks them before the server starts).
     APP_READ_ONLY                   true: uploads and saving scenarios are off and the store is opened read-only
     APP_TITLE                       the browser tab's title and the heading of the sidebar
     APP_IDENTITY_HEADER             the request header in which the reverse proxy names the signed-on user (e.g.
-                                    X-Forwarded-Email); recorded with every upload, owns saved scenarios. The
-                                    proxy must set it itself
+                                    X-Forwarded-Email); owns uploads and saved scenarios and is named in the audit
+                                    trail (benchmarks_db/audit.py). The proxy must set it itself
     APP_TRUSTED_UPLOADERS           comma-separated identities (values of that header) whose uploads calibrate the
                                     engine on arrival; everybody else's wait for `python -m benchmarks_db trust`
     APP_MAX_CONCURRENT_WORK         layout searches, vendor comparisons and ingestions running at once (default 1);

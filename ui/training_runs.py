@@ -14,9 +14,9 @@ UPLOAD_HINT = ("Upload a training log (Megatron-LM, TorchTitan or DeepSpeed step
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner="Predicting the uploaded runs ...")
-def _compared() -> pd.DataFrame:
+def _compared(viewer: str | None) -> pd.DataFrame:
     with work_limits.slot("training-run predictions"):
-        return predicted_vs_measured(cached.store())
+        return predicted_vs_measured(cached.store(), viewer)
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
@@ -36,9 +36,10 @@ def _range(b: dict | None, unit: str) -> str:
     return f"{fmt_num(b['value'])} {unit} ({fmt_num(b['low'])}-{fmt_num(b['high'])})"
 
 
-def show() -> None:
+def show(viewer: str | None = None) -> None:
+    """The runs `viewer` (the signed-on user, None for nobody) may see: shared ones and their own private ones."""
     st.subheader("Your training runs: predicted against measured")
-    df = _compared()
+    df = _compared(viewer)
     if df.empty:
         st.info(UPLOAD_HINT)
         return

@@ -44,7 +44,7 @@ def upload_into_app_store(app_store):
         return report
     yield add
     for source_id in added:
-        delete_upload(app_store, source_id)
+        delete_upload(app_store, source_id, operator=True)
     st.cache_data.clear()
 
 

@@ -32,11 +32,12 @@ def snapshot(store) -> dict:
 
 
 def refused(store, name, data, **kw):
-    before = snapshot(store)
+    audited = lambda: store.rows("SELECT count(*) FROM audit_event")[0][0]
+    before, events = snapshot(store), audited()
     report = ingest_bytes(store, name, data, **kw)
     assert not report.ingested and report.errors, report
     assert not any(INTERNAL_ERROR in e for e in report.errors), report.errors
-    assert snapshot(store) == before
+    assert snapshot(store) == before and audited() == events          # nor an audit row (benchmarks_db/audit.py)
     return report
 
 
