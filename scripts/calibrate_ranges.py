@@ -1,15 +1,17 @@
 """Derive the ranges the app shows around its time-proportional figures from the engine's measured error on published
 runs, per regime (engine/economics/ranges.py), and write them to data/accuracy.json with every run they rest on and
-the coverage measured by leaving one source out at a time (tests/engine/test_ranges.py checks the file against the
-engine and recounts the coverage).
+the coverage measured by leaving one source out at a time (tests/engine/test_range_coverage.py checks the file against
+the engine and recounts the coverage).
 
 - Runs: every public per-step case at its published layout (tests/engine/published_runs.public_case_predictions:
   Megatron-LM Table 1, the H100 weak-scaling table, NeMo 25.11, TorchTitan Dec 2024) and every MLPerf GPT-3 /
   Llama 3.1 405B result in the store with the search's layout (benchmarks_db.validation.predicted_vs_measured, run on
   the vendor's default stack). Each run: published / predicted time, its regime and its source (a publication; an
   MLPerf round is one).
-- Regime bands: engine.economics.ranges.fit (10th-90th conformal quantile, hierarchical fallback).
-- Leave one source out: each source's runs against the bands fitted without it, per source and per regime.
+- Regime bands: engine.economics.ranges.fit (centres partially pooled down the regime's levels, spreads the
+  conformal quantile of residuals with their source left out, per method and support class).
+- Leave one source out: each source's runs against the bands fitted without it, per source, support class,
+  stack and regime, each coverage with its 90% Clopper-Pearson interval.
 - Typical stack: the ratio of published whole-run GPU-hours to the engine's (best layout on 1,024 A100, the main
   setup, no evaluation) for the Llama 2 models of Touvron et al. 2023 Table 2 that have presets (7B, 13B, 70B),
   the only whole-run GPU-hours in the public calibration set. Its median is the typical-stack factor.
@@ -86,26 +88,36 @@ def regime_name(run: dict) -> str:
 
 
 def leave_one_source_out(runs: list[dict]) -> dict:
-    """Each source's runs against the bands fitted without it: how many fall inside, per source and per regime, and
-    the median width (high / low) of the bands they got."""
-    by_source, by_regime, by_stack, widths = {}, {}, {}, []
+    """Each source's runs against the bands fitted without it: how many fall inside, per source, per support class, per
+    stack and per regime (with the 90% binomial interval of each coverage), and the median width (high / low) of the
+    bands they got."""
+    tables: dict[str, dict] = {"by_source": {}, "by_support": {}, "by_stack": {}, "by_regime": {}}
+    widths = []
     for source in sorted({r["source"] for r in runs}):
         fitted = ranges.fit([r for r in runs if r["source"] != source])
         for r in (r for r in runs if r["source"] == source):
             b = ranges.band_from(fitted, {d: r[d] for d in ranges.DIMENSIONS}, r["calibrated"])
             inside = b.low <= r["ratio"] <= b.high
             widths.append(b.high / b.low)
-            for table, key in ((by_source, source), (by_regime, regime_name(r)),
-                               (by_stack, f"{r['method']} | {r['framework']} | {r['family']}")):
-                row = table.setdefault(key, {"runs": 0, "inside": 0, "levels": {}})
+            for table, key in (("by_source", source), ("by_support", f"{r['method']} | {b.support}"),
+                               ("by_stack", f"{r['method']} | {r['framework']} | {r['family']}"),
+                               ("by_regime", regime_name(r))):
+                row = tables[table].setdefault(key, {"runs": 0, "inside": 0, "widths": []})
                 row["runs"] += 1
                 row["inside"] += inside
-                row["levels"][b.level] = row["levels"].get(b.level, 0) + 1
-    n, inside = len(runs), sum(v["inside"] for v in by_source.values())
+                row["widths"].append(b.high / b.low)
+    for table in tables.values():
+        for row in table.values():
+            row["median_width"] = round(statistics.median(row.pop("widths")), 3)
+            row["interval_90"] = [round(x, 3) for x in ranges.coverage_interval(row["inside"], row["runs"])]
+    n, inside = len(runs), sum(v["inside"] for v in tables["by_source"].values())
+    regimes = tables["by_regime"].values()
     return {"runs": n, "inside": inside, "coverage": round(inside / n, 3),
-            "median_width": round(statistics.median(widths), 3),
-            "by_source": by_source, "by_stack": dict(sorted(by_stack.items())),
-            "by_regime": dict(sorted(by_regime.items()))}
+            "median_width": round(statistics.median(widths), 3), "widest_width": round(max(widths), 3),
+            "regimes": len(regimes),
+            "regimes_in_target": sum(0.75 <= v["inside"] / v["runs"] <= 0.85 for v in regimes),
+            "regimes_excluding_80": sum(not v["interval_90"][0] <= 0.80 <= v["interval_90"][1] for v in regimes),
+            **{k: dict(sorted(v.items())) for k, v in tables.items()}}
 
 
 def typical_runs() -> list[dict]:
@@ -126,7 +138,10 @@ def typical_runs() -> list[dict]:
 
 def _rounded(fitted: dict) -> dict:
     r = lambda b: {**b, **{k: round(b[k], 4) for k in ("low", "median", "high")}}
-    return {"bands": [r(b) for b in fitted["bands"]], "widest": r(fitted["widest"]), "measured": fitted["measured"]}
+    spreads = {m: {c: {**v, "spread": round(v["spread"], 4), "factor": round(v["factor"], 4)} for c, v in cs.items()}
+               for m, cs in fitted["spreads"].items()}
+    return {"kappa": fitted["kappa"], "spreads": spreads, "bands": [r(b) for b in fitted["bands"]],
+            "widest": r(fitted["widest"])}
 
 
 def compute() -> dict:
@@ -135,12 +150,12 @@ def compute() -> dict:
     typical = typical_runs()
     factors = [r["ratio"] for r in typical]
     return {
-        "schema_version": 2,
+        "schema_version": 3,
         "about": "Ranges around the engine's time-proportional figures (step time, days, GPU-hours, cost, energy, CO2) "
                  "per regime, from its measured error on published runs; written by scripts/calibrate_ranges.py.",
         "method": ranges.__doc__.split("\n\n")[1].replace("\n", " ") + " " +
                   ranges.__doc__.split("\n\n")[2].replace("\n", " "),
-        "coverage": list(ranges.COVERAGE), "min_runs": ranges.MIN_RUNS, "min_sources": ranges.MIN_SOURCES,
+        "coverage": list(ranges.COVERAGE), "kappa": ranges.KAPPA,
         "runs": runs,
         "fit": fitted,
         "leave_one_source_out": leave_one_source_out(runs),
@@ -154,31 +169,43 @@ def compute() -> dict:
 
 
 def markdown(result: dict) -> str:
-    """The docs/validation.md section: the coverage left one source out (per source, per regime) and the bands."""
+    """The docs/validation.md section: the coverage left one source out (per source, support class, stack and regime,
+    each with its 90% binomial interval), the spreads and the bands."""
     loso = result["leave_one_source_out"]
     fitted = result["fit"]
     runs = result["runs"]
-    levels = lambda v: ", ".join(f"{k} {n}" for k, n in v["levels"].items())
+    interval = lambda v: "-".join(f"{x:.0%}" for x in ranges.coverage_interval(v["inside"], v["runs"]))
+    pct = lambda v: f"{v['inside'] / v['runs']:.0%} | {interval(v)}"
+    esc = lambda k: k.replace("|", chr(92) + "|")
+    row = lambda k, v: f"| {esc(k)} | {v['runs']} | {v['inside']} | {pct(v)} | {v['median_width']:.2f}x |"
+    head = " | Runs | Inside | Coverage | 90% interval | Median band |"
+    rule = "|---|---|---|---|---|---|"
     out = [f"{loso['runs']} runs ({sum(r['calibrated'] for r in runs)} on a calibrated level); each source's runs "
            f"against the bands fitted without it: **{loso['inside']} inside ({loso['coverage']:.0%})**, median band "
-           f"**{loso['median_width']:.2f}x** high/low.", "",
-           "| Left-out source | Runs | Inside | Coverage | Bands used (level: runs) |", "|---|---|---|---|---|"]
-    out += [f"| {k} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | {levels(v)} |"
-            for k, v in loso["by_source"].items()]
-    out += ["", "| Method \\| stack \\| family | Runs | Inside | Coverage | Bands used (level: runs) |",
-            "|---|---|---|---|---|"]
-    out += [f"| {k.replace('|', chr(92) + '|')} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | "
-            f"{levels(v)} |" for k, v in loso["by_stack"].items()]
-    out += ["", "| Regime (method \\| stack \\| family \\| precision \\| model \\| sharding \\| scale) | Runs | Inside | "
-                "Coverage | Bands used (level: runs) |", "|---|---|---|---|---|"]
-    out += [f"| {k.replace('|', chr(92) + '|')} | {v['runs']} | {v['inside']} | {v['inside'] / v['runs']:.0%} | "
-            f"{levels(v)} |" for k, v in loso["by_regime"].items()]
-    out += ["", "Bands fitted on every run (data/accuracy.json), finest level first; a regime reads the first that "
-                "matches it:", "", "| Level | Key | Runs | Sources | Low | Median | High |", "|---|---|---|---|---|---|---|"]
-    out += [f"| {ranges._level_name(b['level'])} | {', '.join(b['key'].values()) or 'all'} | {b['n_runs']} | "
+           f"**{loso['median_width']:.2f}x** high/low, widest band {loso['widest_width']:.2f}x. Of "
+           f"{loso['regimes']} regimes, {loso['regimes_in_target']} have a coverage within 75-85% and "
+           f"{loso['regimes_excluding_80']} a 90% binomial interval that excludes 80%.", "",
+           "| Left-out source" + head, rule]
+    out += [row(k, v) for k, v in loso["by_source"].items()]
+    out += ["", "| Method \\| support" + head, rule]
+    out += [row(k, v) for k, v in loso["by_support"].items()]
+    out += ["", "| Method \\| stack \\| family" + head, rule]
+    out += [row(k, v) for k, v in loso["by_stack"].items()]
+    out += ["", "| Regime (method \\| stack \\| family \\| precision \\| model \\| sharding \\| scale)" + head, rule]
+    out += [row(k, v) for k, v in loso["by_regime"].items()]
+    out += ["", "Spreads fitted on every run (data/accuracy.json): the band is the centre times or divided by the "
+                "factor.",
+            "", "| Method | Support | Factor | From |", "|---|---|---|---|"]
+    out += [f"| {m} | {c} | {v['factor']:.3f} | {v['basis']} |" for m, cs in fitted["spreads"].items()
+            for c, v in cs.items()]
+    out += ["", "Bands fitted on every run (data/accuracy.json), coarsest level first; a regime reads the deepest that "
+                "holds it:", "", "| Level | Key | Support | Runs | Sources | Low | Median | High |",
+            "|---|---|---|---|---|---|---|---|"]
+    out += [f"| {ranges._level_name(b['level'])} | {', '.join(b['key'].values())} | {b['support']} | {b['n_runs']} | "
             f"{len(b['sources'])} | {b['low']:.3f} | {b['median']:.3f} | {b['high']:.3f} |" for b in fitted["bands"]]
     w = fitted["widest"]
-    out += ["", f"Widest band (a regime without data or without a fitted level): **{w['low']:.3f}-{w['high']:.3f}x**."]
+    out += ["", f"Widest band (an uncalibrated accelerator, a method without published runs): "
+                f"**{w['low']:.3f}-{w['high']:.3f}x**."]
     return "\n".join(out)
 
 

@@ -1,23 +1,29 @@
 """Honest ranges around the engine's time-proportional figures (step time, days, GPU-hours, cost, energy, CO2): the
-band the engine's measured error on published runs of the scenario's regime implies (data/accuracy.json, written by
+band the engine's measured error on published runs implies for the scenario's regime (data/accuracy.json, written by
 scripts/calibrate_ranges.py), for a well-tuned stack or a typical one.
 
 A regime is what the engine's error depends on (issue 21): the training method (pre-training, or a fine-tuning
 method), the software stack, the accelerator family (the catalog's architecture), the precision class, dense or MoE,
 how data parallelism holds the weights (replicated: ZeRO 0-2; sharded: ZeRO-3/FSDP) and the scale (one node of 8 or
-fewer, up to 1,023 accelerators, 1,024 or more). Its band is read from the finest level of LEVELS that has enough
-published runs from enough sources; with fewer it falls back to a coarser level (stack x family x precision -> stack
-x family -> stack x precision -> stack -> every run of the method) and names it. A regime whose method and stack
-have no published run on its accelerator family (a fine-tuning method without published runs, a stack never
-measured there), or whose accelerator has no level fitted for the stack
-(engine.frameworks: uncalibrated), says so and gets the widest band.
+fewer, up to 1,023 accelerators, 1,024 or more). Only runs on a fitted level (engine.frameworks: calibrated) set
+centres; a method's runs never pool with another method's.
 
-The band of a level (fit): the ratios published / predicted time of its runs, in logs; the centre is their median; the
-spread is the 10th-90th conformal quantile of the runs' residuals, each residual taken from the centre fitted without
-the run's own source (a jackknife+ over sources: the spread includes how far a new source lands from the others). With
-n runs the order statistics floor(0.1 (n+1)) and ceil(0.9 (n+1)) bound at least 80% of a new exchangeable run, so a
-level needs MIN_RUNS runs and MIN_SOURCES sources; thinner data falls back to a wider level. The band always contains
-the engine's own figure. scripts/calibrate_ranges.py checks the coverage by leaving one source out at a time.
+The centre of a regime (partial pooling down LEVELS, method -> stack -> stack x family -> x precision -> x model x
+sharding -> x scale): at each level the mean log(published / predicted time) of the regime's runs there, each source
+weighted once (a source's runs share its bias), shrunk toward the centre of the level above with weight
+m / (m + KAPPA) for m sources (the level above counts as KAPPA sources). A level without runs stops the descent.
+The spread (split conformal, one per support class, SUPPORT): how far runs landed from the centre fitted without
+their own source (a jackknife+ over sources), |log ratio - centre|, with each run in the class its regime had without
+that source: 'measured' (the stack has runs on the family), 'no family run' (the stack has runs of the method on
+other families only), 'no stack run' (the method has runs, not of this stack) and 'uncalibrated' (the accelerator
+borrows another's fitted level; its residual is from the engine's own figure). The class's spread is the
+ceil(0.8 (n + 1))-th smallest of its n residuals, which bounds at least 80% of a new exchangeable run (10th-90th
+percentile, symmetric in logs); a class is never narrower than a better-supported one, and a class with too few
+residuals takes the widest. The widest band (the largest spread, around the engine's figure) is what an
+uncalibrated accelerator and a method without published runs get. Every band contains the engine's own figure: the
+range is printed beside that figure (and the deadline chance reads it as a percentile), so a band that excluded it
+would contradict the figure it qualifies. scripts/calibrate_ranges.py checks the coverage by leaving one source out at
+a time.
 
 - tuned: the engine's figure, with its regime's band.
 - typical: the tuned figure times the ratio published whole-run GPU-hours bore to the engine's (Llama 2), with the
@@ -37,20 +43,19 @@ from engine.scenario import ScenarioError
 
 EFFICIENCIES = ("tuned", "typical")
 COVERAGE = (0.10, 0.90)          # the band: 10th to 90th percentile of published / predicted time
-MIN_RUNS = 9                     # the fewest whose order statistics bound 80%: floor(0.1*10) = 1, ceil(0.9*10) = 9
-MIN_SOURCES = 2                  # the spread must include how far one source lands from another
+KAPPA = 1.0                      # the level above weighs as one source in a level's centre
 DIMENSIONS = ("method", "framework", "family", "precision", "model", "sharding", "scale")
-# finest first; each a tuple of the dimensions it keeps (the others are pooled); a method's runs never pool with
-# another method's
+# coarsest first, each nested in the one before; each a tuple of the dimensions it keeps (the others are pooled)
 LEVELS: tuple[tuple[str, ...], ...] = (
-    DIMENSIONS,
-    ("method", "framework", "family", "precision", "model", "sharding"),
-    ("method", "framework", "family", "precision"),
-    ("method", "framework", "family"),
-    ("method", "framework", "precision"),
-    ("method", "framework"),
     ("method",),
+    ("method", "framework"),
+    ("method", "framework", "family"),
+    ("method", "framework", "family", "precision"),
+    ("method", "framework", "family", "precision", "model", "sharding"),
+    DIMENSIONS,
 )
+# the support classes, best supported first: the deepest level with runs (by LEVELS index) that puts a regime in each
+SUPPORT = ("measured", "no family run", "no stack run", "uncalibrated")
 SCALES = ((8, "one node"), (1023, "9-1,023 accelerators"), (math.inf, "1,024+ accelerators"))
 EXPLAIN = {
     "tuned": "A well-tuned stack: the engine's figure for the scenario's software stack run as its publishers run it; "
@@ -63,10 +68,12 @@ EXPLAIN = {
 
 class RegimeBand(BaseModel):
     """The band of a scenario's regime: low, median and high multiples of the engine's time (low <= 1 <= high), the
-    level it was read from and the runs behind it; measured False: no data (or no fitted level), the widest band."""
+    deepest level with runs that set its centre and the runs there, its support class; measured False: the stack has no
+    published run on the family, or the accelerator no fitted level (wider bands, measured for that position)."""
     model_config = ConfigDict(extra="forbid", frozen=True)
     regime: dict[str, str]
     measured: bool
+    support: str
     level: str
     n_runs: int
     sources: list[str]
@@ -89,56 +96,110 @@ def regime_of(method: str, framework: str, accelerator: str, precision_class: st
             "sharding": "sharded" if zero_stage == 3 else "replicated", "scale": scale_of(n_gpus)}
 
 
-def _conformal(values: list[float]) -> tuple[float, float] | None:
-    """The COVERAGE order statistics of values (None: too few for them to bound that share of a new value)."""
+def _centres(runs: list[dict]) -> dict[tuple, dict]:
+    """Every (level, key) the calibrated runs reach: its runs, sources and partially pooled centre in logs (see the
+    module docstring), keyed by (LEVELS index, key values)."""
+    out: dict[tuple, dict] = {}
+    for depth, level in enumerate(LEVELS):
+        pools: dict[tuple, dict[str, list[float]]] = {}
+        for r in runs:
+            if r["calibrated"]:
+                by_source = pools.setdefault(tuple(r[d] for d in level), {})
+                by_source.setdefault(r["source"], []).append(math.log(r["ratio"]))
+        for key, by_source in pools.items():
+            m = len(by_source)
+            mean = statistics.fmean(statistics.fmean(v) for v in by_source.values())
+            parent = out[(depth - 1, key[:len(LEVELS[depth - 1])])] if depth else None
+            centre = mean if parent is None else (m * mean + KAPPA * parent["centre"]) / (m + KAPPA)
+            out[(depth, key)] = {"centre": centre, "n_runs": sum(len(v) for v in by_source.values()),
+                                 "sources": sorted(by_source)}
+    return out
+
+
+def _deepest(centres: dict[tuple, dict], regime: dict[str, str]) -> tuple[int, dict] | None:
+    """The deepest level of LEVELS whose pool holds the regime (every coarser one does too), or None."""
+    found = None
+    for depth, level in enumerate(LEVELS):
+        pool = centres.get((depth, tuple(regime[d] for d in level)))
+        if pool is None:
+            break
+        found = (depth, pool)
+    return found
+
+
+def _support(depth: int | None, calibrated: bool) -> str | None:
+    """The support class of a regime whose deepest level with runs is depth (None: the method has none)."""
+    if not calibrated:
+        return "uncalibrated"
+    return None if depth is None else SUPPORT[max(0, 2 - depth)]
+
+
+def _conformal(values: list[float]) -> float | None:
+    """The ceil(share (n + 1))-th smallest of values, share the band's central share (None: too few for it to bound
+    that share of a new value)."""
     v, n = sorted(values), len(values)
-    lo, hi = math.floor(COVERAGE[0] * (n + 1)), math.ceil(COVERAGE[1] * (n + 1))
-    return None if lo < 1 or hi > n else (v[lo - 1], v[hi - 1])
+    k = math.ceil(round((COVERAGE[1] - COVERAGE[0]) * (n + 1), 9))      # round: 0.8 * 5 is 4, not 4.0000001
+    return None if k > n else v[k - 1]
 
 
-def _level_band(runs: list[dict]) -> dict | None:
-    """The band of a pool of runs (see the module docstring), in ratios; None with too few runs or sources."""
-    sources = sorted({r["source"] for r in runs})
-    if len(runs) < MIN_RUNS or len(sources) < MIN_SOURCES:
-        return None
-    logs = [math.log(r["ratio"]) for r in runs]
-    centre = statistics.median(logs)
-    residuals = []
-    for s in sources:
-        without = statistics.median(math.log(r["ratio"]) for r in runs if r["source"] != s)
-        residuals += [math.log(r["ratio"]) - without for r in runs if r["source"] == s]
-    q = _conformal(residuals)
-    if q is None:
-        return None
-    return {"low": math.exp(centre + q[0]), "median": math.exp(centre), "high": math.exp(centre + q[1]),
-            "n_runs": len(runs), "sources": sources}
+def residuals(runs: list[dict]) -> dict[tuple[str, str], list[float]]:
+    """Per training method and support class, |log(published / predicted) - centre| of every run against the centres
+    fitted without its source, in the class its regime had without that source (uncalibrated: against the engine's own
+    figure)."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for source in sorted({r["source"] for r in runs}):
+        centres = _centres([r for r in runs if r["source"] != source])
+        for r in (r for r in runs if r["source"] == source):
+            found = _deepest(centres, r)
+            cls = _support(None if found is None else found[0], r["calibrated"])
+            if cls is not None:
+                centre = 0.0 if cls == "uncalibrated" else found[1]["centre"]
+                out.setdefault((r["method"], cls), []).append(abs(math.log(r["ratio"]) - centre))
+    return out
+
+
+def _spreads(res: dict[tuple[str, str], list[float]]) -> tuple[dict[str, dict[str, dict]], float]:
+    """The spread of each method's support classes (see the module docstring) and the widest spread, in logs: the
+    conformal quantile of the method's residuals in the class, else of the class's over every method (fewer than the
+    quantile needs), never narrower than a better-supported class of the method. The widest is the largest of these
+    and of the uncalibrated runs' over every method; uncalibrated regimes get it."""
+    pooled = {c: [x for (_, k), v in res.items() if k == c for x in v] for c in SUPPORT}
+    # an uncalibrated run's spread is the borrowed levels' over every method: what any borrowed level was off by
+    calibrated = [v for (_, c), v in res.items() if c != "uncalibrated"]
+    quantiles = [q for v in (*calibrated, *pooled.values()) if (q := _conformal(v)) is not None]
+    if not quantiles:
+        raise ValueError("no support class has enough published runs for a band")
+    widest = max(quantiles)
+    out = {}
+    for method in sorted({m for m, _ in res}):
+        out[method], floor = {}, 0.0
+        for c in SUPPORT:
+            own, every = res.get((method, c), []), pooled[c]
+            q = widest if c == "uncalibrated" else next(
+                (x for x in (_conformal(own), _conformal(every)) if x is not None), widest)
+            basis = ("the largest spread measured" if c == "uncalibrated" else f"{len(own)} {method} runs"
+                     if _conformal(own) is not None else f"{len(every)} runs of every method")
+            floor = max(q, floor)
+            out[method][c] = {"spread": floor, "factor": math.exp(floor), "basis": basis}
+    return out, widest
 
 
 def fit(runs: list[dict]) -> dict:
-    """Bands for every level and key the runs support, and the widest band (for regimes without data): runs are
-    {source, method, framework, family, precision, model, sharding, scale, calibrated, ratio (published / predicted
-    time)}.
-    Only calibrated runs fit the regime bands (an uncalibrated run's error is the borrowed level's, shown with the
-    widest band); the widest band is the envelope of every band, of all runs pooled and of the uncalibrated runs
-    pooled (what an estimate on a borrowed level has been off by)."""
-    fitted = [r for r in runs if r["calibrated"]]
+    """The spread of every method's support classes, the band of every (level, key) the calibrated runs reach (what a
+    regime whose deepest level with runs is that one gets), and the widest band: runs are {source, method, framework,
+    family, precision, model, sharding, scale, calibrated, ratio (published / predicted time)}."""
+    spreads, widest_q = _spreads(residuals(runs))
     bands = []
-    for level in LEVELS:
-        pools: dict[tuple, list[dict]] = {}
-        for r in fitted:
-            pools.setdefault(tuple(r[d] for d in level), []).append(r)
-        for key, pool in sorted(pools.items()):
-            b = _level_band(pool)
-            if b is not None:
-                bands.append({"level": list(level), "key": dict(zip(level, key)), **b})
-    pooled = [b for b in (_level_band(runs), _level_band([r for r in runs if not r["calibrated"]])) if b]
-    lows, highs = [b["low"] for b in bands + pooled], [b["high"] for b in bands + pooled]
-    if not lows:
-        raise ValueError("no level has enough published runs for a band")
-    widest = {"low": min(lows), "median": 1.0, "high": max(highs), "n_runs": len(runs),
-              "sources": sorted({r["source"] for r in runs})}
-    return {"bands": bands, "widest": widest,
-            "measured": sorted({(r["method"], r["framework"], r["family"]) for r in fitted})}
+    for (depth, key), pool in sorted(_centres(runs).items(), key=lambda kv: kv[0]):
+        cls = _support(depth, True)
+        q, c = spreads[key[0]][cls]["spread"], pool["centre"]
+        bands.append({"level": list(LEVELS[depth]), "key": dict(zip(LEVELS[depth], key)), "support": cls,
+                      "n_runs": pool["n_runs"], "sources": pool["sources"],
+                      "low": math.exp(c - q), "median": math.exp(c), "high": math.exp(c + q)})
+    widest = {"low": math.exp(-widest_q), "median": 1.0, "high": math.exp(widest_q), "n_runs": len(runs),
+              "sources": sorted({r["source"] for r in runs}),
+              "basis": f"{sum(not r['calibrated'] for r in runs)} runs on a borrowed level"}
+    return {"kappa": KAPPA, "spreads": spreads, "bands": bands, "widest": widest}
 
 
 def _level_name(level) -> str:
@@ -146,34 +207,61 @@ def _level_name(level) -> str:
 
 
 def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> RegimeBand:
-    """The band of a regime from a fit (fit): the finest level with a band, else the widest band with the reason.
-    The band is widened to contain the engine's figure (1.0)."""
+    """The band of a regime from a fit (fit): the band of the deepest level with runs that holds it, or the widest
+    band (an uncalibrated accelerator, a method without published runs), saying which and why. The band is widened to
+    contain the engine's figure (1.0)."""
     words = (f"{regime['method']}, {regime['framework']} on {regime['family']}, {regime['precision']}, "
              f"{regime['model']}, {regime['sharding']} data parallelism, {regime['scale']}")
-    measured = [tuple(m) for m in fitted["measured"]]
-    reason = None
-    if not calibrated:
-        reason = "the accelerator has no level fitted for this stack and precision (uncalibrated)"
-    elif (regime["method"], regime["framework"], regime["family"]) not in measured:
-        reason = (f"no published {regime['method']} run of {regime['framework']} on {regime['family']} measures the "
-                  "engine's error")
-    found = None if reason else next(((level, b) for level in LEVELS for b in fitted["bands"]
-                                      if b["level"] == list(level) and b["key"] == {d: regime[d] for d in level}), None)
-    if reason is None and found is None:
-        reason = (f"too few published runs on a fitted level ({MIN_RUNS} from {MIN_SOURCES} sources are needed) at "
-                  "any level of this regime")
-    if reason is None:
-        level, b = found
-        name = _level_name(level)
-        pooled = [d for d in DIMENSIONS if d not in level]
-        text = (f"{words}: published runs took {b['low']:.2f}-{b['high']:.2f}x the engine's time "
-                f"(10th-90th percentile of {b['n_runs']} runs from {len(b['sources'])} sources at level {name}"
-                + (f"; {', '.join(pooled)} pooled" if pooled else "") + ")")
+    found = None
+    if calibrated:
+        for b in fitted["bands"]:
+            deeper = found is None or len(b["level"]) > len(found["level"])
+            if deeper and b["key"] == {d: regime[d] for d in b["level"]}:
+                found = b
+    if found is not None:
+        cls, name = found["support"], _level_name(found["level"])
+        spread = fitted["spreads"][regime["method"]][cls]
+        why = {"measured": "",
+               "no family run": f"no published {regime['method']} run of {regime['framework']} on {regime['family']}; ",
+               "no stack run": f"no published {regime['method']} run of {regime['framework']}; "}[cls]
+        pooled = [d for d in DIMENSIONS if d not in found["level"]]
+        n_sources = len(found["sources"])
+        text = (f"{words}: {why}{found['low']:.2f}-{found['high']:.2f}x the engine's time, from published runs "
+                f"(centre {found['median']:.2f}x from {found['n_runs']} runs of {n_sources} "
+                f"source{'s' if n_sources > 1 else ''} at "
+                f"level {name}" + (f", {', '.join(pooled)} pooled" if pooled else "") + ", shrunk toward the levels "
+                f"above; spread x/{spread['factor']:.2f}, the 10th-90th percentile of how far {spread['basis']} "
+                f"{'' if cls == 'measured' else f'in the same position ({cls}) '}landed with their source left out)")
+        b = found
     else:
-        b, name = fitted["widest"], "widest"
-        text = f"{words}: {reason}; the widest band, {b['low']:.2f}-{b['high']:.2f}x the engine's time"
-    return RegimeBand(regime=regime, measured=reason is None, level=name, n_runs=b["n_runs"], sources=b["sources"],
-                      low=min(b["low"], 1.0), median=b["median"], high=max(b["high"], 1.0), text=text)
+        b, name, cls = fitted["widest"], "widest", "uncalibrated" if not calibrated else "no data"
+        reason = ("the accelerator has no level fitted for this stack and precision (uncalibrated)" if not calibrated
+                  else f"no published {regime['method']} run measures the engine's error")
+        text = (f"{words}: {reason}; the widest band, {b['low']:.2f}-{b['high']:.2f}x the engine's time (what runs "
+                f"on a borrowed level took: the largest spread measured, {fitted['widest']['basis']})")
+    return RegimeBand(regime=regime, measured=found is not None and cls == "measured", support=cls, level=name,
+                      n_runs=b["n_runs"], sources=b["sources"], low=min(b["low"], 1.0), median=b["median"],
+                      high=max(b["high"], 1.0), text=text)
+
+
+def coverage_interval(inside: int, n: int, level: float = 0.90) -> tuple[float, float]:
+    """The Clopper-Pearson interval (at level) of a coverage of inside out of n runs, how far a band's true coverage
+    may be from what n runs showed: its ends are the shares p at which the binomial chance of inside or more (low end)
+    or of inside or fewer (high end) is (1 - level) / 2, found by bisection on the exact binomial tail."""
+    tail = (1 - level) / 2
+    at_most = lambda p: sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in range(inside + 1))
+
+    def solve(f) -> float:                                 # f increases with p and crosses 0 once in [0, 1]
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if inside == 0 else solve(lambda p: (1 - at_most(p) + math.comb(n, inside) * p ** inside
+                                                   * (1 - p) ** (n - inside)) - tail)
+    high = 1.0 if inside == n else solve(lambda p: tail - at_most(p))
+    return low, high
 
 
 @lru_cache(maxsize=1)
@@ -194,7 +282,8 @@ def regime_band(regime: dict[str, str], calibrated: bool = True) -> RegimeBand:
 def widest() -> RegimeBand:
     """The band of a regime without data (what an unknown stack or accelerator gets)."""
     b = accuracy()["fit"]["widest"]
-    return RegimeBand(regime={}, measured=False, level="widest", n_runs=b["n_runs"], sources=b["sources"],
+    return RegimeBand(regime={}, measured=False, support="no data", level="widest", n_runs=b["n_runs"],
+                      sources=b["sources"],
                       low=min(b["low"], 1.0), median=1.0, high=max(b["high"], 1.0),
                       text=f"no regime given: the widest band, {b['low']:.2f}-{b['high']:.2f}x the engine's time")
 

@@ -3,6 +3,7 @@ estimate's step-time range from its regime, a regime without data, the deadline 
 coverage on held-out sources is recounted from the case list in tests/engine/test_range_coverage.py (slow)."""
 import json
 import math
+import statistics
 import subprocess
 import sys
 
@@ -26,44 +27,74 @@ def _runs(ratios_by_source: dict[str, list[float]], **regime) -> list[dict]:
     return [{**base, "source": s, "ratio": r} for s, rs in ratios_by_source.items() for r in rs]
 
 
-def test_a_band_is_the_conformal_quantile_of_residuals_from_the_centre_fitted_without_each_source():
-    # 9 runs from 3 sources, source c off high; worked by hand in ratios: the centre is the median of all nine, 1.05;
-    # without c the median of a and b is 1.0 (residuals of c: 1.2, 1.3, 1.4); without a, of b and c: the geometric
-    # mean of 1.1 and 1.2 (residuals of a: 0.9, 0.95, 1.0 over it); without b, of a and c: sqrt(1.0 * 1.2).
-    runs = _runs({"a": [0.9, 0.95, 1.0], "b": [1.0, 1.05, 1.1], "c": [1.2, 1.3, 1.4]})
-    band = ranges._level_band(runs)
-    # n = 9: order statistics floor(0.1*10) = 1 and ceil(0.9*10) = 9: the smallest residual (a's 0.9 over
-    # sqrt(1.1*1.2)) and the largest (c's 1.4), around the centre; wider than the runs' own 0.9-1.4
-    assert band["median"] == pytest.approx(1.05)
-    assert band["low"] == pytest.approx(1.05 * 0.9 / math.sqrt(1.1 * 1.2)) and band["high"] == pytest.approx(1.05 * 1.4)
-    assert band["n_runs"] == 9 and band["sources"] == ["a", "b", "c"]
-    # 8 runs cannot bound 80% of a new run (ceil(0.9*9) = 9 > 8); one source cannot say how far the next one lands
-    assert ranges._level_band(runs[:8]) is None
-    assert ranges._level_band(_runs({"a": [1.0] * 12})) is None
+def test_a_centre_is_each_levels_source_mean_shrunk_toward_the_level_above():
+    # a (two runs at 1.0) and b (1.21) at 9-1,023 GPUs, c (1.5) at 1,024+: worked by hand in logs, each source once.
+    # Down to model x sharding every level pools all three: the mean of 0, ln 1.21 and ln 1.5 (shrinking a level
+    # toward an equal one changes nothing); at scale the two pools shrink toward it with weight m / (m + 1)
+    runs = _runs({"a": [1.0, 1.0], "b": [1.21]}) + _runs({"c": [1.5]}, scale="1,024+ accelerators")
+    pooled = (math.log(1.21) + math.log(1.5)) / 3
+    centres = ranges._centres(runs)
+    small = {"method": "pretrain", "framework": "megatron_core", "family": "Hopper", "precision": "16bit",
+             "model": "dense", "sharding": "replicated", "scale": "9-1,023 accelerators"}
+    assert centres[(4, tuple(small[d] for d in ranges.LEVELS[4]))]["centre"] == pytest.approx(pooled)
+    depth, mid = ranges._deepest(centres, small)
+    assert depth == 5 and mid["centre"] == pytest.approx((2 * math.log(1.1) + pooled) / 3)
+    assert mid["n_runs"] == 3 and mid["sources"] == ["a", "b"]
+    _, big = ranges._deepest(centres, {**small, "scale": "1,024+ accelerators"})
+    assert big["centre"] == pytest.approx((math.log(1.5) + pooled) / 2)
+    # a run on a borrowed level sets no centre
+    assert ranges._centres(_runs({"d": [3.0]}, calibrated=False)) == {}
 
 
-def test_a_thin_regime_falls_back_to_a_named_coarser_level_and_an_unmeasured_one_gets_the_widest_band():
-    runs = (_runs({"a": [0.9, 0.95, 1.0], "b": [1.0, 1.05, 1.1], "c": [1.2, 1.3, 1.4]})
-            + _runs({"d": [1.5, 1.6]}, scale="1,024+ accelerators")
-            + _runs({"e": [2.0] * 10}, framework="pytorch_fsdp2", calibrated=False))
+def test_a_spread_is_the_conformal_quantile_of_residuals_with_the_source_left_out_per_support_class():
+    # five sources of one run each in one regime: without source i the centre is the mean of the other four logs
+    # (every level pools the same runs), so i's residual is |ln r_i - that mean|
+    ratios = {"a": [0.9], "b": [1.0], "c": [1.05], "d": [1.1], "e": [1.3]}
+    runs = _runs(ratios)
+    logs = {s: math.log(r[0]) for s, r in ratios.items()}
+    expected = sorted(abs(v - statistics.fmean(w for t, w in logs.items() if t != s)) for s, v in logs.items())
+    res = ranges.residuals(runs)
+    assert sorted(res[("pretrain", "measured")]) == pytest.approx(expected)
+    # n = 5: ceil(0.8 * 6) = 5, the largest residual bounds 80% of a new run
     fitted = ranges.fit(runs)
-    big = {"method": "pretrain", "framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
-           "sharding": "replicated", "scale": "1,024+ accelerators"}
-    rb = ranges.band_from(fitted, big)
-    # two runs at 1,024+ GPUs are too few for their own band: the level without scale (all 11 runs, 4 sources)
-    assert rb.measured and rb.level == "framework x family x precision x model x sharding" and rb.n_runs == 11
-    assert "scale pooled" in rb.text
-    # a stack never measured on this family, and an uncalibrated accelerator: the widest band, saying why
-    none = ranges.band_from(fitted, {**big, "framework": "deepspeed"})
-    assert not none.measured and none.level == "widest" and "no published pretrain run of deepspeed on Hopper" in none.text
-    # a fine-tuning method without published runs: the widest band, saying so
-    lora = ranges.band_from(fitted, {**big, "method": "lora"})
-    assert not lora.measured and "no published lora run of megatron_core on Hopper" in lora.text
-    uncal = ranges.band_from(fitted, big, calibrated=False)
-    assert not uncal.measured and "uncalibrated" in uncal.text
-    assert none.low <= min(b["low"] for b in fitted["bands"]) and none.high >= max(b["high"] for b in fitted["bands"])
-    # the widest band also holds every run pooled, the uncalibrated ones included (the 2.0s of source e)
-    assert none.high >= 2.0 * 0.999
+    assert fitted["spreads"]["pretrain"]["measured"]["spread"] == pytest.approx(expected[-1])
+    # the regime's band: its centre times and divided by the spread's factor
+    band = next(b for b in fitted["bands"] if b["level"] == list(ranges.DIMENSIONS))
+    centre = statistics.fmean(logs.values())
+    assert (band["low"], band["median"], band["high"]) == pytest.approx(
+        (math.exp(centre - expected[-1]), math.exp(centre), math.exp(centre + expected[-1])))
+    # three runs cannot bound 80% (ceil(0.8 * 4) = 4 > 3); four can, with the largest (ceil(0.8 * 5) = 4)
+    assert ranges._conformal([0.1, 0.2, 0.3]) is None and ranges._conformal([0.4, 0.1, 0.3, 0.2]) == 0.4
+
+
+def test_a_regime_without_its_own_data_says_what_is_missing_and_gets_a_band_no_narrower():
+    runs = (_runs({"a": [0.9, 0.95, 1.0], "b": [1.0, 1.05, 1.1], "c": [1.2, 1.3, 1.4]})
+            + _runs({"d": [1.0, 1.1]}, framework="pytorch_fsdp2")
+            + _runs({"e": [2.0, 0.5, 1.8, 0.6, 1.9]}, family="Blackwell", calibrated=False))
+    fitted = ranges.fit(runs)
+    hopper = {"method": "pretrain", "framework": "megatron_core", "family": "Hopper", "precision": "16bit",
+              "model": "dense", "sharding": "replicated", "scale": "9-1,023 accelerators"}
+    rb = ranges.band_from(fitted, hopper)
+    assert rb.measured and rb.support == "measured" and rb.level == ranges._level_name(ranges.DIMENSIONS)
+    assert rb.low <= 1 <= rb.high
+    # the stack measured on another family only: says so; its spread is no narrower than the measured one's
+    other = ranges.band_from(fitted, {**hopper, "family": "Blackwell"})
+    assert not other.measured and other.support == "no family run" and other.level == "framework"
+    assert "no published pretrain run of megatron_core on Blackwell" in other.text
+    spreads = fitted["spreads"]["pretrain"]
+    assert spreads["no family run"]["spread"] >= spreads["measured"]["spread"]
+    # a stack without runs of the method: every run of the method
+    none = ranges.band_from(fitted, {**hopper, "framework": "deepspeed"})
+    assert none.support == "no stack run" and "no published pretrain run of deepspeed" in none.text
+    # an uncalibrated accelerator and a method without published runs: the widest band, from the borrowed levels'
+    # residuals against the engine's own figure (e's five runs: |ln 2|, |ln 0.5|, ln 1.8, |ln 0.6|, ln 1.9; the
+    # fifth smallest is ln 2), wider than any regime's
+    uncal = ranges.band_from(fitted, hopper, calibrated=False)
+    assert not uncal.measured and uncal.level == "widest" and "uncalibrated" in uncal.text
+    assert (uncal.low, uncal.high) == pytest.approx((0.5, 2.0))
+    assert all(uncal.high / uncal.low >= b["high"] / b["low"] for b in fitted["bands"])
+    lora = ranges.band_from(fitted, {**hopper, "method": "lora"})
+    assert lora.support == "no data" and "no published lora run" in lora.text and lora.level == "widest"
 
 
 def test_the_stored_fit_is_the_fit_of_the_stored_runs():
@@ -73,6 +104,8 @@ def test_the_stored_fit_is_the_fit_of_the_stored_runs():
     for mine, stored in zip(refit["bands"], acc["fit"]["bands"]):
         assert (mine["level"], mine["key"], mine["n_runs"]) == (stored["level"], stored["key"], stored["n_runs"])
         assert (mine["low"], mine["high"]) == pytest.approx((stored["low"], stored["high"]), abs=1e-4)
+    flat = lambda spreads: {(m, c): v["factor"] for m, cs in spreads.items() for c, v in cs.items()}
+    assert flat(refit["spreads"]) == pytest.approx(flat(acc["fit"]["spreads"]), abs=1e-4)
 
 
 def test_the_estimate_json_carries_the_step_time_range_of_its_regime(tmp_path):
@@ -88,9 +121,9 @@ def test_the_estimate_json_carries_the_step_time_range_of_its_regime(tmp_path):
     assert rb["regime"] == {"method": "pretrain", "framework": "megatron_core", "family": "Hopper", "precision": "16bit", "model": "dense",
                             "sharding": "replicated", "scale": "1,024+ accelerators"}
     assert rb["measured"] and (low, high) == pytest.approx((step * rb["low"], step * rb["high"]))
-    # the band is the stored fit's for the first level of this regime that has one
+    # the band is the stored fit's for the deepest level of this regime that has runs
     fitted = ranges.accuracy()["fit"]
-    first = next(b for level in ranges.LEVELS for b in fitted["bands"]
+    first = next(b for level in reversed(ranges.LEVELS) for b in fitted["bands"]
                  if b["level"] == list(level) and b["key"] == {d: rb["regime"][d] for d in level})
     assert (rb["low"], rb["high"]) == pytest.approx((min(first["low"], 1), max(first["high"], 1)))
 
@@ -108,9 +141,13 @@ def test_a_stack_without_data_says_so_and_gets_the_widest_band():
     deepspeed = estimate(parse_scenario({**H100_70B, "training": {**H100_70B["training"], "framework": "deepspeed"}}))
     rb = deepspeed.time_range
     widest = ranges.widest()
-    assert not rb.measured and rb.level == "widest" and "deepspeed" in rb.text
+    # DeepSpeed has no level fitted on the H100 (engine.frameworks): uncalibrated, the widest band
+    assert not rb.measured and rb.level == "widest" and "deepspeed" in rb.text and "uncalibrated" in rb.text
     assert (rb.low, rb.high) == (widest.low, widest.high)
-    assert all(widest.low <= b["low"] and b["high"] <= widest.high for b in ranges.accuracy()["fit"]["bands"])
+    # the widest in width (a regime's band is centred on its runs, the widest on the engine's figure), with the
+    # engine's figure in each
+    assert all(widest.high / widest.low >= max(b["high"], 1) / min(b["low"], 1)
+               for b in ranges.accuracy()["fit"]["bands"])
     assert deepspeed.step_time_range_s["low"] < deepspeed.step_time_s < deepspeed.step_time_range_s["high"]
 
 
