@@ -3,7 +3,6 @@ who a thing is listed to and saved scenario saved or deleted writes one audit ro
 a refused or failing change writes neither. Uploads belong to their uploader: only they remove it or make it
 private, a private upload is listed to nobody else and calibrates nobody. Real DuckDB files throughout."""
 import json
-import shutil
 import subprocess
 import sys
 
@@ -180,9 +179,8 @@ def test_saved_scenarios_record_save_share_and_delete_and_a_refused_delete_recor
         (ALICE, "delete_scenario", "saved_scenario", sid, {"name": "70B plan", "visibility": "shared"})]
 
 
-def test_the_audit_command_lists_the_operators_commands_with_by(seeded_file, tmp_path):
-    db = tmp_path / "planner.duckdb"
-    shutil.copy(seeded_file, db)
+def test_the_audit_command_lists_the_operators_commands_with_by(seeded_copy):
+    db = seeded_copy
     store = open_store(db)
     report = ingest_bytes(store, "a.json", _matmul(700, "a"), uploader=Uploader(identity=ALICE))
     store.close()
@@ -207,10 +205,9 @@ def test_the_audit_command_lists_the_operators_commands_with_by(seeded_file, tmp
     assert bad.returncode == 2 and "'0' is not a whole number from 1 to 1000000" in bad.stderr
 
 
-def test_the_command_line_records_the_operating_system_user_without_by(seeded_file, tmp_path):
+def test_the_command_line_records_the_operating_system_user_without_by(seeded_copy):
     import getpass
-    db = tmp_path / "planner.duckdb"
-    shutil.copy(seeded_file, db)
+    db = seeded_copy
     done = subprocess.run([sys.executable, "-m", "benchmarks_db", "ingest", "--db", str(db), "--trusted",
                            str(DATA / "nccl_tests_allreduce_seed003.txt")], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
