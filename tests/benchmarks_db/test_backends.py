@@ -97,7 +97,8 @@ def test_info_prints_the_contents_as_json(seeded_copy):
     assert info["tables"]["run"] == SEEDED_RUNS and info["tables"]["measurement"] == SEEDED_MEASUREMENTS
     assert info["tables"]["seed_dataset"] == 3 and info["tables"]["schema_version"] == len(MIGRATIONS)
     assert set(info["tables"]) == {"source", "system", "software_env", "run", "measurement", "seed_dataset",
-                                   "saved_scenario", "schema_version"}
+                                   "saved_scenario", "schema_version", "audit_event"}
+    assert info["tables"]["audit_event"] == 0                     # seeding is not an audited action
 
 
 def test_seed_runs_on_postgres_from_app_db_url(postgres):
