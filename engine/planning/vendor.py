@@ -15,7 +15,7 @@ from engine.economics import ranges
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.results import Comparison, Estimate
-from engine.planning.search import search
+from engine.planning.search import pinned, search
 from engine.planning.sizing import Sizing, Target, ranked, size_for, target_key
 
 CRITERIA = {  # name: (row key, lower is better)
@@ -129,7 +129,7 @@ def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list
             option = replace(base, sizing=size_for(scn, target, objective, factor, full=False))
         except ScenarioError as err:
             option = replace(base, problem=str(err))
-        option = replace(option, global_batch_size=gbs, scenario=scn)
+        option = replace(option, global_batch_size=gbs, scenario=pinned(scn, option.best))
         better = found is None or (option.met and not found.met) or (
             option.met and found.met and ranked(option.best, target) < ranked(found.best, target))
         if better:
