@@ -3,7 +3,9 @@ parallelism and recompute for a cluster, evaluated at once with the same vectori
 estimate; the rejected space summarised by reason, the best layouts ranked by an objective, a Pareto front over
 cluster sizes. The best layout per scenario and cluster size is cached for the process (best_at): the whole run's
 phases (context), the Pareto front, the cluster sizing (engine.planning.sizing), the plan and the vendor comparison
-reuse each other's searches.
+reuse each other's searches. The software stack is one more choice where the scenario names none (stacks,
+choose_stack): each stack that runs on the accelerator's vendor with a level fitted for it is searched, the best by
+the same objective kept, and its row says which and by how much; the stack is part of the cache key only there.
 """
 from __future__ import annotations
 

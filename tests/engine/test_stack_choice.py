@@ -1,8 +1,10 @@
 """The planner chooses the software stack when the scenario names none (issue 21 item 1: "the search and the answer
 may choose the stack, and say which"): among the stacks that run on the accelerator's vendor with a level fitted for
 it (data/frameworks.json runs_on and levels), the best by the same ranking as the layouts; a named stack is kept."""
+import html
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from engine.planning.plan import plan
 from engine.planning.search import best_at, search
 from engine.presentation.answer import answer_scenario, stack_text
 from engine.presentation.edit import default_scenario
+from engine.presentation.summary import summary_html
 
 DATA = json.loads((Path(__file__).resolve().parents[2] / "data" / "frameworks.json").read_text())
 
@@ -96,8 +99,12 @@ def test_the_answer_says_the_stack_and_the_tpu_answer_its_only_stack():
     h100 = plan(free, deadline_days=30, vendor="same").answer
     assert re.match(r"Megatron-Core / NeMo, chosen by the planner: \d+% faster than PyTorch FSDP2 on this job",
                     stack_text(h100.stack)), stack_text(h100.stack)
-    # the answer as a scenario keeps the vendor's default unnamed (its estimate is the same) ...
+    # the answer as a scenario keeps the vendor's default unnamed (its estimate is the same)
     assert answer_scenario(free, h100).training.framework is None
+    # the report's answer section says the same
+    sc = default_scenario()
+    page = summary_html(sc, estimate(sc), datetime(2026, 1, 1), answer=plan(free, deadline_days=30, vendor="same"))
+    assert f"<b>Software stack:</b> {html.escape(stack_text(h100.stack))}</p>" in page
 
 
 @pytest.mark.parametrize("framework, expected", [(None, "megatron_core"), ("auto", "megatron_core"),
