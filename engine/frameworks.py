@@ -162,6 +162,16 @@ def candidates(vendor: str, accelerator: str, precision: str) -> tuple[str, ...]
     return fitted or (default,)
 
 
+def not_run_on(framework: str | None, vendor: str) -> str | None:
+    """Why a named stack is not offered on a vendor's accelerators (runs_on), or None where it runs there."""
+    if framework is None or vendor in stack(framework).runs_on.vendors:
+        return None
+    row = stack(framework)
+    return (f"{row.name.split(' (')[0]} does not run on {vendor} accelerators (data/frameworks.json runs_on: "
+            f"{', '.join(row.runs_on.vendors)}); leave training.framework unset for the planner to choose, or name a "
+            "stack that runs there")
+
+
 @dataclass(frozen=True)
 class Resolved:
     """The stack a scenario runs on and its level on the scenario's accelerator and precision."""

@@ -486,7 +486,7 @@ def _only_stack(sc: Scenario) -> str:
         return (f"{fw.stack.name.split(' (')[0]}: {acc.vendor}'s MLPerf default, the only stack that runs on "
                 f"{acc.vendor} with a level fitted for {where}")
     return (f"{fw.stack.name.split(' (')[0]}: {acc.vendor}'s MLPerf default; no stack that runs on {acc.vendor} has a "
-            f"level fitted for {where} (uncalibrated)")
+            f"level fitted for {where}")
 
 
 def choose_stack(rows: dict[str | None, Estimate | None], objective: str, sc: Scenario) -> Estimate | None:

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from engine import frameworks
 from engine.catalog import ANNOUNCED_NOTE, DATA_DIR, load_catalog
 from engine.economics import ranges
 from engine.precision import trained_precision
@@ -120,6 +121,8 @@ def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list
     base = Option(accelerator=acc.id, name=acc.name, vendor=acc.vendor, precision=precision, precision_note=note)
     if precision is None:
         return replace(base, problem=note or f"no dense peak published for {acc.name}")
+    if elsewhere := frameworks.not_run_on(sc.training.framework, acc.vendor):
+        return replace(base, problem=elsewhere)
     found = None
     for gbs in batches:
         scn = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides or {})
@@ -193,6 +196,8 @@ def _evaluate_accelerator(sc, acc, target: Target | None, batches: list[int], ov
                     "workstation with unified memory and no scale-up fabric, fine for development, fine-tuning and "
                     "inference on one machine, not competitive for training at scale")
         return replace(base, reason=note)
+    if elsewhere := frameworks.not_run_on(sc.training.framework, acc.vendor):
+        return replace(base, reason=elsewhere)
     if target is not None:
         # the plan's option for this accelerator (its sizing, batch and row), so both give the same figures
         o = sized_option(sc, acc, target, factor, batches, objective, overrides)

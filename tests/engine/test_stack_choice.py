@@ -125,3 +125,19 @@ def test_an_unknown_stack_is_refused_with_its_name():
     with pytest.raises(ScenarioError, match="unknown stack 'megatron'"):
         commands.plan_doc(json.loads(default_scenario().model_dump_json(exclude_none=True)), deadline_days=30,
                           framework="megatron")
+
+
+def test_a_named_stack_is_not_sized_where_it_does_not_run_and_an_estimate_says_so():
+    """Megatron-Core runs on NVIDIA and AMD (ROCm Megatron-LM), not on TPU (data/frameworks.json runs_on): named, it
+    is not offered on a TPU, and an estimate of it there warns instead of pricing a stack nobody can run."""
+    assert "Google" not in DATA["rows"][[r["id"] for r in DATA["rows"]].index("megatron_core")]["runs_on"]["vendors"]
+    free = on(default_scenario().model_copy(update={"layout": None}), framework="megatron_core")
+    out = plan(free, deadline_days=30, accelerators=["TPU-v6e", "H100-SXM5-80GB"])
+    assert out.answer.accelerator == "H100-SXM5-80GB"
+    tpu = next(o for o in out.options if o.accelerator == "TPU-v6e")
+    assert not tpu.met and tpu.reason.startswith("Megatron-Core / NeMo does not run on Google accelerators")
+    sc = default_scenario()
+    tpu_sc = sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"accelerator": "TPU-v6e"}), "layout": None})
+    warnings = estimate(on(tpu_sc.model_copy(update={"layout": best_at(tpu_sc, 1024).layout}),
+                           framework="megatron_core")).warnings
+    assert any(w.startswith("Megatron-Core / NeMo does not run on Google accelerators") for w in warnings), warnings
