@@ -561,11 +561,14 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_node
     note = progress or (lambda fraction, message: None)
     n = sc.cluster.n_gpus
     note(0.0, f"evaluating layouts for {n} GPUs")
-    searched = {fw: search_cluster(on_stack(sc, fw), n, allow_span_nodes) for fw in stacks(sc)}
-    tops = {fw: _best_row(c, objective) for fw, c in searched.items()}
+    tops, cs = {}, None
+    for fw in stacks(sc):              # one stack's evaluated layouts held at a time (up to ~1 GB each)
+        found = search_cluster(on_stack(sc, fw), n, allow_span_nodes)
+        tops[fw] = _best_row(found, objective)
+        if _chosen(tops, objective) == fw:
+            cs = found
     chosen = choose_stack(tops, objective, sc)       # the best row, with the stack choice in its framework block
-    stack_id = _chosen(tops, objective)
-    cs, sc = searched[stack_id], on_stack(sc, stack_id)
+    sc = on_stack(sc, _chosen(tops, objective))
     missing = {"cost": cs.ctx.price.missing, "energy": cs.ctx.power.missing}.get(objective)
     if missing:
         raise ScenarioError([("objective", f"cannot rank by {objective}: {missing}")])
