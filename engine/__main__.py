@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from engine import json_input
+from engine.frameworks import FRAMEWORKS
 from engine.scenario import ScenarioError
 from engine.inputs import parse_scenario
 
@@ -49,11 +50,28 @@ def cmd_estimate(args) -> dict | str:
     return estimate_doc(_load(args.scenario))
 
 
+STACK_CHOICES = ("auto", *FRAMEWORKS)
+STACK_HELP = ("the training software stack: auto lets the planner choose, for each accelerator, the fastest of the "
+              "stacks that run on its vendor with a level fitted for it (data/frameworks.json); a stack id keeps that "
+              "stack; default: the scenario's training.framework (auto where it names none)")
+
+
+def _on_framework(data: dict, framework: str | None) -> dict:
+    """The scenario with the --framework option applied: a stack id names it, auto leaves the choice to the planner
+    (training.framework unset), None keeps the scenario's."""
+    if framework is None:
+        return data
+    if framework not in STACK_CHOICES:
+        raise ScenarioError([("--framework", f"unknown stack {framework!r}; choose one of {', '.join(STACK_CHOICES)}")])
+    training = {k: v for k, v in (data.get("training") or {}).items() if k != "framework"}
+    return {**data, "training": {**training, **({} if framework == "auto" else {"framework": framework})}}
+
+
 def search_doc(data: dict, top: int = 10, objective: str = "time", deadline_days: float | None = None,
-               gpu_hour_budget: float | None = None, allow_span_nodes: bool = False) -> dict:
+               gpu_hour_budget: float | None = None, allow_span_nodes: bool = False, framework: str | None = None) -> dict:
     from engine.planning.search import search
     from engine.planning.sizing import cluster_search
-    data = {k: v for k, v in data.items() if k != "layout"}      # the search finds the layout
+    data = _on_framework({k: v for k, v in data.items() if k != "layout"}, framework)   # the search finds the layout
     if top < 1 or top > 1000:
         raise ScenarioError([("--top", "must be between 1 and 1000")])
     for name, value in (("deadline_days", deadline_days), ("gpu_hour_budget", gpu_hour_budget)):
@@ -67,7 +85,8 @@ def search_doc(data: dict, top: int = 10, objective: str = "time", deadline_days
 
 def cmd_search(args) -> dict:
     return search_doc(_load(args.scenario), top=args.top, objective=args.objective, deadline_days=args.deadline_days,
-                      gpu_hour_budget=args.gpu_hour_budget, allow_span_nodes=args.allow_span_nodes)
+                      gpu_hour_budget=args.gpu_hour_budget, allow_span_nodes=args.allow_span_nodes,
+                      framework=args.framework)
 
 
 def _weights(text: str | None) -> dict | None:
@@ -104,16 +123,17 @@ def _question_of(args) -> dict:
     return {name: getattr(args, name) for name in QUESTION}
 
 
-def compare_doc(data: dict, weights: str | None = None, accelerators: str | None = None, **question) -> dict:
+def compare_doc(data: dict, weights: str | None = None, accelerators: str | None = None, framework: str | None = None,
+                **question) -> dict:
     from engine.planning.vendor import compare
-    data = {k: v for k, v in data.items() if k != "layout"}
+    data = _on_framework({k: v for k, v in data.items() if k != "layout"}, framework)
     ids = [a.strip() for a in accelerators.split(",")] if accelerators else None
     return compare(parse_scenario(data), weights=_weights(weights), accelerators=ids, **_question(**question)).as_json()
 
 
 def cmd_compare(args) -> dict:
     return compare_doc(_load(args.scenario), weights=args.weights, accelerators=args.accelerators,
-                       **_question_of(args))
+                       framework=args.framework, **_question_of(args))
 
 
 def cmd_energy(args) -> dict:
@@ -137,9 +157,9 @@ def _batch_range(text: str | None) -> tuple[int, int] | None:
 
 def plan_doc(data: dict, deadline_days: float | None = None, budget_usd: float | None = None,
              gpu_hours: float | None = None, max_gpus: int | None = None, vendor: str = "any",
-             efficiency: str = "tuned", batch_range: str | None = None) -> dict:
+             efficiency: str = "tuned", batch_range: str | None = None, framework: str | None = None) -> dict:
     from engine.planning.plan import plan
-    data = {k: v for k, v in data.items() if k != "layout"}
+    data = _on_framework({k: v for k, v in data.items() if k != "layout"}, framework)
     if deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--deadline-days", "give --deadline-days, --budget-usd or --gpu-hours")])
     result = plan(parse_scenario(data), vendor=vendor, **_question(deadline_days, budget_usd, gpu_hours, max_gpus,
@@ -153,7 +173,7 @@ def plan_doc(data: dict, deadline_days: float | None = None, budget_usd: float |
 
 
 def cmd_plan(args) -> dict:
-    return plan_doc(_load(args.scenario), vendor=args.vendor, **_question_of(args))
+    return plan_doc(_load(args.scenario), vendor=args.vendor, framework=args.framework, **_question_of(args))
 
 
 def _source(s) -> str:
@@ -215,6 +235,7 @@ def _question_arguments(p: argparse.ArgumentParser, what: str) -> None:
                                                               "(tokens fixed), e.g. 512-4096")
     q.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",
                    help="tuned: a well-tuned Megatron-class stack; typical: as published whole-run GPU-hours imply")
+    p.add_argument("--framework", choices=STACK_CHOICES, help=STACK_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline-days", type=float, dest="deadline_days", help="also find the cheapest cluster that trains within this many days")
     p.add_argument("--gpu-hour-budget", type=float, dest="gpu_hour_budget", help="also find the fastest cluster within this GPU-hour budget")
     p.add_argument("--allow-span-nodes", action="store_true", help="let tensor/context/expert-parallel groups span nodes")
+    p.add_argument("--framework", choices=STACK_CHOICES, help=STACK_HELP)
     p = sub.add_parser("compare", help="every accelerator on this scenario, each with its best layout, ranked")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
     _question_arguments(p, "size each accelerator's cluster as the plan does for the question (deadline, budgets, at "

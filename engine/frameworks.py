@@ -44,10 +44,18 @@ class Attention(BaseModel):
     note: str
 
 
+class RunsOn(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    vendors: list[str] = Field(min_length=1, description="accelerator vendors (data/accelerators.json vendor) the stack "
+                                                         "runs on")
+    source: str = Field(min_length=10)
+
+
 class Stack(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     id: Framework
     name: str
+    runs_on: RunsOn
     sharding: str
     recompute: Recompute
     selective_recompute_matmul_share: float = Field(ge=0, le=1, description=(
@@ -118,6 +126,9 @@ def frameworks() -> Frameworks:
             if key in seen:
                 raise ValueError(f"data/frameworks.json: two levels for {key}")
             seen.add(key)
+    for vendor, default in doc.vendor_defaults.items():
+        if vendor not in next(r for r in doc.rows if r.id == default.framework).runs_on.vendors:
+            raise ValueError(f"data/frameworks.json: {vendor}'s default {default.framework} does not run on {vendor}")
     if level_row(doc, doc.uncalibrated_fallback.framework, doc.uncalibrated_fallback.accelerator,
                  doc.uncalibrated_fallback.precision_class) is None:
         raise ValueError("data/frameworks.json: the uncalibrated fallback names no fitted level")
@@ -135,6 +146,30 @@ def precision_class(precision: str) -> str:
 def level_row(doc: Frameworks, framework: str, accelerator: str, pclass: str) -> Level | None:
     return next((lv for lv in doc.levels if lv.framework == framework and accelerator in lv.accelerators
                  and lv.precision_class == pclass), None)
+
+
+def candidates(vendor: str, accelerator: str, precision: str) -> tuple[str, ...]:
+    """The stacks the planner weighs when the scenario names none: those that run on the accelerator's vendor
+    (runs_on) and have a level fitted for this accelerator and precision class, the vendor's MLPerf default first (it
+    wins a tie); where none has one, the vendor's default alone, which resolve marks uncalibrated. So an uncalibrated
+    stack never competes on the fallback level borrowed from another stack and accelerator."""
+    doc = frameworks()
+    default = doc.vendor_defaults[vendor].framework
+    pclass = precision_class(precision)
+    order = [default] + [r.id for r in doc.rows if r.id != default]
+    fitted = tuple(fw for fw in order if vendor in stack(fw).runs_on.vendors
+                   and level_row(doc, fw, accelerator, pclass) is not None)
+    return fitted or (default,)
+
+
+def not_run_on(framework: str | None, vendor: str) -> str | None:
+    """Why a named stack is not offered on a vendor's accelerators (runs_on), or None where it runs there."""
+    if framework is None or vendor in stack(framework).runs_on.vendors:
+        return None
+    row = stack(framework)
+    return (f"{row.name.split(' (')[0]} does not run on {vendor} accelerators (data/frameworks.json runs_on: "
+            f"{', '.join(row.runs_on.vendors)}); leave training.framework unset for the planner to choose, or name a "
+            "stack that runs there")
 
 
 @dataclass(frozen=True)

@@ -68,8 +68,9 @@ class Training(BaseModel):
         "transient peaks, beyond the estimate; default: from published measurements (data/memory_headroom.json)"))
     framework: Framework | None = Field(default=None, description=(
         "training software stack: megatron_core (Megatron-Core / NeMo), pytorch_fsdp2 (TorchTitan-style FSDP2, TP, PP, "
-        "CP; torchao float8), deepspeed (ZeRO), jax_maxtext (TPU); default: what the accelerator's vendor ran in its "
-        "own MLPerf submissions (data/frameworks.json)"))
+        "CP; torchao float8), deepspeed (ZeRO), jax_maxtext (TPU); unset: an estimate takes what the accelerator's "
+        "vendor ran in its own MLPerf submissions, and the layout search and the plan choose among the stacks that "
+        "run on the vendor with a level fitted for the accelerator (data/frameworks.json runs_on, levels)"))
 
     @property
     def fine_tune(self) -> bool:

@@ -5,6 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from engine.physics.memory import headroom_fraction
+from engine.presentation.answer import stack_text
 from engine.presentation.edit import apply_edit, describe_layout
 from engine.inputs import parse_scenario
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
@@ -150,6 +151,7 @@ else:
                  "accelerators, an accelerator with more memory, or a shorter sequence.")
     else:
         st.subheader(f"Best layouts ({OBJECTIVES[result.objective].lower()})")
+        st.caption("**Software stack:** " + escape.md_escape(stack_text(result.stack)))
         table = pd.DataFrame(ranked_rows(result, sc.arch.n_layers))
         # Every field that tells two layouts apart is a column (about 25 in all, wider than any page), so the
         # figures the ranking is about come first, beside the pinned rank, and the layout's fields scroll beside them

@@ -4,6 +4,7 @@ from dataclasses import replace
 import streamlit as st
 
 from engine.catalog import load_catalog
+from engine.frameworks import FRAMEWORKS, stack
 from engine.economics.cost import PRICING, price_table
 from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
@@ -185,6 +186,9 @@ with inputs:
                 options=["adam", "sgd"])
     binding.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],
                 options=["flash", "standard"])
+    binding.bind("training.framework", st.selectbox, F["training.framework"], container=st.columns(3)[0],
+                options=[F["training.framework"].blank, *FRAMEWORKS],
+                format_func=lambda v: v if v == F["training.framework"].blank else stack(v).name.split(" (")[0])
 
     st.subheader("Cluster")
     cols = st.columns([2, 1, 1])

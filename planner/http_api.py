@@ -1,9 +1,11 @@
 """The planner as an HTTP service for notebooks, scripts and agents: `planner api --host 127.0.0.1 --port 8000`.
 
     POST /v1/estimate     body: a scenario (the command line's JSON)      -> `python -m engine estimate`'s document
-    POST /v1/search       body: a scenario; ?top=&objective=&deadline_days=&gpu_hour_budget=&allow_span_nodes=
+    POST /v1/search       body: a scenario; ?top=&objective=&deadline_days=&gpu_hour_budget=&allow_span_nodes=&framework=
     POST /v1/compare      body: a scenario; ?deadline_days=&weights=time=0.4,cost=0.6&accelerators=h100,mi300x&efficiency=
+                          &framework=
     POST /v1/plan         body: a scenario; ?deadline_days=|budget_usd=|gpu_hours=&max_gpus=&vendor=&efficiency=&batch_range=
+                          &framework= (auto: the planner chooses the stack; a stack id keeps it; as the command line)
     POST /v1/import-hf    body: a Hugging Face config.json                 -> the scenario's model block
     GET  /healthz         the process answers;  GET /readyz: the catalog loads and the store file is there (else 503)
     GET  /openapi.json    the routes and their options
@@ -41,6 +43,7 @@ from engine.work_limits import Busy, Requester, WorkLimiter
 from planner import APP_DIR
 
 MAX_BODY_BYTES = commands.MAX_SCENARIO_BYTES     # the command line's limit on a scenario file
+Stack = Literal[commands.STACK_CHOICES]           # the command line's --framework values
 RETRY_AFTER_S = 30                               # what a refused job is told to wait before trying again
 JSON_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}}
 
@@ -185,25 +188,27 @@ def create_app() -> FastAPI:
               summary="the best layouts for the scenario's cluster (its layout is ignored) and the Pareto front")
     async def search(request: Request, top: int = 10, objective: Literal["time", "cost", "energy"] = "time",
                      deadline_days: float | None = None, gpu_hour_budget: float | None = None,
-                     allow_span_nodes: bool = False):
+                     allow_span_nodes: bool = False, framework: Stack | None = None):
         return await run_limited(request, "layout search", commands.search_doc, await scenario_body(request),
                                  top=top, objective=objective, deadline_days=deadline_days,
-                                 gpu_hour_budget=gpu_hour_budget, allow_span_nodes=allow_span_nodes)
+                                 gpu_hour_budget=gpu_hour_budget, allow_span_nodes=allow_span_nodes,
+                                 framework=framework)
 
     @app.post("/v1/compare", openapi_extra=JSON_BODY,
               summary="every accelerator on the scenario, each with its best layout, ranked")
     async def compare(request: Request,
                       weights: str | None = Query(None, max_length=500, examples=["time=0.4,cost=0.4,ecosystem=0.2"]),
                       accelerators: str | None = Query(None, max_length=2000, examples=["h100-sxm,mi300x"]),
-                      asked: dict = Depends(question)):
+                      framework: Stack | None = None, asked: dict = Depends(question)):
         return await run_limited(request, "vendor comparison", commands.compare_doc, await scenario_body(request),
-                                 weights=weights, accelerators=accelerators, **asked)
+                                 weights=weights, accelerators=accelerators, framework=framework, **asked)
 
     @app.post("/v1/plan", openapi_extra=JSON_BODY,
               summary="the answer for a deadline or budget: accelerator, cluster, days, cost, energy, CO2, ranges")
-    async def plan(request: Request, vendor: str = Query("any", max_length=40), asked: dict = Depends(question)):
+    async def plan(request: Request, vendor: str = Query("any", max_length=40), framework: Stack | None = None,
+                   asked: dict = Depends(question)):
         return await run_limited(request, "plan", commands.plan_doc, await scenario_body(request), vendor=vendor,
-                                 **asked)
+                                 framework=framework, **asked)
 
     @app.post("/v1/import-hf", openapi_extra=JSON_BODY,
               summary="a Hugging Face config.json as the scenario's model block, with parameter counts")

@@ -5,6 +5,7 @@ import copy
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -106,6 +107,23 @@ def test_search_compare_plan_answer_as_the_command_line(api, tmp_path):
     assert status == 200, doc
     assert doc == cli(tmp_path, "plan", BASE, "--deadline-days", "60", "--vendor", "NVIDIA", "--max-gpus", "512")
     assert doc["answer"]["wall_days"] <= 60
+
+
+def test_the_stack_option_answers_as_the_command_line_and_the_answer_names_its_stack(api, tmp_path):
+    """framework=auto lets the planner choose (on H100: Megatron-Core, the higher fitted level in
+    data/frameworks.json, with how much faster than PyTorch FSDP2); a stack id keeps that stack; an unknown one is a
+    422 naming the option."""
+    scenario = {k: v for k, v in DEFAULT_SCENARIO.items() if k != "layout"}
+    status, doc, _ = post(api, "/v1/plan?deadline_days=30&vendor=same&framework=auto", scenario)
+    assert status == 200, doc
+    assert doc == cli(tmp_path, "plan", scenario, "--deadline-days", "30", "--vendor", "same", "--framework", "auto")
+    assert doc["answer"]["stack"]["id"] == "megatron_core"
+    assert re.search(r"the planner: Megatron-Core / NeMo: \d+% faster than PyTorch FSDP2",
+                     doc["answer"]["stack"]["chosen_by"])
+    status, doc, _ = post(api, "/v1/search?top=1&framework=pytorch_fsdp2", scenario)
+    assert status == 200 and doc["stack"]["id"] == "pytorch_fsdp2" and doc["stack"]["chosen_by"] == "the scenario"
+    status, doc, _ = post(api, "/v1/plan?deadline_days=30&framework=megatron", scenario)
+    assert status == 422 and "query.framework" in problems(doc)
 
 
 def test_import_hf_reads_a_real_config(api, tmp_path):

@@ -13,7 +13,7 @@ from engine.economics import ranges
 from engine.planning.plan import plan
 from engine.planning.results import Plan
 from engine.presentation.answer import (alternative_rows, answer_figures, answer_scenario, job_headline, lever_rows,
-                                        option_rows)
+                                        option_rows, stack_text)
 from engine.presentation.edit import Edit, layout_words
 from engine.presentation.share import PlannerOptions
 from engine.inputs import parse_scenario
@@ -189,6 +189,7 @@ def _draw(sc: Scenario, result: Plan) -> None:
     st.success(escape.md_escape(job_headline(sc, result)))
     components.show_figures(answer_figures(answer), width=150)
     st.caption(escape.md_escape(f"Ranges: {answer.estimate.time_range.text}."))    # the answer's own regime
+    st.markdown("**Software stack:** " + escape.md_escape(stack_text(answer.stack)))
     st.markdown("**Layout:** " + escape.md_escape(layout_words(answer.layout.model_dump(), answer.gpus_per_node)))
     st.markdown("**Nearest alternatives**\n" + "\n".join(
         f"- {escape.md_escape(r['alternative'])}: {escape.md_escape(r['what it takes'])}"

@@ -79,6 +79,14 @@ F = {
                                              "are about twice as fast where supported (mxfp8 needs Blackwell, MI350 or "
                                              "newer); nvfp4 (4-bit, MXFP4 on AMD) about four times, with some layers "
                                              "kept in bf16."),
+    "training.framework": Field("Training framework", "The software stack that trains the model: Megatron-Core / "
+                                                      "NeMo, PyTorch FSDP2 (TorchTitan), DeepSpeed or JAX / MaxText "
+                                                      "(TPU). Each shards, overlaps and recomputes its own way and "
+                                                      "has its own fitted efficiency. Planner chooses: the layout "
+                                                      "search and the answer take, for each accelerator, the fastest "
+                                                      "stack that runs on it with a level fitted from public runs, "
+                                                      "and say which; this layout's estimate uses the vendor's own "
+                                                      "MLPerf stack.", blank="planner chooses"),
     "training.optimizer": Field("Optimizer", "adam keeps two extra values per parameter (the usual choice); sgd "
                                              "keeps one."),
     "training.attention": Field("Attention kernel", "flash: fused attention that never stores the full attention "

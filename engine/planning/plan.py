@@ -161,7 +161,7 @@ def _answer(o: Option, factor: float, efficiency: str, target: Target) -> dict:
             "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
             "global_batch_size": o.global_batch_size, "layout": best.layout, "mfu": best.mfu,
             "memory_gib": best.memory_gib.total, "memory_capacity_gib": best.memory_capacity_gib,
-            **figures, "estimate": best}
+            **figures, "stack": best.framework, "estimate": best}
 
 
 def _summary(o: Option, factor: float, efficiency: str) -> dict:
@@ -172,6 +172,7 @@ def _summary(o: Option, factor: float, efficiency: str) -> dict:
     if o.best is not None:
         out.update(_figures(o.best, factor, efficiency))
         out["price_known"] = o.best.cost_usd is not None
+        out["stack"] = (o.best.framework or {}).get("id")
     if not o.met:
         out["reason"] = o.reason
     return out

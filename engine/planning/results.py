@@ -179,6 +179,9 @@ class SearchResult(Result):
     by_dimension: dict[str, Any] | None = None
     problem: str | None = Field(default=None, description="layouts fit, but no run on this cluster finishes: why")
     pareto: list[ParetoPoint]
+    stack: dict[str, Any] | None = Field(default=None, description=(
+        "the software stack searched (Estimate.framework): the scenario's, or where it names none the one the planner "
+        "chose among those fitted for the accelerator, with why (planner_choice)"))
     cluster_search: ClusterSearch | None = None
 
     @property
@@ -276,6 +279,8 @@ class PlanOption(Result):
     co2_t: float | None = None
     ranges: dict[str, Figure | None] | None = None
     price_known: bool | None = None
+    stack: str | None = Field(default=None, description="the software stack of the option's best layout "
+                                                        "(engine.frameworks id)")
     reason: str | None = None
 
 
@@ -316,6 +321,9 @@ class PlanAnswer(Result):
     energy_mwh: float | None
     co2_t: float | None
     ranges: dict[str, Figure | None]
+    stack: dict[str, Any] | None = Field(default=None, description=(
+        "the software stack of the answer (Estimate.framework): the scenario's, its vendor's default, or the one the "
+        "planner chose, with why (chosen_by, planner_choice)"))
     estimate: Estimate
 
 

@@ -34,9 +34,10 @@ def warnings_for(sc: Scenario, estimate: Estimate | None = None) -> list[str]:
     if tr.global_batch_size * tr.seq_len > 128e6:
         out.append(f"A global batch of {tr.global_batch_size * tr.seq_len / 1e6:,.0f}M tokens is larger than any "
                    "published pre-training run (Llama 3 405B: 16M); convergence at this batch is unproven.")
-    calibration = calibration_warning(sc)
-    if calibration:
-        out.append(calibration)
+    vendor = load_catalog().accelerator(sc.cluster.accelerator).vendor
+    for warning in (frameworks.not_run_on(sc.training.framework, vendor), calibration_warning(sc)):
+        if warning:
+            out.append(warning[0].upper() + warning[1:] + ("" if warning.endswith(".") else "."))
     if estimate is not None:
         memory = memory_headroom_warning(sc, estimate)
         if memory:

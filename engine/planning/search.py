@@ -3,15 +3,19 @@ parallelism and recompute for a cluster, evaluated at once with the same vectori
 estimate; the rejected space summarised by reason, the best layouts ranked by an objective, a Pareto front over
 cluster sizes. The best layout per scenario and cluster size is cached for the process (best_at): the whole run's
 phases (context), the Pareto front, the cluster sizing (engine.planning.sizing), the plan and the vendor comparison
-reuse each other's searches.
+reuse each other's searches. The software stack is one more choice where the scenario names none (stacks,
+choose_stack): each stack that runs on the accelerator's vendor with a level fitted for it is searched, the best by
+the same objective kept, and its row says which and by how much; the stack is part of the cache key only there.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
+from engine import frameworks
 from engine.catalog import load_catalog
 from engine.economics import whole_run
 from engine.physics import layout_rules
@@ -418,7 +422,7 @@ def _phase_run(sc: Scenario, phase) -> whole_run.PhaseRun:
     phase_sc = whole_run.phase_scenario(sc, phase)
     n, tr = sc.cluster.n_gpus, phase_sc.training
     named = {"name": phase.name, "tokens": phase.tokens, "seq_len": tr.seq_len, "global_batch_size": tr.global_batch_size}
-    best = best_at(phase_sc, n)
+    best = _best_on_stack(phase_sc, n, "time", False)      # the run's own stack, as its main phase
     if best is None:
         return whole_run.PhaseRun(**named, seconds=float("inf"), problem=f"no layout on {n} GPUs fits sequence "
                                                                          f"{tr.seq_len} with batch {tr.global_batch_size}")
@@ -438,9 +442,108 @@ def _best_json(scenario_json: str, n_gpus: int, objective: str, quick: bool) -> 
     return row(cs.ctx, cs.ev, cs.layouts, int(idx[0])) if len(idx) else None
 
 
-def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> Estimate | None:
-    """The best layout's estimate on n_gpus (None if no layout fits); cached for the process."""
+def _best_on_stack(sc: Scenario, n_gpus: int, objective: str, quick: bool) -> Estimate | None:
     return _best_json(_scenario_for(sc, n_gpus).model_dump_json(), n_gpus, objective, quick)
+
+
+def stacks(sc: Scenario) -> tuple[str | None, ...]:
+    """The software stacks a search weighs for the scenario: the one it names; without one, the stacks that run on
+    its accelerator's vendor with a level fitted for it (engine.frameworks.candidates). Where that is the vendor's
+    default alone the scenario is searched as it is (None: the cache key and the answer do not change); the stack
+    becomes part of the key only where there is a choice."""
+    if sc.training.framework is not None:
+        return (sc.training.framework,)
+    acc = load_catalog().accelerator(sc.cluster.accelerator)
+    found = frameworks.candidates(acc.vendor, acc.id, sc.training.precision)
+    return (None,) if found == (frameworks.frameworks().vendor_defaults[acc.vendor].framework,) else found
+
+
+def on_stack(sc: Scenario, framework: str | None) -> Scenario:
+    """The scenario trained on this stack (None: as it is)."""
+    if framework is None or framework == sc.training.framework:
+        return sc
+    return sc.model_copy(update={"training": sc.training.model_copy(update={"framework": framework})})
+
+
+def _rank_value(r: Estimate | None, objective: str) -> tuple[float, float]:
+    """What the layouts are ranked by (OBJECTIVES), for a stack's best row: the stack is one more layout choice."""
+    if r is None:
+        return math.inf, math.inf
+    value = {"time": r.days, "cost": r.cost_usd, "energy": r.energy_mwh}[objective]
+    return (math.inf if value is None else value), r.days
+
+
+def _chosen(rows: dict[str, Estimate | None], objective: str) -> str | None:
+    return min(rows, key=lambda fw: _rank_value(rows[fw], objective))
+
+
+def _only_stack(sc: Scenario) -> str:
+    """Why the planner's only candidate is the vendor's default (engine.frameworks.candidates)."""
+    acc = load_catalog().accelerator(sc.cluster.accelerator)
+    fw = frameworks.resolve(None, acc.vendor, acc.id, sc.training.precision)
+    where = f"{acc.name} at {frameworks.precision_class(sc.training.precision)} precision"
+    if fw.calibrated:
+        return (f"{fw.stack.name.split(' (')[0]}: {acc.vendor}'s MLPerf default, the only stack that runs on "
+                f"{acc.vendor} with a level fitted for {where}")
+    return (f"{fw.stack.name.split(' (')[0]}: {acc.vendor}'s MLPerf default; no stack that runs on {acc.vendor} has a "
+            f"level fitted for {where}")
+
+
+def choose_stack(rows: dict[str | None, Estimate | None], objective: str, sc: Scenario) -> Estimate | None:
+    """Of each candidate stack's best row on one cluster (in engine.frameworks.candidates' order, the vendor's
+    default first, which wins a tie), the best by the objective, its framework block saying that the planner chose
+    it, over which stacks and by how much (a scenario that names its stack gets that stack's row as it is)."""
+    chosen_id = _chosen(rows, objective)
+    chosen = rows[chosen_id]
+    if chosen is None or sc.training.framework is not None:
+        return chosen
+    if len(rows) == 1:
+        return chosen.model_copy(update={"framework": _planner_block(chosen, _only_stack(sc), [])})
+    word = {"time": ("faster", "slower"), "cost": ("cheaper", "dearer"), "energy": ("less energy", "more energy")}
+    name = lambda fw: frameworks.stack(fw).name.split(" (")[0]
+    mine = _rank_value(chosen, objective)[0]
+    compared, parts = [], []
+    for fw, r in rows.items():
+        if fw == chosen_id:
+            continue
+        compared.append({"id": fw, "name": name(fw), "wall_days": None if r is None else r.wall_days,
+                         "cost_usd": None if r is None else r.cost_usd})
+        theirs = _rank_value(r, objective)[0]
+        if r is None:
+            parts.append(f"no layout of {name(fw)} fits")
+        elif not math.isfinite(theirs) or not math.isfinite(mine) or mine <= 0:
+            parts.append(f"{name(fw)} is not ranked on {objective}")
+        else:
+            gap = 1 - mine / theirs
+            parts.append(f"{abs(gap):.0%} {word[objective][0 if gap >= 0 else 1]} than {name(fw)}"
+                         if abs(gap) >= 0.005 else f"within 0.5% of {name(fw)}")
+    why = f"{name(chosen_id)}: {', '.join(parts)} on this job ({chosen.n_gpus:,} GPUs, each stack at its best layout)"
+    return chosen.model_copy(update={"framework": _planner_block(chosen, why, compared)})
+
+
+def _planner_block(chosen: Estimate, why: str, compared: list[dict]) -> dict:
+    """The row's framework block (engine.frameworks.Resolved.detail) as the planner's choice, with why."""
+    fw = chosen.framework or {}
+    return {**fw, "text": f"framework: {fw.get('id')}, chosen by the planner", "chosen_by": f"the planner: {why}",
+            "planner_choice": {"why": why, "compared": compared}}
+
+
+def pinned(sc: Scenario, best: Estimate | None) -> Scenario:
+    """The scenario on the stack its best row was found on, where the planner chose one other than the vendor's
+    default (which a scenario naming no stack already gets): its estimate, launch configuration and levers are then
+    that stack's."""
+    fw = (best.framework or {}).get("id") if best is not None else None
+    if sc.training.framework is not None or fw is None:
+        return sc
+    default = frameworks.frameworks().vendor_defaults[load_catalog().accelerator(sc.cluster.accelerator).vendor]
+    return sc if fw == default.framework else on_stack(sc, fw)
+
+
+def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> Estimate | None:
+    """The best layout's estimate on n_gpus (None if no layout fits), over the stacks the scenario allows (stacks,
+    choose_stack); each stack's search cached for the process."""
+    return choose_stack({fw: _best_on_stack(on_stack(sc, fw), n_gpus, objective, quick) for fw in stacks(sc)},
+                        objective, sc)
 
 
 def _best_row(cs: ClusterSearch, objective: str) -> Estimate | None:
@@ -458,12 +561,21 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_node
     note = progress or (lambda fraction, message: None)
     n = sc.cluster.n_gpus
     note(0.0, f"evaluating layouts for {n} GPUs")
-    cs = search_cluster(sc, n, allow_span_nodes)
+    tops, cs = {}, None
+    for fw in stacks(sc):              # one stack's evaluated layouts held at a time (up to ~1 GB each)
+        found = search_cluster(on_stack(sc, fw), n, allow_span_nodes)
+        tops[fw] = _best_row(found, objective)
+        if _chosen(tops, objective) == fw:
+            cs = found
+    chosen = choose_stack(tops, objective, sc)       # the best row, with the stack choice in its framework block
+    sc = on_stack(sc, _chosen(tops, objective))
     missing = {"cost": cs.ctx.price.missing, "energy": cs.ctx.power.missing}.get(objective)
     if missing:
         raise ScenarioError([("objective", f"cannot rank by {objective}: {missing}")])
     best = _best(cs, objective, top)
     rows = [row(cs.ctx, cs.ev, cs.layouts, int(i)) for i in best]
+    if chosen is not None and chosen.framework != (rows[0].framework if rows else None):
+        rows = [r.model_copy(update={"framework": chosen.framework}) for r in rows]
     feasible = int(cs.feasible.sum())
     out = {
         "n_gpus": n,
@@ -473,6 +585,7 @@ def search(sc: Scenario, top: int = 10, objective: str = "time", allow_span_node
         "feasible": feasible,
         "best": rows,
         "rejected": cs.rejected(),
+        "stack": (chosen.framework if chosen is not None else cs.ctx.hw.framework_detail),
         **({"by_dimension": _by_dimension(cs, objective)} if summaries else {}),
     }
     if not rows and feasible:                          # layouts fit, but on this cluster no run finishes

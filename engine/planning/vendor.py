@@ -10,12 +10,13 @@ import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from engine import frameworks
 from engine.catalog import ANNOUNCED_NOTE, DATA_DIR, load_catalog
 from engine.economics import ranges
 from engine.precision import trained_precision
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.results import Comparison, Estimate
-from engine.planning.search import search
+from engine.planning.search import pinned, search
 from engine.planning.sizing import Sizing, Target, ranked, size_for, target_key
 
 CRITERIA = {  # name: (row key, lower is better)
@@ -120,6 +121,8 @@ def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list
     base = Option(accelerator=acc.id, name=acc.name, vendor=acc.vendor, precision=precision, precision_note=note)
     if precision is None:
         return replace(base, problem=note or f"no dense peak published for {acc.name}")
+    if elsewhere := frameworks.not_run_on(sc.training.framework, acc.vendor):
+        return replace(base, problem=elsewhere)
     found = None
     for gbs in batches:
         scn = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides or {})
@@ -129,7 +132,7 @@ def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list
             option = replace(base, sizing=size_for(scn, target, objective, factor, full=False))
         except ScenarioError as err:
             option = replace(base, problem=str(err))
-        option = replace(option, global_batch_size=gbs, scenario=scn)
+        option = replace(option, global_batch_size=gbs, scenario=pinned(scn, option.best))
         better = found is None or (option.met and not found.met) or (
             option.met and found.met and ranked(option.best, target) < ranked(found.best, target))
         if better:
@@ -193,6 +196,8 @@ def _evaluate_accelerator(sc, acc, target: Target | None, batches: list[int], ov
                     "workstation with unified memory and no scale-up fabric, fine for development, fine-tuning and "
                     "inference on one machine, not competitive for training at scale")
         return replace(base, reason=note)
+    if elsewhere := frameworks.not_run_on(sc.training.framework, acc.vendor):
+        return replace(base, reason=elsewhere)
     if target is not None:
         # the plan's option for this accelerator (its sizing, batch and row), so both give the same figures
         o = sized_option(sc, acc, target, factor, batches, objective, overrides)

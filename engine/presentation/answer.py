@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.inputs import parse_scenario
 from engine.planning.results import Plan, PlanAnswer
+from engine.planning.search import pinned
 from engine.scenario import Scenario
 from engine.presentation.figures import Figure, energy_line, range_text
 from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd, job_text
@@ -45,6 +46,24 @@ def job_headline(sc: Scenario, result: Plan) -> str:
     """The headline, led by the job where it is a fine-tune, e.g. 'LoRA fine-tune of Llama 3.1 70B (rank 16,
     attention; 500 million tokens): 1 x ...'; a pre-training run (the default job) reads as the headline alone."""
     return f"{job_text(sc)}: {headline(result)}" if sc.training.fine_tune else headline(result)
+
+
+def stack_text(stack: dict | None) -> str:
+    """The software stack of an answer or row (Estimate.framework) and why it is the one, e.g. 'Megatron-Core / NeMo,
+    chosen by the planner: 17% faster than PyTorch FSDP2 on this job (...)'."""
+    if not stack:
+        return "not known"
+    name = stack["name"].split(" (")[0]
+    chosen_by = stack.get("chosen_by", "")
+    if "planner_choice" in stack:
+        why = stack["planner_choice"]["why"]
+        text = f"{name}, chosen by the planner: {why.removeprefix(name + ': ')}"
+    elif chosen_by == "the scenario":
+        text = f"{name}, as the scenario names it"
+    else:
+        text = f"{name}, its vendor's MLPerf default"
+    return text + ("" if stack.get("calibrated", True) else " (uncalibrated for this accelerator and precision: "
+                                                            "widest range)")
 
 
 def answer_figures(answer: PlanAnswer) -> list[Figure]:
@@ -90,7 +109,8 @@ def option_rows(result: Plan) -> list[dict]:
     rows = []
     for o in result.options:
         priced = o.cost_usd is not None
-        rows.append({"accelerator": o.name, "vendor": o.vendor, "meets the target": "yes" if o.met else "no",
+        rows.append({"accelerator": o.name, "vendor": o.vendor, "stack": o.stack,
+                     "meets the target": "yes" if o.met else "no",
                      "GPUs": o.n_gpus, "nodes": o.nodes, "days": o.wall_days, "cost USD": o.cost_usd,
                      "energy MWh": o.energy_mwh, "CO2 t": o.co2_t,
                      "note": (o.reason or "") if not o.met else ("" if priced else NO_PRICE)})
@@ -111,4 +131,4 @@ def answer_scenario(sc: Scenario, answer: PlanAnswer) -> Scenario:
     data["training"] = {**data["training"], "precision": answer.precision,
                         "global_batch_size": answer.global_batch_size}
     data["layout"] = answer.layout.model_dump(exclude_none=True)
-    return parse_scenario(data)
+    return pinned(parse_scenario(data), answer.estimate)      # on the stack the planner chose, where it chose

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from engine.economics import ranges
 from engine.planning.results import Comparison, Estimate, Plan
-from engine.presentation.answer import alternative_rows, answer_scenario, headline
+from engine.presentation.answer import alternative_rows, answer_scenario, headline, stack_text
 from engine.presentation.edit import describe_layout, layout_words
 from engine.presentation.figures import headline_bands, key_figures, published_training_note, range_text
 from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd, scenario_title
@@ -117,6 +117,7 @@ def _answer_section(sc: Scenario, result: Plan) -> str:
     alternatives = "".join(f"<li><b>{_e(r['alternative'])}:</b> {_e(r['what it takes'])}</li>"
                            for r in alternative_rows(result))
     return (f'<section><h2>Answer: {_e(result.target)}</h2><p class="rec">{_e(headline(result))}</p>'
+            f"<p><b>Software stack:</b> {_e(stack_text(a.stack))}</p>"
             f"<p><b>Layout:</b> {_e(layout_words(a.layout.model_dump(), a.gpus_per_node))}</p>"
             f"<p><b>Nearest alternatives</b></p><ul>{alternatives}</ul><p class=\"sub\">{_e(note)}</p></section>")
 

@@ -222,3 +222,28 @@ def test_the_jump_to_the_neighbouring_size_says_which_rule_the_sizes_between_bre
     assert smaller, alternatives
     lo, between_lo, between_hi = (int(g.replace(",", "")) for g in smaller.groups())
     assert lo == between_lo < between_hi == n_gpus and n_gpus - lo > 8      # whole nodes of 8 lie between them
+
+
+def test_the_answer_says_which_stack_the_planner_chose_and_a_named_stack_is_kept():
+    """Training framework left to the planner (the default): on H100 the answer names Megatron-Core and by how much it
+    beat PyTorch FSDP2 (both have fitted H100 levels, data/frameworks.json); named on the Scenario page, FSDP2 is
+    the answer's stack."""
+    from engine.planning.search import best_at
+    at = run_app()
+    field = at.selectbox(key="w:training.framework")
+    assert field.value == "planner chooses"
+    ask(at, "deadline_days", 30.0, vendor="same")
+    line = next(t for t in texts(at.markdown) if t.startswith("**Software stack:**"))
+    gpus = int(metric(at, "Accelerators").replace(",", ""))
+    free = default_scenario().model_copy(update={"layout": None})
+    named = {fw: best_at(free.model_copy(update={"training": free.training.model_copy(update={"framework": fw})}),
+                         gpus, quick=True) for fw in ("megatron_core", "pytorch_fsdp2")}
+    gap = 1 - named["megatron_core"].wall_days / named["pytorch_fsdp2"].wall_days
+    assert line.startswith(f"**Software stack:** Megatron-Core / NeMo, chosen by the planner: {gap:.0%} faster than "
+                           "PyTorch FSDP2 on this job"), line
+    field.set_value("pytorch_fsdp2").run()
+    background.wait_all()
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    line = next(t for t in texts(at.markdown) if t.startswith("**Software stack:**"))
+    assert line == "**Software stack:** PyTorch FSDP2, as the scenario names it", line

@@ -102,3 +102,16 @@ def test_the_chosen_layout_downloads_as_its_stacks_launch_configuration():
     assert not at.exception
     notes = export(default_scenario().model_copy(update={"layout": best.layout}), "torchtitan").notes
     assert any(n in t for n in notes for t in texts(at.caption))
+
+
+def test_the_search_says_which_stack_it_chose_and_by_how_much():
+    """The default scenario (H100, no training.framework): Megatron-Core and PyTorch FSDP2 both have fitted H100 levels
+    (data/frameworks.json), so both are searched and the faster named, with its gap to the other's best layout."""
+    at = run_search(search_page())
+    free = default_scenario().model_copy(update={"layout": None})
+    named = {fw: search(free.model_copy(update={"training": free.training.model_copy(update={"framework": fw})}),
+                        top=1, pareto_sizes=[]).best[0] for fw in ("megatron_core", "pytorch_fsdp2")}
+    gap = 1 - named["megatron_core"].wall_days / named["pytorch_fsdp2"].wall_days
+    line = next(t for t in texts(at.caption) if t.startswith("**Software stack:**"))
+    assert line.startswith(f"**Software stack:** Megatron-Core / NeMo, chosen by the planner: {gap:.0%} faster than "
+                           "PyTorch FSDP2 on this job (1,024 GPUs"), line
