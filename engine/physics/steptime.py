@@ -37,14 +37,14 @@ OVERLAP_SLOWDOWN = 0.189
 # The units a stack issues its data-parallel collectives in (each call pays the collective latency, and the last
 # reduction and first gather of a step hide behind nothing): Megatron-Core's gradient buckets hold
 # max(40,000,000, 1,000,000 x dp) parameters by default, "larger DP sizes need larger buckets to ensure collectives do
-# not become latency-bound" (megatron/core/distributed/distributed_data_parallel_config.py, bucket_size); PyTorch DDP
-# (ZeRO-0 on the FSDP2 stack) fills buckets of bucket_cap_mb = 25 MiB of gradients
-# (torch.nn.parallel.DistributedDataParallel); DeepSpeed reduces in reduce_bucket_size = 5e8 elements and ZeRO-3 gathers
-# in stage3_prefetch_bucket_size = 5e7 (engine.physics.memory's constants); FSDP2's fully_shard units, Megatron-FSDP
-# and XLA's collectives are one transformer layer.
+# not become latency-bound" (megatron/core/distributed/distributed_data_parallel_config.py, bucket_size); TorchTitan's
+# DDP (ZeRO-0 on the FSDP2 stack) fills buckets of 100 MiB of gradients (torchtitan parallelize apply_ddp:
+# replicate(model, device_mesh=dp_mesh, bucket_cap_mb=100)); DeepSpeed reduces in reduce_bucket_size = 5e8 elements and
+# ZeRO-3 gathers in stage3_prefetch_bucket_size = 5e7 (engine.physics.memory's constants); FSDP2's fully_shard units,
+# Megatron-FSDP and XLA's collectives are one transformer layer.
 MEGATRON_BUCKET_PARAMS = 4e7
 MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1e6
-DDP_BUCKET_BYTES = 25 * 2**20
+DDP_BUCKET_BYTES = 100 * 2**20
 
 
 def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, moe: bool) -> dict[str, np.ndarray]:
@@ -156,9 +156,10 @@ def grad_bucket_params(hw: Hardware, lay: Layouts, reduce_bytes_per_param: float
         return np.maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp_group)
     if hw.framework == "deepspeed":
         return np.full(len(lay), DEEPSPEED_REDUCE_BUCKET)
-    if hw.framework == "pytorch_fsdp2":
-        return np.full(len(lay), DDP_BUCKET_BYTES / reduce_bytes_per_param)
-    return np.maximum(layer_params, 1.0)
+    layer = np.maximum(layer_params, 1.0) * np.ones(len(lay))
+    if hw.framework == "pytorch_fsdp2":       # DDP's buckets for ZeRO-0, fully_shard's layers otherwise
+        return np.where(lay.zero == 0, DDP_BUCKET_BYTES / reduce_bytes_per_param, layer)
+    return layer
 
 
 def reduce_bytes(training: Training, hw: Hardware) -> float:
