@@ -87,6 +87,14 @@ def all_gather_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
 reduce_scatter_s = all_gather_s
 
 
+def in_calls_s(collective, nbytes, calls, n, k, hw: Hardware) -> np.ndarray:
+    """`collective` of nbytes issued as `calls` separate calls (buckets, per-module gathers): every call pays the
+    library's latency (engine.physics.comm's NCCL model), the bytes move once. calls may be fractional: a bucket
+    larger than the unit it is counted per (a layer) fires once every several units, so a unit pays that share of
+    one latency: time = calls x latency + bytes / bus bandwidth."""
+    return collective(nbytes, n, k, hw) + (calls - 1.0) * collective(0.0 * nbytes, n, k, hw)
+
+
 def all_to_all_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
     """nbytes is what one rank holds before the exchange; it keeps 1/n, sends (k-1)/n to ranks in its node over
     the scale-up link and (n-k)/n to other nodes through its own network interface."""

@@ -7,21 +7,24 @@ OVERLAP_SLOWDOWN while it runs, and whatever part of it outlasts the compute it 
 parallel collectives are exposed unless tp_comm_overlap (then they hide behind the layer's matmuls); context-
 parallel KV exchange hides behind the attention core; MoE all-to-all is exposed; ZeRO-3 gathers each layer's
 weights behind the previous layer's compute and reduce-scatters its gradients behind the next one's, so a layer
-whose compute is shorter than its collectives exposes the difference; the data-parallel reduction of ZeRO 0-2 hides
-behind the last micro-batch's backward except its last bucket, and ZeRO-1/2's weight all-gather behind the next
-step's first forward except its first bucket.
+whose compute is shorter than its collectives exposes the difference, and a stage's first gather (with the embedding
+and output layer) and last reduce-scatter hide behind nothing; the data-parallel reduction of ZeRO 0-2 hides behind
+the last micro-batch's backward except its last bucket, and ZeRO-1/2's weight all-gather behind the next step's first
+forward except its first bucket. Every collective is issued in the stack's units (its buckets, or one layer), and
+each call pays the collective latency, which grows with the ranks of the ring (engine.physics.comm).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from engine.physics.comm import (all_gather_s, all_reduce_s, all_to_all_s, members_per_node, overlapped_s, reduce_scatter_s,
-                         send_recv_s)
+from engine.physics.comm import (all_gather_s, all_reduce_s, all_to_all_s, in_calls_s, members_per_node, overlapped_s,
+                                 reduce_scatter_s, send_recv_s)
 from engine.physics import finetune, finetune_time
 from engine.physics.compute import embedding_times, head_times, layer_times, optimizer_step_s
 from engine.physics.hardware import Hardware
 from engine.physics.layouts import Layouts
-from engine.physics.memory import StageParams, bytes_per_element, shard_groups
+from engine.physics.memory import (DEEPSPEED_PREFETCH_BUCKET, DEEPSPEED_REDUCE_BUCKET, StageParams, bytes_per_element,
+                                   outer_params, shard_groups)
 from engine.physics.model import Shape
 from engine.physics.schedule import pipeline_slots
 from engine.scenario import Training
@@ -31,6 +34,17 @@ COMPONENTS = ("compute", "recompute", "tp_comm", "cp_comm", "ep_comm", "zero3_co
 # H100, MI250 and MI210 (Lee et al. 2025, "Characterizing Compute-Communication Overlap in GPU-Accelerated
 # Distributed Deep Learning", arXiv 2507.03114, abstract; maximum 40%).
 OVERLAP_SLOWDOWN = 0.189
+# The units a stack issues its data-parallel collectives in (each call pays the collective latency, and the last
+# reduction and first gather of a step hide behind nothing): Megatron-Core's gradient buckets hold
+# max(40,000,000, 1,000,000 x dp) parameters by default, "larger DP sizes need larger buckets to ensure collectives do
+# not become latency-bound" (megatron/core/distributed/distributed_data_parallel_config.py, bucket_size); TorchTitan's
+# DDP (ZeRO-0 on the FSDP2 stack) fills buckets of 100 MiB of gradients (torchtitan parallelize apply_ddp:
+# replicate(model, device_mesh=dp_mesh, bucket_cap_mb=100)); DeepSpeed reduces in reduce_bucket_size = 5e8 elements and
+# ZeRO-3 gathers in stage3_prefetch_bucket_size = 5e7 (engine.physics.memory's constants); FSDP2's fully_shard units,
+# Megatron-FSDP and XLA's collectives are one transformer layer.
+MEGATRON_BUCKET_PARAMS = 4e7
+MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1e6
+DDP_BUCKET_BYTES = 100 * 2**20
 
 
 def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, moe: bool) -> dict[str, np.ndarray]:
@@ -65,28 +79,87 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         ep = 0.0 * tp
 
     # ZeRO-3 / FSDP: gather each layer's weights before its forward (and again before its backward when resharding),
-    # reduce-scatter its gradients after its backward, each behind the neighbouring layer's compute
+    # reduce-scatter its gradients after its backward, each behind the neighbouring layer's compute, in the stack's
+    # calls (zero3_calls); the stage's first gather and last reduce-scatter hide behind nothing (zero3_edges_s)
     z3 = 0.0 * tp
     if (lay.zero >= 3).any():
         shard, expert_shard = shard_groups(lay)
         layer_ne = (shape.attn_params + (shape.shared_expert_params if moe else shape.dense_mlp_params)) / t
         k = members_per_node(t, shard, g)
         stored = finetune.stored_weight_bytes(training, b["weight"])     # NF4 under QLoRA
-        gather = all_gather_s(stored * layer_ne, shard, k, hw)
+        matrices = len(shape.attn_matrices) + len(shape.shared_matrices if moe else shape.dense_mlp_matrices)
+        gathers, scatters = zero3_calls(hw, layer_ne, matrices)
+        gather = in_calls_s(all_gather_s, stored * layer_ne, gathers, shard, k, hw)
         reduced = reduce_bytes(training, hw)
-        scatter = reduce_scatter_s(reduced * finetune.trainable_share(shape, training, moe) * layer_ne, shard, k, hw)
+        scatter = in_calls_s(reduce_scatter_s, reduced * finetune.trainable_share(shape, training, moe) * layer_ne,
+                             scatters, shard, k, hw)
         if moe:
             layer_ex = (shape.n_experts / lay.ep) * shape.expert_params / lay.etp
             k_e = members_per_node(lay.etp * lay.ep, expert_shard, g)
-            gather = gather + all_gather_s(stored * layer_ex, expert_shard, k_e, hw)
-            scatter = scatter + reduce_scatter_s(reduced * finetune.trainable_share(shape, training, moe, expert=True)
-                                                 * layer_ex, expert_shard, k_e, hw)
+            gathers, scatters = zero3_calls(hw, layer_ex, (shape.n_experts / lay.ep) * len(shape.expert_matrices))
+            gather = gather + in_calls_s(all_gather_s, stored * layer_ex, gathers, expert_shard, k_e, hw)
+            scatter = scatter + in_calls_s(reduce_scatter_s, reduced * finetune.trainable_share(shape, training, moe,
+                                                                                                expert=True)
+                                           * layer_ex, scatters, expert_shard, k_e, hw)
         bwd_comm = np.where(lay.reshard, gather, 0.0) + scatter
-        z3 = overlapped_s(lt.fwd, gather, slow)[1] * (1 + full) + overlapped_s(lt.bwd, bwd_comm, slow)[1]
+        # under full recompute the layer's forward runs again inside its backward on the weights gathered for it
+        # (FSDP2's pre-backward unshard; DeepSpeed keeps them within stage3_max_reuse_distance): no third gather
+        z3 = overlapped_s(lt.fwd, gather, slow)[1] + overlapped_s(lt.bwd + lt.recompute, bwd_comm, slow)[1]
         z3 = np.where(lay.zero >= 3, z3, 0.0)
 
     return {"compute": lt.fwd + lt.bwd, "recompute": lt.recompute, "tp_comm": tp, "cp_comm": cp, "ep_comm": ep,
             "zero3_comm": z3, "bwd": lt.bwd + lt.recompute, "fwd": lt.fwd}
+
+
+def zero3_calls(hw: Hardware, layer_params, matrices) -> tuple[np.ndarray, np.ndarray]:
+    """(all-gather, reduce-scatter) calls per layer of ZeRO-3 for `layer_params` gathered parameters per GPU in
+    `matrices` weight matrices. DeepSpeed's partitioned-parameter coordinator gathers module by module, each fetch
+    with a prefetch of the next modules' parameters up to stage3_prefetch_bucket_size elements in one call: a layer
+    costs ceil(layer / bucket) calls, but never more than one per matrix (a matrix above the bucket is one call; the
+    norms stay gathered below stage3_param_persistence_threshold); it reduces in reduce_bucket_size buckets
+    (layer / bucket calls: a bucket larger than a layer fires once every several layers). FSDP2, Megatron-FSDP and
+    XLA gather and reduce each layer as one unit."""
+    layer_params = np.asarray(layer_params, dtype=float)
+    if hw.framework == "deepspeed":
+        gathers = np.minimum(np.maximum(np.ceil(layer_params / DEEPSPEED_PREFETCH_BUCKET), 1.0), np.maximum(matrices, 1))
+        return gathers, layer_params / DEEPSPEED_REDUCE_BUCKET
+    return np.ones_like(layer_params), np.ones_like(layer_params)
+
+
+def zero3_edges_s(shape: Shape, training: Training, hw: Hardware, lay: Layouts, st) -> np.ndarray:
+    """Seconds per micro-batch of a stage's first ZeRO-3 gather and last reduce-scatter, which nothing hides: a gather
+    hides only behind the compute before it, and before the stage's first layer runs only the embedding lookup; after
+    its last backward no compute is left. The first gather carries the parameters outside the layers (embedding,
+    output layer: FSDP2's root module, gathered at the start of each forward and reduced after the last backward,
+    torch.distributed.fsdp.fully_shard) with the first layer, or DeepSpeed's first prefetch bucket of it; the last
+    reduce-scatter the same parameters, or DeepSpeed's last reduce bucket. The non-expert shard group carries them."""
+    b = bytes_per_element(training)
+    shard, _ = shard_groups(lay)
+    k = members_per_node(lay.tp, shard, hw.gpus_per_node)
+    mlp = shape.shared_expert_params if shape.n_moe_layers and not shape.n_dense_layers else shape.dense_mlp_params
+    layer = (shape.attn_params + mlp) / lay.tp
+    outer = outer_params(shape, lay, st)
+    if hw.framework == "deepspeed":
+        first = outer + np.minimum(layer, DEEPSPEED_PREFETCH_BUCKET)
+        last = np.minimum(np.maximum(outer, DEEPSPEED_REDUCE_BUCKET), outer + (st.dense + st.moe) * layer)
+    else:
+        first = last = outer + layer
+    stored = finetune.stored_weight_bytes(training, b["weight"])
+    reduced = reduce_bytes(training, hw) * finetune.trainable_share(shape, training, moe=False)
+    edges = all_gather_s(stored * first, shard, k, hw) + reduce_scatter_s(reduced * last, shard, k, hw)
+    return np.where(lay.zero >= 3, edges, 0.0)
+
+
+def grad_bucket_params(hw: Hardware, lay: Layouts, reduce_bytes_per_param: float, layer_params) -> np.ndarray:
+    """Parameters per call of the ZeRO 0-2 gradient reduction and of ZeRO-1/2's weight gather (module constants)."""
+    if hw.framework == "megatron_core":
+        return np.maximum(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_DP_RANK * lay.dp_group)
+    if hw.framework == "deepspeed":
+        return np.full(len(lay), DEEPSPEED_REDUCE_BUCKET)
+    layer = np.maximum(layer_params, 1.0) * np.ones(len(lay))
+    if hw.framework == "pytorch_fsdp2":       # DDP's buckets for ZeRO-0, fully_shard's layers otherwise
+        return np.where(lay.zero == 0, DDP_BUCKET_BYTES / reduce_bytes_per_param, layer)
+    return layer
 
 
 def reduce_bytes(training: Training, hw: Hardware) -> float:
@@ -113,29 +186,38 @@ def _data_parallel(shape: Shape, training: Training, hw: Hardware, lay: Layouts,
     replicas = lay.dp_group // shard
     moe = shape.n_moe_layers > 0
 
-    def over(collective, nbytes_per_param, group, expert_group, replicated=False):
-        """A collective over the shard groups of the stage's non-expert and expert parameters."""
-        ne_bytes = nbytes_per_param * ne / (shard if replicated else 1.0)
-        t = collective(ne_bytes, group, members_per_node(lay.tp * (shard if replicated else 1), group, g), hw)
-        if moe:
-            ex_bytes = nbytes_per_param * ex / (expert_shard if replicated else 1.0)
-            t = t + collective(ex_bytes, expert_group, members_per_node(lay.etp * lay.ep, expert_group, g), hw)
-        return t
-
     rb = reduce_bytes(training, hw)
-    full_ar = over(all_reduce_s, rb, lay.dp_group, lay.expert_dp)                    # ZeRO-0: all-reduce every gradient
-    sharded_rs = over(reduce_scatter_s, rb, shard, expert_shard)                     # ZeRO 1-3: reduce-scatter to shards
-    replica_ar = np.where(replicas > 1, over(all_reduce_s, rb, replicas, replicas, replicated=True), 0.0)
-    gather = over(all_gather_s, b["weight"], shard, expert_shard)                    # ZeRO 1-2: updated weights back
+    bucket = grad_bucket_params(hw, lay, rb, (ne + ex) / np.maximum(n_local_layers, 1))
+    edge_share = np.minimum(1.0, bucket / np.maximum(ne + ex, 1.0))       # the last (first) bucket's share
+
+    def over(collective, nbytes_per_param, group, expert_group, replicated=False):
+        """(whole, one bucket) seconds of a collective over the shard groups of the stage's non-expert and expert
+        parameters: the whole issued in calls of `bucket` parameters, and the last (first) bucket alone."""
+        def both(params, grp, k):
+            whole = in_calls_s(collective, nbytes_per_param * params, np.maximum(params / bucket, 1.0), grp, k, hw)
+            return whole, collective(edge_share * nbytes_per_param * params, grp, k, hw)
+        whole, edge = both(ne / (shard if replicated else 1.0), group,
+                           members_per_node(lay.tp * (shard if replicated else 1), group, g))
+        if moe:
+            w, e = both(ex / (expert_shard if replicated else 1.0), expert_group,
+                        members_per_node(lay.etp * lay.ep, expert_group, g))
+            whole, edge = whole + w, edge + e
+        return whole, edge
+
+    full_ar, full_ar_edge = over(all_reduce_s, rb, lay.dp_group, lay.expert_dp)     # ZeRO-0: all-reduce every gradient
+    sharded_rs, sharded_rs_edge = over(reduce_scatter_s, rb, shard, expert_shard)   # ZeRO 1-3: reduce-scatter to shards
+    replica_ar, replica_ar_edge = (np.where(replicas > 1, x, 0.0)
+                                   for x in over(all_reduce_s, rb, replicas, replicas, replicated=True))
+    gather, gather_edge = over(all_gather_s, b["weight"], shard, expert_shard)     # ZeRO 1-2: updated weights back
     per_step = np.select([lay.zero == 0, lay.zero <= 2], [full_ar, sharded_rs + replica_ar], replica_ar)
+    last_bucket = np.select([lay.zero == 0, lay.zero <= 2], [full_ar_edge, sharded_rs_edge + replica_ar_edge],
+                            replica_ar_edge)
     per_mb = np.where(lay.zero == 2, sharded_rs, 0.0)                                # ZeRO-2 frees gradients each micro-batch
     per_step = per_step - np.where(lay.zero == 2, sharded_rs, 0.0)
-    n = np.maximum(n_local_layers, 1)
-    last_bucket = (per_step + per_mb) / n
     reduce = overlapped_s(bwd_window, per_step + per_mb, OVERLAP_SLOWDOWN)[1] + last_bucket
     reduce = reduce + (m - 1) * overlapped_s(bwd_window, per_mb, OVERLAP_SLOWDOWN)[1]
     weights = np.where((lay.zero == 1) | (lay.zero == 2),
-                       overlapped_s(fwd_window, gather, OVERLAP_SLOWDOWN)[1] + gather / n, 0.0)
+                       overlapped_s(fwd_window, gather, OVERLAP_SLOWDOWN)[1] + gather_edge, 0.0)
     return reduce + weights
 
 
@@ -160,6 +242,7 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
         tr_ne, tr_ex = finetune.stage_trainable(shape, training, lay, st, ne, ex)   # what has gradients
         layers = (lambda key: st.dense * dense[key] + st.moe * moe[key]) if moe_model else (lambda key: st.dense * dense[key])
         comp = {c: layers(c) for c in COMPONENTS}
+        comp["zero3_comm"] = comp["zero3_comm"] + zero3_edges_s(shape, training, hw, lay, st)
         heads = 1 + shape.mtp_layers                # each multi-token-prediction module runs the shared head again
         comp["compute"] = (comp["compute"] + np.where(st.head, heads * (head_fwd + head_bwd), 0.0)
                            + np.where(st.embedding, emb_fwd + emb_bwd, 0.0))

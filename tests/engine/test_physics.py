@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.catalog import load_catalog
-from engine.physics.comm import all_gather_s, all_to_all_s, overlapped_s
+from engine.physics.comm import all_gather_s, all_to_all_s, in_calls_s, overlapped_s
 from engine.planning.estimate import context, estimate
 from engine.physics.hardware import resolve_hardware
 from engine.physics.kernels import gemm_s
@@ -15,7 +15,7 @@ from engine.scenario import PRECISION_DTYPE, ScenarioError
 from engine.physics.layout_rules import virtual_stage_options
 from engine.physics.schedule import SplitError, pipeline_slots, split_options, stage_layers
 from engine.planning.search import _best_json as best_layout_cache, search   # the cache behind best_at
-from engine.physics.steptime import OVERLAP_SLOWDOWN
+from engine.physics.steptime import OVERLAP_SLOWDOWN, zero3_calls
 from tests.engine.helpers import gpt
 
 H100 = {"accelerator": "H100-SXM5-80GB"}
@@ -99,6 +99,50 @@ def test_zero3_at_a_fixed_batch_is_bound_by_its_gathers_once_compute_shrinks():
     assert slow[1][0] / slow[0][0] < 0.7 and slow[2][0] / slow[1][0] < 0.7     # near-halving per doubling
     fast = [per_gpu(n, None) for n in (256, 1024)]
     assert fast[1][1] > fast[0][1]                                              # exposure grows even on DGX networking
+
+
+def _a100_scenario(n, framework="deepspeed", model="llama2-13b"):
+    return parse_scenario({"model": {"preset": model},
+                           "training": {"seq_len": 2048, "global_batch_size": n, "total_tokens": 1e11,
+                                        "framework": framework},
+                           "cluster": {"accelerator": "A100-SXM4-80GB", "n_gpus": n},
+                           "layout": {"dp": n, "zero_stage": 3, "recompute": "full", "micro_batch_size": 1}})
+
+
+def test_every_call_of_a_ring_collective_pays_the_ring_latency():
+    # NCCL's ring over 384 A100 in 48 nodes of 8 (DGX A100: NVLink 3 step 3.4 us, HDR network step 14 us, 8.4 us
+    # base): 383 steps, 47 of them across nodes = 8.4 + 336 x 3.4 + 47 x 14 = 1808.8 us per call; seven calls of the
+    # same bytes cost six more latencies than one
+    hw = resolve_hardware(_a100_scenario(384))
+    n, k, nbytes = np.array([384]), np.array([8]), np.array([2e8])
+    one = all_gather_s(nbytes, n, k, hw)
+    assert float(all_gather_s(0.0 * nbytes, n, k, hw)[0]) == pytest.approx(1808.8e-6)
+    assert float((in_calls_s(all_gather_s, nbytes, 7.0, n, k, hw) - one)[0]) == pytest.approx(6 * 1808.8e-6)
+
+
+def test_deepspeed_zero3_gathers_by_prefetch_bucket_and_reduces_by_reduce_bucket():
+    # Llama 3.1 8B layer: q, o 4096 x 4096, k, v 4096 x 1024, three 4096 x 14336 MLP matrices = 218.1M parameters.
+    # DeepSpeed's defaults (stage3_prefetch_bucket_size 5e7, reduce_bucket_size 5e8): ceil(218.1 / 50) = 5 gathers,
+    # 0.436 reductions per layer; Llama 2 70B's 855.6M-parameter layer would need 18 buckets but has 7 matrices
+    layer_8b = 2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336
+    layer_70b = 2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672
+    hw = resolve_hardware(_a100_scenario(8))
+    gathers, reductions = zero3_calls(hw, np.array([layer_8b, layer_70b]), np.array([7, 7]))
+    assert list(gathers) == [5, 7]
+    assert reductions == pytest.approx([0.4362, 1.7113], rel=1e-3)
+    fsdp = resolve_hardware(_a100_scenario(8, "pytorch_fsdp2"))
+    assert [list(c) for c in zero3_calls(fsdp, np.array([layer_8b]), np.array([7]))] == [[1.0], [1.0]]     # one unit
+
+
+def test_deepspeed_zero3_at_thousands_of_ranks_is_bound_by_its_gather_latency():
+    # Llama 2 13B (40 layers of 7 matrices, each under 5e7 parameters apart from the MLP's, ceil(317M / 5e7) = 7
+    # gathers) over 2,240 A100 in 280 nodes: each gather call costs 8.4 + (2239 - 279) x 3.4 + 279 x 14 = 10578.4 us
+    # before any byte moves; forward and backward gather every layer, 14 calls of it, which no compute of the step can
+    # hide: the exposed ZeRO-3 time is at least 40 x 14 x 10.58 ms less all the compute there is to hide behind
+    e = estimate(_a100_scenario(2240))
+    bd = e.time_breakdown_s
+    assert bd["zero3_comm"] >= 40 * 14 * 10578.4e-6 - (bd["compute"] + bd["recompute"])
+    assert bd["zero3_comm"] > bd["compute"]
 
 
 # --- compute -----------------------------------------------------------------------------------------------------

@@ -261,11 +261,11 @@ def test_a_deadline_inside_the_range_gets_its_chance_from_the_measured_errors():
 
 def test_at_most_the_gpus_one_has():
     sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
-    # H100 for 60 days: 4,096 GPUs (49.8 days) is the cheapest; 3,072 GPUs take 69 days, so 3,072 is not enough
+    # H100 for 60 days: 3,584 GPUs (59.8 days) is the cheapest; 3,072 GPUs take 69.7 days, so 3,072 is not enough
     free = plan(sc, deadline_days=60, vendor="same").as_json()
-    assert free["answer"]["n_gpus"] == 4096
-    capped = plan(sc, deadline_days=60, vendor="same", max_gpus=4096).as_json()
-    assert capped["answer"]["n_gpus"] == 4096 and "on at most 4,096 accelerators" in capped["target"]
+    assert free["answer"]["n_gpus"] == 3584
+    capped = plan(sc, deadline_days=60, vendor="same", max_gpus=3584).as_json()
+    assert capped["answer"]["n_gpus"] == 3584 and "on at most 3,584 accelerators" in capped["target"]
     none = plan(sc, deadline_days=60, vendor="same", max_gpus=3072).as_json()
     assert none["answer"] is None and "on at most 3,072 accelerators" in none["reason"]
     assert "3,072 GPUs" in none["reason"]          # the fastest it can do, on all it has
