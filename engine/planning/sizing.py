@@ -219,7 +219,9 @@ def cheapest_for_deadline(sc: Scenario, target: Target, objective: str = "time",
     """The cheapest cluster (by cost, or billed GPU-hours without a price) whose best layout meets
     target.deadline_days and its budgets. Coarse: sizes grow from one node until the deadline is met (_grow) and the
     boundary is narrowed between the last miss and the first hit (_narrow). Fine: every size within WINDOW of that
-    boundary is searched, and the cheapest that meets the target wins (ties: fewer GPUs)."""
+    boundary is searched, and the cheapest that meets the target wins (ties: fewer GPUs). With full=True the full
+    search's best then steps down the sizes while a smaller one still meets the target and ranks first, so the size
+    below the answer never meets it for less (the quick search can miss the layout that makes it)."""
     ladder = Ladder(sc, objective, target.max_gpus or MAX_GPUS)
     if not ladder.counts:
         return _result(False, None, None, None, ladder, factor, reason="no cluster size can hold a layout of this model")
@@ -246,6 +248,10 @@ def cheapest_for_deadline(sc: Scenario, target: Target, objective: str = "time",
                        reason=f"no cluster size meets {target.describe()}: the cheapest that meets the deadline is "
                               f"{cheapest.n_gpus:,} GPUs, {_spend_text(cheapest, factor)}")
     j = min(meeting, key=lambda i: ranked(ladder.at(i), target, factor))
+    if full:                     # the full search may find a layout the quick one missed on a smaller size
+        shown = lambda i: ladder.shown(ladder.gpus(i), True)
+        while j > 0 and ok(shown(j - 1)) and ranked(shown(j - 1), target, factor) < ranked(shown(j), target, factor):
+            j -= 1
     return _finish(ladder, ladder.gpus(j), ladder.gpus(j - 1) if j > 0 else None, factor, ok, full, target)
 
 
