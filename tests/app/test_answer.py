@@ -6,6 +6,7 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from engine.economics.ranges import accuracy
 from engine.planning.estimate import estimate
 from engine.presentation.edit import default_scenario
 from engine.presentation.share import PlannerOptions, decode, encode
@@ -101,11 +102,16 @@ def test_a_budget_gets_the_fastest_cluster_within_it():
     assert "for at most $20,000,000" in texts(at.success)[0]
 
 
+# Llama 2's published whole-run GPU-hours over the engine's figure for them (scripts/calibrate_ranges.py typical_runs;
+# 1.50 before the ZeRO/bucket latency physics, 1.46 after): the page says the factor the answer was scaled by
+TYPICAL = f"A typical stack: {accuracy()['typical']['factor']:.2f}x the tuned figure"
+
+
 def test_a_typical_stack_is_the_published_whole_run_ratio_slower_and_says_so():
     at = ask(run_app(), "deadline_days", 60.0)
     tuned_days = days_of(metric(at, "Days (wall clock)"))
     at = ask(at, "deadline_days", 60.0, efficiency="typical")
-    assert any(c.startswith("A typical stack: 1.50x the tuned figure") for c in texts(at.caption))
+    assert any(c.startswith(TYPICAL) for c in texts(at.caption))
     typical_days = days_of(metric(at, "Days (wall clock)"))
     assert typical_days <= 60 and typical_days != tuned_days           # a bigger cluster is needed for the same date
 
@@ -118,7 +124,7 @@ def test_the_stack_selector_shows_the_stack_in_effect_when_the_options_change_ou
     at.session_state["options"] = at.session_state["options"].model_copy(update={"efficiency": "typical"})
     at.run()
     assert at.selectbox(key="ask:efficiency").value == "typical"
-    assert any(c.startswith("A typical stack: 1.50x the tuned figure") for c in texts(at.caption))
+    assert any(c.startswith(TYPICAL) for c in texts(at.caption))
 
 
 def test_an_impossible_deadline_says_the_closest_and_a_batch_range_must_hold_the_batch():
