@@ -37,13 +37,15 @@ def main(args: list[str]) -> int:
         log.error("The planner's settings are wrong, so it was not started:%s",
                   "".join("\n  " + problem for problem in err.problems))
         return 2
-    log.info("store %s%s; uploads up to %d MB; served under '/%s'", settings.db_path,
+    log.info("store %s%s; uploads up to %d MB; served under '/%s'", settings.store_location,
              " (read-only)" if settings.read_only else "", settings.max_upload_mb, settings.base_url_path)
-    if serving_lock(settings.db_path) is None:       # held (the descriptor stays open) until the process ends
+    # DuckDB: one planner per file, held (the descriptor stays open) until the process ends. PostgreSQL: none, as
+    # several replicas share the database and its server orders their writes.
+    if settings.db_url is None and serving_lock(settings.db_path) is None:
         log.error("%s", another_planner(settings.db_path))
         return 2
     os.chdir(ROOT)
-    if seed_store(settings.db_path):                   # in this process: a seed command would meet the lock
+    if seed_store(settings.store_target):             # in this process: a seed command would meet the lock
         return 2
     warm_up(settings)
     return run_streamlit([f"--server.maxUploadSize={settings.max_upload_mb}", *listen_args(args, os.environ), *args])
@@ -55,7 +57,7 @@ def warm_up(settings) -> None:
     from benchmarks_db.store import open_store
     from ui import background
 
-    background.warm_up(open_store(settings.db_path, read_only=settings.read_only))
+    background.warm_up(open_store(settings.store_target, read_only=settings.read_only))
 
 
 def _option(args: list[str], env: dict, name: str) -> str | None:
@@ -211,7 +213,7 @@ def run_streamlit(args: list[str]) -> int:
     PagesManager.uses_pages_directory = False
     settings = load_settings()
     install_guards(settings.max_pending_upload_mb * 2**20, session_upload_cap(settings),
-                   health=lambda: open_store(settings.db_path, read_only=settings.read_only).health())
+                   health=lambda: open_store(settings.store_target, read_only=settings.read_only).health())
     sys.argv = ["streamlit", "run", "app.py", *args]
     return cli.main()
 

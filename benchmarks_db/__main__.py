@@ -1,8 +1,11 @@
 """The benchmark store's one command line, python -m benchmarks_db COMMAND:
 
-    seed [--db PATH]          create or upgrade the store and load the published data (idempotent; the planner's
+    seed [--db PATH_OR_URL]   create or upgrade the store and load the published data (idempotent; the planner's
                               start runs it)
-    info                      schema version and row counts
+    info [--json]             the store's contents: backend, schema version, tables and their row counts
+    backup PATH               a copy of the whole store in one file (PostgreSQL: pg_dump's custom format; DuckDB: the
+                              database file, copied under the serving lock)
+    restore PATH              replace the store's contents with a backup's (benchmarks_db/backup.py)
     ingest FILE_OR_FOLDER...  check and store result files: [--json] [--submitter NAME] [--accelerator CATALOG_ID]
                               [--scenario FILE_OR_ID] (the run a training step-time log comes from)
                               [--max-bytes N] [--trusted]; each input on its own (one that is refused or breaks a
@@ -16,8 +19,10 @@
                               reason where the engine gives none); exit status 2 for a benchmark or round the store
                               lacks
 
-Every command takes the store's serving lock, so none runs beside a planner serving the same store (stop it
-first, as for a backup; uploads go through its Benchmarks page meanwhile)."""
+The store is APP_DB_URL's PostgreSQL database when that is set (postgresql://USER:PASSWORD@HOST:PORT/DATABASE), else
+the DuckDB file at APP_DB_PATH; --db names either. On DuckDB every command takes the store's serving lock, so none runs
+beside a planner serving the same store (stop it first, as for a backup; uploads go through its Benchmarks page
+meanwhile); on PostgreSQL they run beside the replicas, the server ordering their writes."""
 from __future__ import annotations
 
 import argparse
@@ -28,14 +33,17 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from benchmarks_db import trust
+from benchmarks_db import backup, trust
 from benchmarks_db.ingest import MAX_FILE_BYTES, IngestReport, Uploader, delete_upload, ingest_each
 from benchmarks_db.seed import seed
-from benchmarks_db.store import SchemaVersionError, Store, StoreBusy, db_path, open_store, serving
+from benchmarks_db.store import (SchemaVersionError, Store, StoreBusy, StoreConfigError, open_store, serving,
+                                 store_target)
 
 COMMANDS = {
     "seed": "create or upgrade the store and load the published data",
-    "info": "schema version and row counts",
+    "info": "the store's contents: backend, schema version, tables and their row counts",
+    "backup": "write a copy of the whole store to a file",
+    "restore": "replace the store's contents with a backup's",
     "ingest": "check and store result files (runner JSON, nccl-tests text, MLPerf results or a .zip of them, CSV)",
     "uploads": "the uploads and whether they are trusted",
     "trust": "let uploads into calibration",
@@ -52,22 +60,22 @@ VALIDATE_FIELDS = {"run_id": "result_id", "accelerator": "accelerator", "n_accel
                    "layout": "layout", "mfu": "mfu", "diagnosis": "diagnosis"}
 
 
-def _open(path: Path) -> Store | None:
+def _open(path: Path | str) -> Store | None:
     try:
         return open_store(path)
     except duckdb.IOException as err:
         print(f"cannot open the store: {str(err).splitlines()[0]}", file=sys.stderr)
-    except SchemaVersionError as err:
+    except (SchemaVersionError, StoreConfigError) as err:
         print(f"cannot use the store: {err}", file=sys.stderr)
     return None
 
 
 def _summary(store: Store) -> str:
-    return (f"{store.path}: schema version {store.schema_version()}; "
+    return (f"{store.location}: schema version {store.schema_version()}; "
             + ", ".join(f"{n} {t} rows" for t, n in store.counts().items()))
 
 
-def seed_store(path: Path) -> int:
+def seed_store(path: Path | str) -> int:
     """Create, migrate and seed the store, print what happened, close it; 2 when it cannot be opened. The caller
     holds the serving lock (serve.py, or main below)."""
     store = _open(path)
@@ -128,7 +136,7 @@ def _ingest(args: argparse.Namespace, path: Path) -> int:
                                   Uploader(submitter=args.submitter, trusted=args.trusted), scenario)
         finally:
             store.close()
-    except (duckdb.IOException, SchemaVersionError) as err:
+    except (duckdb.IOException, SchemaVersionError, StoreConfigError) as err:
         print(f"cannot open the store: {str(err).splitlines()[0]}", file=sys.stderr)
         return 2
     finally:
@@ -138,17 +146,22 @@ def _ingest(args: argparse.Namespace, path: Path) -> int:
     return 0 if all(r.ingested for r in reports) else 1
 
 
-def _run(args: argparse.Namespace, path: Path) -> int:
+def _run(args: argparse.Namespace, path: Path | str) -> int:
     if args.command == "seed":
         return seed_store(path)
     if args.command == "ingest":
         return _ingest(args, path)
+    if args.command == "restore":
+        print(backup.restore(path, Path(args.file)), flush=True)
+        return 0
     store = _open(path)
     if store is None:
         return 2
     try:
         if args.command == "info":
-            print(_summary(store))
+            print(json.dumps(store.summary(), indent=1) if args.json else _summary(store))
+        elif args.command == "backup":
+            print(backup.backup(store, Path(args.file)), flush=True)
         elif args.command == "validate":
             return _validate(args, store)
         elif args.command == "uploads":
@@ -213,7 +226,8 @@ def _removed(source_id: str, n_runs: int) -> str:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m benchmarks_db", description="The benchmark store: "
                                  + ", ".join(COMMANDS) + " (python -m benchmarks_db COMMAND --help)")
-    db_help = "store path (default: $APP_DB_PATH or var/planner.duckdb)"
+    db_help = ("the store: a DuckDB file or a postgresql:// URL (default: $APP_DB_URL, else $APP_DB_PATH, else "
+               "var/planner.duckdb)")
     ap.add_argument("--db", help=db_help)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parsers = {name: sub.add_parser(name, help=text, description=text) for name, text in COMMANDS.items()}
@@ -235,6 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
         parsers[name].add_argument("source_ids", nargs="*", metavar="SOURCE_ID",
                                    help="the uploads (python -m benchmarks_db uploads lists them)")
     parsers["trust"].add_argument("--by", default="the operator (command line)", help="who vouches for the uploads")
+    parsers["info"].add_argument("--json", action="store_true", help="one JSON object: backend, location (the URL "
+                                 "without its password), schema_version, tables (rows per table)")
+    parsers["backup"].add_argument("file", metavar="PATH", help="the backup file to write (not overwritten)")
+    parsers["restore"].add_argument("file", metavar="PATH", help="a file `backup` wrote, of the same backend")
     validate = parsers["validate"]
     validate.add_argument("--benchmark", required=True, help="MLPerf benchmark as the store names it: gpt3, "
                           "llama2_70b_lora, llama31_405b, ...")
@@ -248,10 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.command in ("trust", "distrust", "delete-upload") and not args.source_ids:
         ap.error(f"{args.command} needs the source ids of the uploads (python -m benchmarks_db uploads lists them)")
-    path = db_path(args.db)
     try:
+        path = store_target(args.db)
         with serving(path):
             return _run(args, path)
+    except (StoreConfigError, backup.BackupError) as err:
+        print(f"{args.command}: {err}", file=sys.stderr)
+        return 2
     except StoreBusy as err:
         then = ("ingesting from the command line, or upload through its Benchmarks page" if args.command == "ingest"
                 else "running this command (or upload through its page)")

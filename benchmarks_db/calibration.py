@@ -28,53 +28,76 @@ MIN_LATENCY_FIT_SIZES = 3
 MIN_PLATEAU_MESSAGE_BYTES = 64 * 2**20
 
 
+def median(column: str) -> str:
+    """The median in the SQL both backends accept (DuckDB's median(x) is the same continuous 50th percentile)."""
+    return f"percentile_cont(0.5) WITHIN GROUP (ORDER BY {column})"
+
+
+def _same(keys: tuple[str, ...]) -> str:
+    """Join condition of the figures with their evidence on `keys`, a NULL key (e.g. no dtype) matching NULL."""
+    return " AND ".join(f"f.{k} IS NOT DISTINCT FROM e.{k}" for k in keys)
+
+
 def matmul_calibration(store: Store) -> pd.DataFrame:
     """Per accelerator and dtype: the median over systems of each system's best matmul efficiency, where a system's
     figure for a shape is the median over its trustworthy runs of that shape. Each system and shape counts once, so
-    uploading the same machine's results again (or reordered) adds no weight."""
+    uploading the same machine's results again (or reordered) adds no weight. The evidence (runs, sources) is every
+    run and source of those figures."""
+    keys = ("accelerator_id", "dtype")
     return store.df(f"""
 WITH per_run_shape AS (
   SELECT s.accelerator_id, m.dtype, s.system_id, m.m, m.n, m.k, r.run_id, src.title AS source,
          max(m.efficiency) AS efficiency, max(m.value) AS tflops
   {BASE}
   WHERE m.metric = 'matmul_tflops' AND m.stat IN ('median', 'mean') AND m.efficiency IS NOT NULL AND {TRUSTED}
-  GROUP BY ALL),
+  GROUP BY s.accelerator_id, m.dtype, s.system_id, m.m, m.n, m.k, r.run_id, src.title),
 per_system_shape AS (
-  SELECT accelerator_id, dtype, system_id, m, n, k, median(efficiency) AS efficiency, median(tflops) AS tflops,
-         list(run_id) AS run_ids, list(source) AS sources
-  FROM per_run_shape GROUP BY ALL),
+  SELECT accelerator_id, dtype, system_id, m, n, k, {median("efficiency")} AS efficiency,
+         {median("tflops")} AS tflops
+  FROM per_run_shape GROUP BY accelerator_id, dtype, system_id, m, n, k),
 per_system AS (
-  SELECT accelerator_id, dtype, system_id, max(efficiency) AS efficiency, arg_max(tflops, efficiency) AS tflops,
-         flatten(list(run_ids)) AS run_ids, flatten(list(sources)) AS sources
-  FROM per_system_shape GROUP BY ALL)
-SELECT accelerator_id, dtype, median(efficiency) AS matmul_efficiency, median(tflops) AS tflops,
-       count(*) AS n_systems, len(list_distinct(flatten(list(run_ids)))) AS n_runs,
-       list_sort(list_distinct(flatten(list(run_ids)))) AS run_ids,
-       list_sort(list_distinct(flatten(list(sources)))) AS sources
-FROM per_system GROUP BY ALL ORDER BY ALL""")
+  SELECT accelerator_id, dtype, system_id, max(efficiency) AS efficiency,
+         (array_agg(tflops ORDER BY efficiency DESC))[1] AS tflops
+  FROM per_system_shape GROUP BY accelerator_id, dtype, system_id),
+figures AS (
+  SELECT accelerator_id, dtype, {median("efficiency")} AS matmul_efficiency, {median("tflops")} AS tflops,
+         count(*) AS n_systems
+  FROM per_system GROUP BY accelerator_id, dtype),
+evidence AS (
+  SELECT accelerator_id, dtype, count(DISTINCT run_id) AS n_runs, array_agg(DISTINCT run_id ORDER BY run_id) AS run_ids,
+         array_agg(DISTINCT source ORDER BY source) AS sources
+  FROM per_run_shape GROUP BY accelerator_id, dtype)
+SELECT f.accelerator_id, f.dtype, f.matmul_efficiency, f.tflops, f.n_systems, e.n_runs, e.run_ids, e.sources
+FROM figures f JOIN evidence e ON {_same(keys)} ORDER BY f.accelerator_id, f.dtype""")
 
 
 def collective_calibration(store: Store) -> pd.DataFrame:
     """Per accelerator and scale (nodes, ranks): the median over systems of each system's plateau bus bandwidth
     (a run's highest busbw at messages of at least MIN_PLATEAU_MESSAGE_BYTES, the median over the system's runs):
     each system counts once per scale."""
-    return store.df(f"""
+    keys = ("accelerator_id", "n_nodes", "n_ranks")
+    df = store.df(f"""
 WITH per_run AS (
   SELECT s.accelerator_id, s.system_id, m.n_nodes, m.n_ranks, r.run_id, src.title AS source, m.op,
          max(m.value) AS busbw_gbs
   {BASE}
   WHERE m.metric = 'busbw' AND m.stat IN ('median', 'mean') AND m.message_bytes >= ? AND {TRUSTED}
-  GROUP BY ALL),
+  GROUP BY s.accelerator_id, s.system_id, m.n_nodes, m.n_ranks, r.run_id, src.title, m.op),
 per_system AS (
-  SELECT accelerator_id, system_id, n_nodes, n_ranks, median(busbw_gbs) AS busbw_gbs, list(run_id) AS run_ids,
-         list(op) AS ops, list(source) AS sources
-  FROM per_run GROUP BY ALL)
-SELECT accelerator_id, n_nodes, n_ranks, n_ranks // n_nodes AS ranks_per_node, median(busbw_gbs) AS busbw_gbs,
-       count(*) AS n_systems, len(list_distinct(flatten(list(run_ids)))) AS n_runs,
-       list_sort(list_distinct(flatten(list(ops)))) AS ops,
-       list_sort(list_distinct(flatten(list(run_ids)))) AS run_ids,
-       list_sort(list_distinct(flatten(list(sources)))) AS sources
-FROM per_system GROUP BY ALL ORDER BY ALL""", [MIN_PLATEAU_MESSAGE_BYTES])
+  SELECT accelerator_id, system_id, n_nodes, n_ranks, {median("busbw_gbs")} AS busbw_gbs
+  FROM per_run GROUP BY accelerator_id, system_id, n_nodes, n_ranks),
+figures AS (
+  SELECT accelerator_id, n_nodes, n_ranks, {median("busbw_gbs")} AS busbw_gbs, count(*) AS n_systems
+  FROM per_system GROUP BY accelerator_id, n_nodes, n_ranks),
+evidence AS (
+  SELECT accelerator_id, n_nodes, n_ranks, count(DISTINCT run_id) AS n_runs, array_agg(DISTINCT op ORDER BY op) AS ops,
+         array_agg(DISTINCT run_id ORDER BY run_id) AS run_ids, array_agg(DISTINCT source ORDER BY source) AS sources
+  FROM per_run GROUP BY accelerator_id, n_nodes, n_ranks)
+SELECT f.accelerator_id, f.n_nodes, f.n_ranks, f.busbw_gbs, f.n_systems, e.n_runs, e.ops, e.run_ids, e.sources
+FROM figures f JOIN evidence e ON {_same(keys)} ORDER BY f.accelerator_id, f.n_nodes, f.n_ranks""",
+                  [MIN_PLATEAU_MESSAGE_BYTES])
+    df.insert(3, "ranks_per_node", df.n_ranks // df.n_nodes)
+    return df
 
 
 def collective_latency_calibration(store: Store) -> pd.DataFrame:
@@ -87,11 +110,12 @@ def collective_latency_calibration(store: Store) -> pd.DataFrame:
     from engine.physics.comm import step_latencies_from
     rows = store.df(f"""
 SELECT s.accelerator_id, s.system_id, r.run_id, src.title AS source, m.op, m.n_ranks, m.n_nodes, m.message_bytes,
-       median(m.value) AS algbw_gbs
+       {median("m.value")} AS algbw_gbs
 {BASE}
 WHERE m.metric = 'algbw' AND m.stat IN ('median', 'mean') AND m.message_bytes >= ? AND m.value > 0
   AND m.op IN ('all_reduce', 'all_gather', 'reduce_scatter') AND {TRUSTED}
-GROUP BY ALL ORDER BY ALL""", [MIN_LATENCY_FIT_BYTES])
+GROUP BY s.accelerator_id, s.system_id, r.run_id, src.title, m.op, m.n_ranks, m.n_nodes, m.message_bytes
+ORDER BY 1, 2, 3, 4, 5, 6, 7, 8""", [MIN_LATENCY_FIT_BYTES])
     fitted = []
     for (acc, system, run, op, n, nodes), g in rows.groupby(["accelerator_id", "system_id", "run_id", "op", "n_ranks",
                                                            "n_nodes"]):

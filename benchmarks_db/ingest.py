@@ -17,14 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-import duckdb
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from benchmarks_db import checks
 from benchmarks_db.accelerators import accelerator as catalog_accelerator
 from benchmarks_db.dispatch import FORMATS, Parsed, Refused, decode, parse_file, parse_tree
 from benchmarks_db.records import Run, Source
-from benchmarks_db.store import Store, StoreUnavailable, utc_now
+from benchmarks_db.store import ConstraintViolation, Store, StoreUnavailable, utc_now
 from benchmarks_db.writer import write
 from benchmarks_db.zip_archive import zip_members
 
@@ -76,7 +75,7 @@ def _mlperf_duplicate(store: Store, run: Run, score: float) -> str | None:
     rows = store.rows(
         "SELECT s.kind, r.mlperf_round, r.submitter_org, m.value FROM run r JOIN source s USING (source_id) "
         "JOIN measurement m USING (run_id) WHERE r.benchmark = ? AND m.stat = 'score' "
-        "AND json_extract_string(r.params, '$.mlperf_system') = ? AND abs(m.value - ?) < ? "
+        "AND r.params->>'mlperf_system' = ? AND abs(m.value - ?) < ? "
         "ORDER BY s.kind = 'published' DESC LIMIT 1",
         [run.benchmark, run.params.get("mlperf_system"), score, MLPERF_SCORE_TOL_MIN])
     if rows:
@@ -106,7 +105,7 @@ def _check_units(store: Store, units: list[Parsed], report: IngestReport) -> lis
         report.errors.append("the same result appears twice in this input")
     if hashes and not report.errors:
         dup = store.rows("SELECT r.content_sha256, s.source_id, s.kind, s.ingested_at FROM run r JOIN source s "
-                         "USING (source_id) WHERE r.content_sha256 IN (SELECT unnest(?))", [hashes])
+                         "USING (source_id) WHERE r.content_sha256 IN (SELECT unnest(CAST(? AS VARCHAR[])))", [hashes])
         for _, source_id, kind, when in dup[:5]:
             report.errors.append(f"duplicate: these measurements are already in the store ({kind} source {source_id}, "
                                  f"ingested {when:%Y-%m-%d %H:%M} UTC)")
@@ -134,7 +133,7 @@ def _commit(store: Store, units: list[Parsed], source: Source, report: IngestRep
                 raise _RollBack
     except _RollBack:
         report.dry_run = True
-    except duckdb.ConstraintException as err:        # a concurrent upload of the same content won the race
+    except ConstraintViolation as err:        # a concurrent upload of the same content won the race
         report.errors.append(f"duplicate: {str(err).splitlines()[0]}")
         report.rows_added = {}
         return report
@@ -326,9 +325,9 @@ def delete_upload(store: Store, source_id: str) -> int:
                         [source_id]).fetchall()
         cur.execute("DELETE FROM source WHERE source_id = ?", [source_id])
         systems, envs = sorted({r[1] for r in n}), sorted({r[2] for r in n if r[2] is not None})
-        cur.execute("DELETE FROM system WHERE system_id IN (SELECT unnest(?)) "
+        cur.execute("DELETE FROM system WHERE system_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
                     "AND system_id NOT IN (SELECT system_id FROM run)", [systems])
-        cur.execute("DELETE FROM software_env WHERE env_id IN (SELECT unnest(?)) "
+        cur.execute("DELETE FROM software_env WHERE env_id IN (SELECT unnest(CAST(? AS VARCHAR[]))) "
                     "AND env_id NOT IN (SELECT env_id FROM run WHERE env_id IS NOT NULL)", [envs])
     return len(n)
 

@@ -1,4 +1,6 @@
-"""Schema of the benchmark store: versioned, append-only migrations (never edit a shipped entry; add a new one).
+"""Schema of the benchmark store: versioned, append-only migrations (never edit a shipped entry's meaning; add a new
+one). One list for both backends (benchmarks_db/store.py), in the SQL both DuckDB and PostgreSQL accept: DOUBLE
+PRECISION (DuckDB's DOUBLE), VARCHAR, JSON (text on both), TIMESTAMP (naive UTC).
 
 Canonical units: min (time to train), TFLOP/s (matmul), GB/s = 1e9 B/s (memory, copy, collective, storage);
 sizes in bytes. Every value keeps its provenance: measurement -> run -> source (and system, software_env).
@@ -45,7 +47,7 @@ CREATE TABLE run (
   tool VARCHAR NOT NULL, tool_version VARCHAR,
   mlperf_round VARCHAR, division VARCHAR, availability VARCHAR, submitter_org VARCHAR,
   started_at TIMESTAMP,                  -- UTC
-  duration_s DOUBLE,
+  duration_s DOUBLE PRECISION,
   validation VARCHAR NOT NULL CHECK (validation IN ('accepted', 'flagged')),
   validation_msgs JSON NOT NULL,         -- list of strings: why flagged, notes from the checks
   content_sha256 VARCHAR NOT NULL UNIQUE,
@@ -53,13 +55,13 @@ CREATE TABLE run (
 CREATE TABLE measurement (
   run_id VARCHAR NOT NULL,               -- run.run_id
   metric VARCHAR NOT NULL,               -- time_to_train | matmul_tflops | mem_bw | copy_bw | algbw | busbw | io_bw
-  value DOUBLE NOT NULL,
+  value DOUBLE PRECISION NOT NULL,
   unit VARCHAR NOT NULL CHECK (unit IN ('min', 'TFLOP/s', 'GB/s')),
   stat VARCHAR NOT NULL,                 -- score | single | median | mean | max
-  n_samples INTEGER, value_min DOUBLE, value_max DOUBLE, cv_pct DOUBLE,
+  n_samples INTEGER, value_min DOUBLE PRECISION, value_max DOUBLE PRECISION, cv_pct DOUBLE PRECISION,
   dtype VARCHAR, m BIGINT, n BIGINT, k BIGINT,
   op VARCHAR, message_bytes BIGINT, n_ranks INTEGER, n_nodes INTEGER, backend VARCHAR,
-  peak_value DOUBLE, efficiency DOUBLE,  -- catalog datasheet peak in the same unit, value / peak
+  peak_value DOUBLE PRECISION, efficiency DOUBLE PRECISION,  -- catalog datasheet peak in the same unit, value / peak
   params JSON);
 CREATE TABLE seed_dataset (
   dataset VARCHAR PRIMARY KEY, sha256 VARCHAR NOT NULL, n_rows INTEGER NOT NULL, loaded_at TIMESTAMP NOT NULL);
@@ -107,7 +109,7 @@ CREATE TABLE run_v5 (
   tool VARCHAR NOT NULL, tool_version VARCHAR,
   mlperf_round VARCHAR, division VARCHAR, availability VARCHAR, submitter_org VARCHAR,
   started_at TIMESTAMP,
-  duration_s DOUBLE,
+  duration_s DOUBLE PRECISION,
   validation VARCHAR NOT NULL CHECK (validation IN ('accepted', 'flagged')),
   validation_msgs JSON NOT NULL,
   content_sha256 VARCHAR NOT NULL UNIQUE,
@@ -120,13 +122,13 @@ CREATE INDEX run_benchmark ON run(benchmark);
 CREATE TABLE measurement_v5 (
   run_id VARCHAR NOT NULL,
   metric VARCHAR NOT NULL,               -- ... | step_time
-  value DOUBLE NOT NULL,
+  value DOUBLE PRECISION NOT NULL,
   unit VARCHAR NOT NULL CHECK (unit IN ('min', 'TFLOP/s', 'GB/s', 's')),
   stat VARCHAR NOT NULL,
-  n_samples INTEGER, value_min DOUBLE, value_max DOUBLE, cv_pct DOUBLE,
+  n_samples INTEGER, value_min DOUBLE PRECISION, value_max DOUBLE PRECISION, cv_pct DOUBLE PRECISION,
   dtype VARCHAR, m BIGINT, n BIGINT, k BIGINT,
   op VARCHAR, message_bytes BIGINT, n_ranks INTEGER, n_nodes INTEGER, backend VARCHAR,
-  peak_value DOUBLE, efficiency DOUBLE,
+  peak_value DOUBLE PRECISION, efficiency DOUBLE PRECISION,
   params JSON);
 INSERT INTO measurement_v5 SELECT * FROM measurement;
 DROP INDEX measurement_run;

@@ -17,6 +17,8 @@ TRUSTED_SOURCE = "(src.kind = 'published' OR (src.kind = 'user_submitted' AND sr
 ACCEL = "coalesce(s.accelerator_id, s.accelerator_raw)"
 TOTAL = "count(*) OVER () AS total_rows"
 PAGE = "LIMIT $limit OFFSET $offset"
+DATASHEET_COLUMNS = ("accelerator, accelerator_id, dtype, op, value, unit, stat, peak_value, efficiency, source_kind, "
+                     "trusted, source, tool, validation, validation_msgs, run_id")
 
 
 def _page(limit: int | None, offset: int) -> dict:
@@ -45,7 +47,7 @@ SELECT r.run_id, r.mlperf_round AS round, r.submitter_org AS submitter, s.system
        s.accelerator_raw, s.accelerator_id, s.n_accelerators, s.accelerators_per_node, s.n_nodes,
        m.value AS score_minutes, m.value / 60 * s.n_accelerators AS accelerator_hours_derived,
        r.availability, r.division, src.kind AS source_kind, {TRUSTED_SOURCE} AS trusted, src.title AS source,
-       coalesce(json_extract_string(r.params, '$.url'), src.url) AS url, r.validation, r.validation_msgs, {TOTAL}
+       coalesce(r.params->>'url', src.url) AS url, r.validation, r.validation_msgs, {TOTAL}
 {BASE}
 WHERE r.suite = 'mlperf_training' AND m.stat = 'score'
   AND ($benchmark IS NULL OR r.benchmark = $benchmark)
@@ -63,8 +65,9 @@ def compare_systems(store: Store, benchmark: str, source_kind: str | None = "pub
     accelerator-hours to compare efficiency across scales."""
     return store.df(f"""
 SELECT {ACCEL} AS accelerator, s.n_accelerators, min(m.value) AS best_minutes,
-       arg_min(r.mlperf_round, m.value) AS round, arg_min(r.submitter_org, m.value) AS submitter,
-       arg_min(s.system_name, m.value) AS system_name, count(*) AS n_results,
+       (array_agg(r.mlperf_round ORDER BY m.value))[1] AS round,
+       (array_agg(r.submitter_org ORDER BY m.value))[1] AS submitter,
+       (array_agg(s.system_name ORDER BY m.value))[1] AS system_name, count(*) AS n_results,
        min(m.value) / 60 * s.n_accelerators AS accelerator_hours_derived
 {BASE}
 WHERE r.suite = 'mlperf_training' AND m.stat = 'score' AND r.benchmark = $benchmark
@@ -95,13 +98,14 @@ def datasheet_efficiency(store: Store, metric: str = "matmul_tflops", limit: int
     """Measured vs datasheet: per run its best value (best matmul shape, fastest memory kernel) against the catalog
     peak of the same dtype, with where the number comes from and whether it is trusted."""
     return store.df(f"""
-SELECT *, {TOTAL} FROM (
+SELECT {DATASHEET_COLUMNS}, {TOTAL} FROM (
   SELECT {ACCEL} AS accelerator, s.accelerator_id, m.dtype, m.op, m.value, m.unit, m.stat, m.peak_value,
          m.efficiency, src.kind AS source_kind, {TRUSTED_SOURCE} AS trusted, src.title AS source, r.tool,
-         r.validation, r.validation_msgs, r.run_id
+         r.validation, r.validation_msgs, r.run_id,
+         row_number() OVER (PARTITION BY r.run_id, m.dtype, m.op ORDER BY m.value DESC) AS best
   {BASE}
-  WHERE m.metric = $metric
-  QUALIFY row_number() OVER (PARTITION BY r.run_id, m.dtype, m.op ORDER BY m.value DESC) = 1)
+  WHERE m.metric = $metric) AS per_run
+WHERE best = 1
 ORDER BY accelerator, dtype, value DESC, run_id {PAGE}""", {"metric": metric, **_page(limit, offset)})
 
 
@@ -111,4 +115,6 @@ def sources(store: Store) -> pd.DataFrame:
 SELECT src.source_id, src.kind, src.title, src.publisher, src.url, src.source_commit, src.submitter, src.filename,
        src.ingested_at, count(DISTINCT r.run_id) AS runs, count(m.run_id) AS measurements
 FROM source src LEFT JOIN run r USING (source_id) LEFT JOIN measurement m USING (run_id)
-GROUP BY ALL ORDER BY src.kind, src.source_id""")
+GROUP BY src.source_id, src.kind, src.title, src.publisher, src.url, src.source_commit, src.submitter,
+         src.filename, src.ingested_at
+ORDER BY src.kind, src.source_id""")

@@ -36,11 +36,11 @@ def training_runs(store: Store) -> pd.DataFrame:
     """Every stored training step-time run with its measured median and spread and the scenario it ran."""
     df = store.df(f"""
 SELECT r.run_id, src.source_id, src.filename, {TRUSTED_SOURCE} AS trusted, r.validation, s.accelerator_id,
-       s.system_id, json_extract_string(r.params, '$.framework') AS framework, m.dtype AS precision,
+       s.system_id, r.params->>'framework' AS framework, m.dtype AS precision,
        s.n_accelerators AS n_gpus, m.value AS measured_s,
-       CAST(json_extract(m.params, '$.p10_s') AS DOUBLE) AS p10_s,
-       CAST(json_extract(m.params, '$.p90_s') AS DOUBLE) AS p90_s, m.n_samples,
-       CAST(json_extract(r.params, '$.scenario') AS VARCHAR) AS scenario
+       CAST(m.params->>'p10_s' AS DOUBLE PRECISION) AS p10_s,
+       CAST(m.params->>'p90_s' AS DOUBLE PRECISION) AS p90_s, m.n_samples,
+       CAST(r.params->'scenario' AS VARCHAR) AS scenario
 FROM run r JOIN system s USING (system_id) JOIN source src USING (source_id) JOIN measurement m USING (run_id)
 WHERE r.suite = 'training_run' AND m.metric = 'step_time' AND m.stat = 'median'
 ORDER BY src.ingested_at DESC, r.run_id""")

@@ -1,29 +1,43 @@
-"""The DuckDB store: one Store per process and file, a fresh cursor for every call (DuckDB 2.0 refuses to share one
-connection between threads), writes serialised by a lock and each one a single transaction.
+"""The benchmark store: one Store class over one of two backends, with the same SQL text for both.
 
-    store = open_store()                         # APP_DB_PATH, default var/planner.duckdb under the repository
-    df = store.df("SELECT ... WHERE x = ?", [value])
+    store = open_store()          # APP_DB_URL (postgresql://...) when set, else APP_DB_PATH (default var/planner.duckdb)
+    df = store.df("SELECT ... WHERE x = ?", [value])        # or $name with a dict
+    with store.transaction() as cur:                         # everything inside commits together or not at all
+        cur.execute("INSERT ...", [...])
 
-Only this process may open the file while the app runs (DuckDB: one read-write process per file). Parameters are
-always bound, never formatted into SQL; the connection has no access to the file system beyond its own file.
+DuckDB (the embedded default): one Store per process and file, a fresh cursor for every call (DuckDB 2.0 refuses to
+share one connection between threads), writes serialised by a lock. Only this process may open the file while the app
+runs (DuckDB: one read-write process per file; serving_lock). The connection has no access to the file system beyond
+its own file. A fatal DuckDB error (a write that fails half-way, e.g. on a full disk) invalidates the database for the
+rest of the process: every later query raises FatalException. The Store then answers StoreUnavailable, with a message,
+and reopens the file on its next use, so it recovers once the cause is gone (space freed).
 
-A fatal DuckDB error (a write that fails half-way, e.g. on a full disk) invalidates the database for the rest of the
-process: every later query raises FatalException. The Store then answers StoreUnavailable, with a message, and
-reopens the file on its next use, so it recovers once the cause is gone (space freed); `health()` says whether it
-answers now.
+PostgreSQL (APP_DB_URL, several replicas on one server): connections from a small pool of the Store's own, each read
+in autocommit, each transaction on one connection; the SQL is written once, in the dialect both accept, and
+translated here only in its parameter marks (DuckDB's ? and $name become psycopg's %s and %(name)s). Parameters are
+always bound by the driver, never formatted into SQL by this code. Migrations run under an advisory lock, so replicas
+starting together apply each one once. JSON columns come back as text and timestamps as naive UTC on both.
+
+`health()` says whether the store answers now.
 """
 from __future__ import annotations
 
 import logging
 import fcntl
 import os
+import re
 import threading
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 
 import duckdb
 import pandas as pd
+import psycopg
+import pyarrow as pa
+from psycopg.types.numeric import FloatLoader
+from psycopg.types.string import TextLoader
 
 from benchmarks_db.migrations import MIGRATIONS
 
@@ -34,6 +48,10 @@ DEFAULT_DB_PATH = (ROOT / "var" if (ROOT / "pyproject.toml").is_file() else
                    ) / "planner.duckdb"
 log = logging.getLogger(__name__)
 CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False, "enable_external_access": False}
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+CONNECT_TIMEOUT_S = 10
+POOL_IDLE_MAX = 8                 # PostgreSQL connections a Store keeps open between uses
+MIGRATION_LOCK_KEY = 0x706C616E   # pg_advisory_lock key of the store's migrations ("plan")
 
 
 def utc_now() -> datetime:
@@ -75,8 +93,12 @@ def serving_lock(path: Path) -> int | None:
 
 
 @contextmanager
-def serving(path: Path):
-    """Hold the serving lock for a command that writes the store; StoreBusy (another_planner's message) if taken."""
+def serving(path: Path | str):
+    """Hold the serving lock for a command that writes the store; StoreBusy (another_planner's message) if taken.
+    A PostgreSQL store (a URL) has none: its server orders the writes of every replica and command."""
+    if is_url(path):
+        yield
+        return
     fd = serving_lock(path)
     if fd is None:
         raise StoreBusy(another_planner(path))
@@ -86,21 +108,180 @@ def serving(path: Path):
         os.close(fd)
 
 
+class StoreConfigError(ValueError):
+    """The store's setting (APP_DB_URL, APP_DB_PATH or --db) names no store this process can use; str(err) names the
+    setting, what is wrong and how to fix it (never the password)."""
+
+
+class ConstraintViolation(RuntimeError):
+    """A write broke a PRIMARY KEY, UNIQUE or CHECK constraint, on either backend; str(err) is the database's reason."""
+
+
+def is_url(target) -> bool:
+    return isinstance(target, str) and target.startswith(POSTGRES_SCHEMES)
+
+
+def mask_url(url: str) -> str:
+    """The connection URL as messages and logs show it: its password (user:PASSWORD@ or password=) as ***."""
+    url = re.sub(r"(://[^:/@?#]*:)[^@/?#]*@", r"\1***@", url)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", url, flags=re.I)
+
+
+@lru_cache(maxsize=1024)
+def pg_sql(sql: str) -> str:
+    """The store's SQL (DuckDB's parameter marks) for psycopg: ? -> %s, $name -> %(name)s, and a literal % -> %%
+    (psycopg reads % everywhere); inside quoted strings and names and in comments only the % is touched."""
+    out, i, n = [], 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c in "'\"":                                     # a quoted string or name; '' inside is the quote itself
+            j = i + 1
+            while j < n and not (sql[j] == c and (j + 1 >= n or sql[j + 1] != c)):
+                j += 2 if sql[j] == c else 1
+            out.append(sql[i:j + 1].replace("%", "%%"))
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            out.append(sql[i:j].replace("%", "%%"))
+            i = j
+        elif c == "?":
+            out.append("%s")
+            i += 1
+        elif c == "$" and (m := _NAME.match(sql, i + 1)):
+            out.append(f"%({m.group()})s")
+            i = m.end()
+        else:
+            out.append("%%" if c == "%" else c)
+            i += 1
+    return "".join(out)
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def connect_postgres(url: str, read_only: bool = False) -> psycopg.Connection:
+    """A connection to the PostgreSQL store: reads in autocommit, JSON and NUMERIC read as DuckDB gives them (text,
+    float), the session in UTC (so now() and TIMESTAMP agree with utc_now()), parameters bound by the driver on the
+    client (so `$x IS NULL OR col = $x` needs no declared type).
+    StoreConfigError, naming APP_DB_URL without its password, when the URL is wrong or the server refuses."""
+    if not is_url(url):
+        raise StoreConfigError(f"APP_DB_URL={mask_url(url)[:200]!r} is not a PostgreSQL URL: write "
+                               "postgresql://USER:PASSWORD@HOST:PORT/DATABASE (or leave it unset for the embedded "
+                               "DuckDB store at APP_DB_PATH)")
+    try:
+        con = psycopg.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor,
+                              connect_timeout=CONNECT_TIMEOUT_S, application_name="llm-capacity-planner",
+                              options="-c TimeZone=UTC" + (" -c default_transaction_read_only=on" if read_only else ""))
+    except (psycopg.Error, ValueError) as err:
+        password = psycopg.conninfo.conninfo_to_dict(url).get("password") if is_url(url) else None
+        why = " ".join(str(err).split())[:300]
+        if password:
+            why = why.replace(str(password), "***")
+        raise StoreConfigError(f"APP_DB_URL={mask_url(url)}: cannot connect to PostgreSQL ({why}). Check the host, "
+                               "port, user, password and database in it, and that the server is running and accepts "
+                               "connections from this machine.") from None
+    for name in ("json", "jsonb"):
+        con.adapters.register_loader(name, TextLoader)
+    con.adapters.register_loader("numeric", FloatLoader)
+    return con
+
+
+# How a PostgreSQL column becomes a DataFrame column like DuckDB's .df() gives it (the rest stay as pandas infers)
+_INT, _FLOAT, _BOOL, _TIME = ({psycopg.adapters.types[t].oid for t in names} for names in (
+    ("int2", "int4", "int8"), ("float4", "float8", "numeric"), ("bool",), ("timestamp",)))
+
+
+def _frame(cur: psycopg.Cursor) -> pd.DataFrame:
+    df = pd.DataFrame.from_records(cur.fetchall(), columns=[d.name for d in cur.description])
+    for i, d in enumerate(cur.description):
+        col = df.iloc[:, i]
+        if d.type_code in _INT:
+            df.isetitem(i, col.astype("Int64"))
+        elif d.type_code in _FLOAT:
+            df.isetitem(i, col.astype("float64"))
+        elif d.type_code in _BOOL:
+            df.isetitem(i, col.astype("boolean"))
+        elif d.type_code in _TIME:
+            df.isetitem(i, pd.to_datetime(col).astype("datetime64[us]"))
+    return df
+
+
+class Cursor:
+    """A cursor of either backend with the interface the store's callers use: execute (DuckDB's parameter marks, the
+    same SQL text on both), fetchall, fetchone, df and insert (many rows at once); a broken constraint is
+    ConstraintViolation on both."""
+
+    def __init__(self, raw, postgres: bool):
+        self.raw, self.postgres = raw, postgres
+
+    @contextmanager
+    def _constraints(self):
+        try:
+            yield
+        except (duckdb.ConstraintException, psycopg.errors.IntegrityError) as err:
+            raise ConstraintViolation(str(err).splitlines()[0]) from err
+
+    def execute(self, sql: str, params: list | dict | None = None) -> Cursor:
+        with self._constraints():
+            if self.postgres:
+                self.raw.execute(pg_sql(sql) if params else sql, params or None)
+            else:
+                self.raw.execute(sql, params or [])
+        return self
+
+    def fetchall(self) -> list[tuple]:
+        return self.raw.fetchall()
+
+    def fetchone(self) -> tuple | None:
+        return self.raw.fetchone()
+
+    def df(self) -> pd.DataFrame:
+        return _frame(self.raw) if self.postgres else self.raw.df()
+
+    def insert(self, table: str, schema: dict[str, pa.DataType], rows: list[dict], ignore: bool = False) -> None:
+        """rows into table's columns named by schema (with their Arrow types), in one statement; ignore: a row whose
+        key is already there is skipped (ON CONFLICT DO NOTHING). DuckDB scans them as one typed Arrow table;
+        PostgreSQL takes them as one pipelined batch."""
+        if not rows:
+            return
+        cols = ", ".join(schema)
+        conflict = " ON CONFLICT DO NOTHING" if ignore else ""
+        with self._constraints():
+            if self.postgres:
+                self.raw.executemany(f"INSERT INTO {table} ({cols}) VALUES ({', '.join(['%s'] * len(schema))})"
+                                     f"{conflict}", [[r[c] for c in schema] for r in rows])
+                return
+            view = f"_new_{table}"
+            self.raw.register(view, pa.table({c: pa.array([r[c] for r in rows], type=t) for c, t in schema.items()}))
+            self.raw.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {view}{conflict}")
+            self.raw.unregister(view)    # (on error the transaction and its cursor are discarded, views with them)
+
+
 class Store:
-    def __init__(self, path: Path, read_only: bool = False):
-        self.path = path
+    def __init__(self, target: Path | str, read_only: bool = False):
+        self.postgres = is_url(target)
+        self.backend = "postgresql" if self.postgres else "duckdb"
+        self.url = target if self.postgres else None
+        self.path = None if self.postgres else Path(target)
+        self.location = mask_url(target) if self.postgres else str(target)     # what messages show
         self.read_only = read_only
-        self._con = self._connect()
-        self._con_lock = threading.Lock()     # the connection is swapped under it after a fatal error
-        self._broken: str | None = None       # the fatal error, until the file is reopened
+        self._con_lock = threading.Lock()     # DuckDB: the connection is swapped under it after a fatal error
+        self._broken: str | None = None       # DuckDB: the fatal error, until the file is reopened
         self._write_lock = threading.Lock()
+        self._idle: list[psycopg.Connection] = []        # PostgreSQL: connections waiting for their next use
+        self._con = self._connect()           # PostgreSQL: the first connection, which says at once if the URL is wrong
+        if self.postgres:
+            self._idle.append(self._con)
         if not read_only:
             self._migrate()
         elif (current := self.schema_version()) != len(MIGRATIONS):
-            raise SchemaVersionError(f"{path}: schema version {current}, this code needs {len(MIGRATIONS)}; the store is "
-                               "opened read-only, so run `python -m benchmarks_db seed` on it first")
+            raise SchemaVersionError(f"{self.location}: schema version {current}, this code needs {len(MIGRATIONS)}; "
+                                     "the store is opened read-only, so run `python -m benchmarks_db seed` on it first")
 
-    def _connect(self) -> duckdb.DuckDBPyConnection:
+    def _connect(self):
+        if self.postgres:
+            return connect_postgres(self.url, self.read_only)
         return duckdb.connect(str(self.path), read_only=self.read_only, config=CONFIG)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
@@ -123,42 +304,81 @@ class Store:
         self._broken = None
 
     def _unavailable(self, why: str) -> str:
+        if self.postgres:
+            return (f"The benchmark store cannot be used right now ({why.splitlines()[0][:300]}); the planner retries "
+                    f"on the next request. If it persists, check that the PostgreSQL server of APP_DB_URL="
+                    f"{self.location} is running and reachable.")
         return (f"The benchmark store cannot be used right now ({why.splitlines()[0][:300]}); the planner retries on "
                 "the next request. If the disk is full, its administrator must free space.")
 
     @contextmanager
     def _fatal(self):
-        """Mark the connection for reopening when DuckDB invalidates the database, and say so as StoreUnavailable."""
+        """Mark the connection for reopening when DuckDB invalidates the database, and say so as StoreUnavailable;
+        PostgreSQL: a lost connection (server restarted, network) is StoreUnavailable, and is not reused."""
         try:
             yield
         except duckdb.FatalException as err:
             self._broken = str(err).splitlines()[0][:300]
             log.error("%s: fatal store error, reopening on the next use: %s", self.path, self._broken)
             raise StoreUnavailable(self._unavailable(self._broken)) from None
+        except psycopg.OperationalError as err:
+            log.error("%s: store error: %s", self.location, str(err).splitlines()[0][:300] if str(err) else err)
+            raise StoreUnavailable(self._unavailable(str(err) or type(err).__name__)) from None
+
+    @contextmanager
+    def _connection(self):
+        """PostgreSQL: an idle connection of the pool, or a new one; back to the pool after if still healthy."""
+        with self._con_lock:
+            con = self._idle.pop() if self._idle else None
+        if con is None or con.closed:
+            try:
+                con = self._connect()
+            except StoreConfigError as err:
+                raise StoreUnavailable(self._unavailable(str(err))) from None
+        try:
+            yield con
+        finally:
+            if con.broken or con.closed or con.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                con.close()
+            else:
+                with self._con_lock:
+                    keep = len(self._idle) < POOL_IDLE_MAX
+                    if keep:
+                        self._idle.append(con)
+                if not keep:
+                    con.close()
 
     def _read(self, sql: str, params: list | dict | None, fetch):
         """One query on a cursor of its own, closed after; a fatal error marks the store for reopening."""
+        if self.postgres:
+            with self._fatal(), self._connection() as con, con.cursor() as cur:
+                return fetch(Cursor(cur, True).execute(sql, params))
         with self._fatal():
             cur = self.cursor()
             try:
-                return fetch(cur.execute(sql, params or []))
+                return fetch(Cursor(cur, False).execute(sql, params))
             finally:
                 cur.close()
 
     def df(self, sql: str, params: list | dict | None = None) -> pd.DataFrame:
-        return self._read(sql, params, lambda result: result.df())
+        return self._read(sql, params, lambda cur: cur.df())
 
     def rows(self, sql: str, params: list | dict | None = None) -> list[tuple]:
-        return self._read(sql, params, lambda result: result.fetchall())
+        return self._read(sql, params, lambda cur: cur.fetchall())
 
     @contextmanager
     def transaction(self):
-        """One writer at a time; everything inside commits together or not at all."""
+        """Everything inside commits together or not at all (DuckDB: one writer at a time in this process;
+        PostgreSQL: the server orders the writers of every replica)."""
+        if self.postgres:
+            with self._fatal(), self._connection() as con, con.transaction(), con.cursor() as cur:
+                yield Cursor(cur, True)
+            return
         with self._write_lock, self._fatal():
             cur = self.cursor()
             cur.execute("BEGIN TRANSACTION")
             try:
-                yield cur
+                yield Cursor(cur, False)
                 cur.execute("COMMIT")
             except BaseException:
                 try:
@@ -175,7 +395,7 @@ class Store:
             self.rows("SELECT count(*) FROM schema_version")
         except StoreUnavailable as err:
             return str(err)
-        except duckdb.Error as err:
+        except (duckdb.Error, psycopg.Error) as err:
             return self._unavailable(str(err))
         return None
 
@@ -187,27 +407,55 @@ class Store:
         tables = ("source", "system", "software_env", "run", "measurement")
         return {t: self.rows(f"SELECT count(*) FROM {t}")[0][0] for t in tables}   # table names from the tuple above
 
+    def summary(self) -> dict:
+        """The store's contents: backend, where (the URL without its password), schema version, rows per table."""
+        tables = [t for (t,) in self.rows("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                                          "current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name")]
+        return {"backend": self.backend, "location": self.location, "schema_version": self.schema_version(),
+                "tables": {t: self.rows(f'SELECT count(*) FROM "{t}"')[0][0] for t in tables}}   # names from the catalog
+
+    @contextmanager
+    def _migration_lock(self):
+        """PostgreSQL: a session advisory lock, so replicas starting together migrate one after the other (the
+        second finds the work done); DuckDB: the serving lock and the write lock already make it one process."""
+        if not self.postgres:
+            yield
+            return
+        with self._fatal(), self._connection() as con:
+            con.execute("SELECT pg_advisory_lock(%s)", [MIGRATION_LOCK_KEY])
+            try:
+                yield
+            finally:
+                con.execute("SELECT pg_advisory_unlock(%s)", [MIGRATION_LOCK_KEY])
+
     def _migrate(self) -> None:
-        with self.transaction() as cur:
-            cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
-                        "description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)")
-        current = self.schema_version()
-        if current > len(MIGRATIONS):
-            raise SchemaVersionError(f"{self.path}: schema version {current} is newer than this code knows "
-                               f"({len(MIGRATIONS)}); upgrade the app or use another APP_DB_PATH")
-        for version, (description, sql) in enumerate(MIGRATIONS[current:], start=current + 1):
+        with self._migration_lock():
             with self.transaction() as cur:
-                cur.execute(sql)
-                cur.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, description, utc_now()])
-            log.info("%s: schema version %d applied (%s)", self.path, version, description)
+                cur.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, "
+                            "description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)")
+            current = self.schema_version()
+            if current > len(MIGRATIONS):
+                raise SchemaVersionError(f"{self.location}: schema version {current} is newer than this code knows "
+                                         f"({len(MIGRATIONS)}); upgrade the app or use another store")
+            for version, (description, sql) in enumerate(MIGRATIONS[current:], start=current + 1):
+                with self.transaction() as cur:
+                    cur.execute(sql)
+                    cur.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, description, utc_now()])
+                log.info("%s: schema version %d applied (%s)", self.location, version, description)
 
     def close(self) -> None:
         with _STORES_LOCK:
-            _STORES.pop(self.path, None)
-        self._con.close()
+            _STORES.pop(self.url if self.postgres else self.path, None)
+        if self.postgres:
+            with self._con_lock:
+                idle, self._idle = self._idle, []
+            for con in idle:
+                con.close()
+        else:
+            self._con.close()
 
 
-_STORES: dict[Path, Store] = {}
+_STORES: dict[Path | str, Store] = {}
 _STORES_LOCK = threading.Lock()
 
 
@@ -215,13 +463,29 @@ def db_path(path: str | os.PathLike | None = None) -> Path:
     return Path(path or os.environ.get("APP_DB_PATH") or DEFAULT_DB_PATH).expanduser().resolve()
 
 
+def store_target(given: str | os.PathLike | None = None) -> Path | str:
+    """Which store: `given` (a DuckDB file path or a postgresql:// URL), else $APP_DB_URL when set, else the DuckDB
+    file at $APP_DB_PATH (default var/planner.duckdb). StoreConfigError when APP_DB_URL is set but not a PostgreSQL
+    URL."""
+    if given is not None and str(given).strip():
+        return str(given).strip() if is_url(str(given).strip()) else db_path(given)
+    url = os.environ.get("APP_DB_URL", "").strip()
+    if url and not is_url(url):
+        raise StoreConfigError(f"APP_DB_URL={mask_url(url)[:200]!r} is not a PostgreSQL URL: write "
+                               "postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or unset it to use the embedded "
+                               "DuckDB store at APP_DB_PATH")
+    return url or db_path()
+
+
 def open_store(path: str | os.PathLike | None = None, read_only: bool = False) -> Store:
-    """The process's Store for `path` (default: $APP_DB_PATH, else var/planner.duckdb), created and migrated on
-    first use (read_only: opened as it is, nothing can be written); later calls return the same object."""
-    p = db_path(path)
+    """The process's Store for `path` (store_target: a DuckDB file or a postgresql:// URL; default $APP_DB_URL, else
+    $APP_DB_PATH, else var/planner.duckdb), created and migrated on first use (read_only: opened as it is, nothing can
+    be written); later calls return the same object. StoreConfigError when a URL's server cannot be used."""
+    target = store_target(path)
     with _STORES_LOCK:
-        store = _STORES.get(p)
+        store = _STORES.get(target)
         if store is None:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            store = _STORES[p] = Store(p, read_only)
+            if not is_url(target):
+                target.parent.mkdir(parents=True, exist_ok=True)
+            store = _STORES[target] = Store(target, read_only)
         return store

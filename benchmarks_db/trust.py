@@ -15,9 +15,11 @@ def uploads(store: Store) -> pd.DataFrame:
     """Every upload, newest first, with who sent it, how many runs it holds and whether it is trusted."""
     return store.df("""
 SELECT src.source_id, src.filename, src.submitter, src.uploaded_by, src.ingested_at, count(r.run_id) AS runs,
-       count(r.run_id) FILTER (r.validation = 'accepted') AS accepted_runs, src.trusted_by, src.trusted_at
+       count(r.run_id) FILTER (WHERE r.validation = 'accepted') AS accepted_runs, src.trusted_by, src.trusted_at
 FROM source src LEFT JOIN run r USING (source_id)
-WHERE src.kind = 'user_submitted' GROUP BY ALL ORDER BY src.ingested_at DESC, src.source_id""")
+WHERE src.kind = 'user_submitted'
+GROUP BY src.source_id, src.filename, src.submitter, src.uploaded_by, src.ingested_at, src.trusted_by, src.trusted_at
+ORDER BY src.ingested_at DESC, src.source_id""")
 
 
 def set_trusted(store: Store, source_id: str, by: str | None) -> str:

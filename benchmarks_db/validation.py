@@ -144,7 +144,8 @@ def results_version(store: Store, benchmark: str | None = None) -> tuple:
     scores, whether each is trusted, and their logged batch and tokens. It changes only when one of those does, not
     with every upload (a microbenchmark result changes no prediction)."""
     return tuple(store.rows(f"""
-SELECT count(*), coalesce(sum(hash(r.run_id, m.value, r.params, {TRUSTED_SOURCE})), 0)
+SELECT count(*), md5(coalesce(string_agg(concat_ws('|', r.run_id, m.value, r.params, {TRUSTED_SOURCE}), ','
+                                          ORDER BY r.run_id), ''))
 {BASE}WHERE r.suite = 'mlperf_training' AND m.stat = 'score' AND ($benchmark IS NULL OR r.benchmark = $benchmark)""",
                             {"benchmark": benchmark})[0])
 

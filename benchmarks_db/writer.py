@@ -1,16 +1,16 @@
-"""Write a Source and its Runs inside the caller's transaction, as a few bulk inserts (typed Arrow tables scanned
-by DuckDB), so 10,000 measurements take milliseconds rather than a statement each."""
+"""Write a Source and its Runs inside the caller's transaction, as a few bulk inserts (Cursor.insert: typed Arrow
+tables scanned by DuckDB, one pipelined batch on PostgreSQL), so 10,000 measurements take milliseconds rather than a
+statement each."""
 from __future__ import annotations
 
 import json
 import uuid
 from dataclasses import asdict
 
-import duckdb
 import pyarrow as pa
 
 from benchmarks_db.records import COLUMNS, Run, Source
-from benchmarks_db.store import utc_now
+from benchmarks_db.store import Cursor, utc_now
 
 S, I, F, TS = pa.string(), pa.int64(), pa.float64(), pa.timestamp("us")
 SOURCE = {"source_id": S, "kind": S, "dataset": S, "title": S, "publisher": S, "url": S, "source_commit": S,
@@ -30,36 +30,22 @@ MEASUREMENT = {"run_id": S, **{c: (I if c in ("n_samples", "m", "n", "k", "messa
                                    else S) for c in COLUMNS}, "params": S}
 
 
-def _table(schema: dict, rows: list[dict]) -> pa.Table:
-    return pa.table({name: pa.array([r[name] for r in rows], type=typ) for name, typ in schema.items()})
-
-
-def _insert(cur: duckdb.DuckDBPyConnection, table: str, schema: dict, rows: list[dict], ignore: bool = False) -> None:
-    if not rows:
-        return
-    view = f"_new_{table}"
-    cur.register(view, _table(schema, rows))
-    cols = ", ".join(schema)
-    cur.execute(f"INSERT {'OR IGNORE ' if ignore else ''}INTO {table} ({cols}) SELECT {cols} FROM {view}")
-    cur.unregister(view)        # (on error the transaction and its cursor are discarded, views with them)
-
-
 def _json(obj) -> str:
     """JSON as the store keeps it: no NaN or Infinity (not JSON; checks.record_problems refuses them first)."""
     return json.dumps(obj, sort_keys=True, default=str, allow_nan=False)
 
 
-def write(cur: duckdb.DuckDBPyConnection, source: Source, runs: list[Run]) -> dict[str, int]:
+def write(cur: Cursor, source: Source, runs: list[Run]) -> dict[str, int]:
     """Insert the source, its systems and software environments (shared ones once) and runs; returns rows added."""
     source.source_id = source.source_id or f"upload:{uuid.uuid4().hex[:16]}"
     src = {k: v for k, v in asdict(source).items()}
     src["ingested_at"] = utc_now()
-    _insert(cur, "source", SOURCE, [src])
+    cur.insert("source", SOURCE, [src])
     systems = {r.system.system_id: r.system for r in runs}
     envs = {r.software.env_id: r.software for r in runs if r.software}
-    _insert(cur, "system", SYSTEM, [{**asdict(s), "system_id": sid, "extra": _json(s.extra)}
+    cur.insert("system", SYSTEM, [{**asdict(s), "system_id": sid, "extra": _json(s.extra)}
                                     for sid, s in systems.items()], ignore=True)
-    _insert(cur, "software_env", SOFTWARE, [{**asdict(e), "env_id": eid, "extra": _json(e.extra)}
+    cur.insert("software_env", SOFTWARE, [{**asdict(e), "env_id": eid, "extra": _json(e.extra)}
                                             for eid, e in envs.items()], ignore=True)
     run_rows, meas_rows = [], []
     for run in runs:
@@ -75,6 +61,6 @@ def write(cur: duckdb.DuckDBPyConnection, source: Source, runs: list[Run]) -> di
             "content_sha256": content, "params": _json(run.params)})
         meas_rows += [{"run_id": run.run_id, **{c: getattr(m, c) for c in COLUMNS}, "params": _json(m.params)}
                       for m in run.measurements]
-    _insert(cur, "run", RUN, run_rows)
-    _insert(cur, "measurement", MEASUREMENT, meas_rows)
+    cur.insert("run", RUN, run_rows)
+    cur.insert("measurement", MEASUREMENT, meas_rows)
     return {"source": 1, "run": len(run_rows), "measurement": len(meas_rows)}

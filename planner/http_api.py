@@ -112,17 +112,24 @@ async def run_limited(request: Request, what: str, work, *args, **kwargs) -> JSO
 
 
 def store_problem() -> str | None:
-    """None when the engine's catalog loads and the store is there to be read, else why not. The API's answers come
-    from the engine alone. The embedded DuckDB store is the web app's while it serves it (DuckDB: one process per
-    file; the app's own health check asks it), and opening it here, even read-only for a moment, could stop the app
-    from starting beside it, so readiness checks the file this process would read, not a query on it."""
-    from benchmarks_db.store import db_path
+    """None when the engine's catalog loads and the store answers, else why not. The API's answers come from the
+    engine alone. A PostgreSQL store (APP_DB_URL) is queried (Store.health), as every replica shares it. The embedded
+    DuckDB store is the web app's while it serves it (DuckDB: one process per file; the app's own health check asks
+    it), and opening it here, even read-only for a moment, could stop the app from starting beside it, so readiness
+    checks the file this process would read, not a query on it."""
+    from benchmarks_db.store import SchemaVersionError, StoreConfigError, db_path, open_store
     from engine.catalog import load_catalog
     try:
         load_catalog()
     except Exception as err:                     # the engine cannot answer without its data files
         return f"catalog: {type(err).__name__}: {err}"
-    path = db_path(settings().db_path)
+    deployment = settings()
+    if deployment.db_url:
+        try:
+            return open_store(deployment.db_url, read_only=deployment.read_only).health()
+        except (StoreConfigError, SchemaVersionError) as err:
+            return str(err)
+    path = db_path(deployment.db_path)
     if not path.is_file():
         return f"no store at {path}; create it with `planner store seed`"
     if not os.access(path, os.R_OK):

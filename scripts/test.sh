@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the whole test suite on a fresh Debian machine with Python 3.11 (about 20 minutes on 2 cores; README "Set up").
-# Needs root or passwordless sudo: installs Debian's chromium for the browser tests here, and podman, runc and
+# Needs root or passwordless sudo: installs Debian's chromium for the browser tests and Debian's postgresql for the
+# store tests (tests/postgres.py starts a throwaway cluster of its own) here, and podman, runc and
 # debootstrap in the container tests, which build the image (and a debian:bookworm-slim base image with
 # debootstrap when podman has none). Python packages go into .venv from requirements-dev.lock (hashes checked).
 set -euo pipefail
@@ -13,6 +14,10 @@ as_root() {
 if [ ! -x /usr/bin/chromium ]; then
   echo "Installing Debian's chromium for the browser tests ..."
   as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+  echo "Installing Debian's postgresql for the store tests (both backends) ..."
+  as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 if ! cmp -s requirements-dev.lock .venv/.requirements-dev.lock; then

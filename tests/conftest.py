@@ -46,3 +46,16 @@ def runner_result(runner: str, out: Path, *args: str) -> Path:
     subprocess.run([sys.executable, "-m", "benchmarks_db.run", runner, "--quick", "--out", str(out), *args], cwd=ROOT,
                    check=True, capture_output=True, timeout=120)
     return out
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster for the whole session (tests/postgres.py). Without PostgreSQL's programs the
+    tests that need it fail in CI (CI=true: the test command installs them) and are skipped elsewhere."""
+    from tests.postgres import MISSING, cluster, pg_bin
+    if pg_bin() is None:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
+    with cluster() as c:
+        yield c

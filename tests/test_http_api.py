@@ -210,6 +210,33 @@ def test_readyz_says_why_without_a_store(tmp_path):
         stop(proc)
 
 
+def test_readyz_queries_a_postgres_store(tmp_path, postgres):
+    """With APP_DB_URL the API's readiness is a query on the shared store: 200 while it answers, 503 naming the
+    setting (without its password) once the database is gone."""
+    from benchmarks_db.store import open_store
+    db = postgres.new_database()
+    open_store(db).close()                                   # created and migrated, as the app's start does
+    proc, url = start(tmp_path, APP_DB_URL=db)
+    try:
+        with urllib.request.urlopen(url + "/readyz", timeout=30) as resp:
+            assert resp.status == 200 and json.loads(resp.read()) == {"status": "ok"}
+        postgres.drop(db)
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(url + "/readyz", timeout=30)
+        assert err.value.code == 503 and "cannot be used right now" in json.loads(err.value.read())["store"]
+    finally:
+        stop(proc)
+    proc, url = start(tmp_path, APP_DB_URL="postgresql://planner:hunter2@127.0.0.1:1/planner")
+    try:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(url + "/readyz", timeout=30)
+        said = json.loads(err.value.read())["store"]
+        assert err.value.code == 503 and said.startswith("APP_DB_URL=postgresql://planner:***@127.0.0.1:1/planner: "
+                                                         "cannot connect") and "hunter2" not in said
+    finally:
+        stop(proc)
+
+
 def test_work_beyond_the_limit_gets_429_with_retry_after(tmp_path):
     """One slot, and one requester may have at most 8 jobs running or waiting (engine/work_limits.py): of 12
     searches sent at once from one address, at least 4 are refused with 429 and Retry-After, the others answer.

@@ -29,7 +29,7 @@ from ui.work_limits import Busy
 def store() -> Store:
     """The process's one store handle (each use takes its own cursor), read-only in a read-only deployment."""
     settings = load_settings()
-    return open_store(settings.db_path, read_only=settings.read_only)
+    return open_store(settings.store_target, read_only=settings.read_only)
 
 
 @st.cache_data(max_entries=512, show_spinner=False)

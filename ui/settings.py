@@ -2,6 +2,8 @@
 serve.py checks them before the server starts).
 
     APP_DB_PATH                     the DuckDB store (default var/planner.duckdb; /data/planner.duckdb in the image)
+    APP_DB_URL                      postgresql://USER:PASSWORD@HOST:PORT/DATABASE: the store is that PostgreSQL
+                                    database instead (several replicas share it); never printed with its password
     STREAMLIT_SERVER_BASE_URL_PATH  Streamlit's own: the path the app is served under behind a reverse proxy
     APP_MAX_UPLOAD_MB               the largest upload in MB of 2^20 bytes (default 64): Streamlit's server limit, the
                                     upload widget's and the store's ingestion limit
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks_db.ingest import MAX_FILE_BYTES
-from benchmarks_db.store import db_path
+from benchmarks_db.store import StoreConfigError, db_path, mask_url, store_target
 
 DEFAULT_MAX_UPLOAD_MB = MAX_FILE_BYTES // 2**20
 MAX_UPLOAD_MB_LIMIT = 1024        # uploads are held in memory while they are checked
@@ -45,7 +47,7 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True)
 class Settings:
-    db_path: Path
+    db_path: Path                 # the DuckDB store, unless db_url names a PostgreSQL one
     base_url_path: str            # without leading or trailing slashes; "" when served at the root
     max_upload_mb: int
     read_only: bool
@@ -54,6 +56,17 @@ class Settings:
     trusted_uploaders: frozenset[str] = frozenset()
     max_concurrent_work: int = 1
     max_pending_upload_mb: int = 4 * DEFAULT_MAX_UPLOAD_MB
+    db_url: str | None = None     # APP_DB_URL: the PostgreSQL store
+
+    @property
+    def store_target(self) -> Path | str:
+        """What open_store takes: the PostgreSQL URL when set, else the DuckDB file."""
+        return self.db_url or self.db_path
+
+    @property
+    def store_location(self) -> str:
+        """The store as logs and messages name it (the URL without its password)."""
+        return mask_url(self.db_url) if self.db_url else str(self.db_path)
 
     @property
     def max_upload_bytes(self) -> int:
@@ -63,8 +76,13 @@ class Settings:
 def load_settings() -> Settings:
     """The settings from the environment, or SettingsError naming every variable that is wrong and what it takes."""
     env, problems = os.environ, []
-    path = db_path()
-    if path.is_dir():
+    path, url = db_path(), None
+    try:
+        target = store_target()
+        url = target if isinstance(target, str) else None
+    except StoreConfigError as err:
+        problems.append(str(err))
+    if url is None and path.is_dir():
         problems.append(f"APP_DB_PATH={path} is a folder: name the store file in it, e.g. {path / 'planner.duckdb'}")
     base = env.get("STREAMLIT_SERVER_BASE_URL_PATH", "").strip().strip("/")
     if base and not all(URL_SEGMENT.fullmatch(s) for s in base.split("/")):
@@ -98,7 +116,7 @@ def load_settings() -> Settings:
         raise SettingsError(problems)
     return Settings(db_path=path, base_url_path=base, max_upload_mb=max_mb, read_only=raw_ro in TRUE, title=title,
                     identity_header=header.lower() or None, trusted_uploaders=trusted, max_concurrent_work=work,
-                    max_pending_upload_mb=pending)
+                    max_pending_upload_mb=pending, db_url=url)
 
 
 def _whole(env, name: str, default: int, low: int, high: int, problems: list[str], low_name: str = "") -> int:

@@ -1,8 +1,10 @@
 """The deployment's settings (ui/settings.py): a read-only planner writes nothing and says so where one would
 write, the title is the team's, the upload limit applies to the store's ingestion, and a wrong setting is named
 with what it takes, in the browser and by serve.py before anything starts."""
+import os
 import subprocess
 import sys
+import urllib.request
 
 import duckdb
 import pytest
@@ -98,3 +100,37 @@ def test_every_wrong_setting_is_named_with_what_it_takes(monkeypatch, tmp_path):
     started = subprocess.run([sys.executable, "serve.py"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert started.returncode == 2 and "APP_READ_ONLY='maybe'" in started.stderr
     assert "Uvicorn" not in started.stdout + started.stderr
+
+
+def test_a_wrong_app_db_url_is_named_before_anything_starts(monkeypatch, tmp_path):
+    """APP_DB_URL that is not a PostgreSQL URL is a settings problem; one whose server refuses stops serve.py with the
+    reason; neither prints the password nor a traceback."""
+    monkeypatch.setenv("APP_DB_URL", "mysql://planner:hunter2@db/planner")
+    with pytest.raises(SettingsError) as err:
+        load_settings()
+    assert [p.split("=")[0] for p in err.value.problems] == ["APP_DB_URL"] and "hunter2" not in str(err.value)
+    assert "postgresql://USER:PASSWORD@HOST:PORT/DATABASE" in str(err.value)
+    env = {"APP_DB_URL": "postgresql://planner:hunter2@127.0.0.1:1/planner", "APP_DB_PATH": str(tmp_path / "x.duckdb")}
+    started = subprocess.run([sys.executable, "serve.py"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, **env})
+    said = started.stdout + started.stderr
+    assert started.returncode == 2 and "APP_DB_URL=postgresql://planner:***@127.0.0.1:1/planner: cannot connect" in said
+    assert "hunter2" not in said and "Traceback" not in said and "Uvicorn" not in said
+
+
+def test_the_planner_serves_from_postgres_when_app_db_url_is_set(postgres, tmp_path):
+    """serve.py on a PostgreSQL store: no serving lock (a second replica starts beside the first), the store seeded,
+    the pages' health check answering from it."""
+    from serve import local_server
+    url = postgres.new_database()
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    with local_server(tmp_path / "a", env={"APP_DB_URL": url}) as (first, _, log_a), \
+            local_server(tmp_path / "b", env={"APP_DB_URL": url}) as (second, _, _):
+        for server in (first, second):
+            with urllib.request.urlopen(server + "_stcore/health", timeout=30) as resp:
+                assert resp.read() == b"ok"
+        assert "268 run rows, 2188 measurement rows" in log_a.read_text()
+    store = open_store(url)
+    assert store.counts()["run"] == 268 and store.health() is None
+    store.close()
+    postgres.drop(url)

@@ -332,14 +332,11 @@ def test_csv_reading_stops_after_fifty_errors():
     assert runs == [] and len(errors) == 50 and errors[0] == "line 2, column 'value': 'x' is not a number"
 
 
-def test_the_operator_deletes_an_upload_from_the_command_line_and_never_published_data(seeded_file, tmp_path):
+def test_the_operator_deletes_an_upload_from_the_command_line_and_never_published_data(seeded_copy):
     """Issue 18: operators had no command to delete an upload. It removes everything the upload added in one
     transaction; a published source is refused, the store unchanged."""
-    import shutil
-
     from benchmarks_db.store import open_store
-    db = tmp_path / "planner.duckdb"
-    shutil.copy(seeded_file, db)
+    db = seeded_copy
     store = open_store(db)
     before = snapshot(store)
     report = ingest_bytes(store, "mine.json", _matmul_upload(700, "cli-delete"))

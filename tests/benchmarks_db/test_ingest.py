@@ -173,8 +173,8 @@ def test_a_refused_file_in_a_folder_does_not_stop_the_others(store, tmp_path):
     assert store.rows("SELECT count(*) FROM run")[0][0] == 1
 
 
-def test_cli_json_report_and_exit_status(tmp_path, capsys):
-    db = str(tmp_path / "cli.duckdb")
+def test_cli_json_report_and_exit_status(location, tmp_path, capsys):
+    db = str(location)
     good, bad = tmp_path / "result_0.txt", tmp_path / "bad.csv"
     good.write_bytes((GPT3_RESULTS / "result_0.txt").read_bytes())
     bad.write_text("accelerator,metric,value,unit\nH100-SXM5-80GB,matmul_tflops,-5,TFLOP/s\n")

@@ -34,7 +34,7 @@ def test_all_three_samples_from_the_top_folder(store):
 def test_failed_run_counts_as_the_dropped_slowest(store):
     report = next(r for r in ingest_path(store, DELL_LORA) if r.format == "mlperf_results")
     assert any("result_9.txt" in w and "no run_stop" in w for w in report.warnings)
-    params = store.rows("SELECT json_extract(params, '$.failed_files'), json_extract_string(params, '$.n_runs_failed') "
+    params = store.rows("SELECT params->'failed_files', params->>'n_runs_failed' "
                         "FROM run")[0]
     assert params == ('["result_9.txt"]', "1")
     # README: 9 successful runs; drop only the fastest; mean of 8; x scaling 1.00769
@@ -56,9 +56,9 @@ def test_system_description_is_read(store):
     assert row == [("NVIDIA H100-SXM5-80GB", "H100-SXM5-80GB", 512, 8, 64)]
     env = store.rows("SELECT cuda_version, driver_version, nccl_version FROM software_env")
     assert env == [("12.6.1.006", "560.35.03", "2.22.3")]
-    params = store.rows("SELECT json_extract_string(params, '$.global_batch_size'), "
-                        "json_extract_string(params, '$.max_sequence_length'), "
-                        "json_extract_string(params, '$.samples_at_stop') FROM run")
+    params = store.rows("SELECT params->>'global_batch_size', "
+                        "params->>'max_sequence_length', "
+                        "params->>'samples_at_stop' FROM run")
     assert params == [("2048", "2048", "1207959552")]
 
 

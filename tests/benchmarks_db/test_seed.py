@@ -25,8 +25,8 @@ def test_seed_data_in_repo_matches_the_shared_copy():
 
 def test_every_published_score_is_stored_with_its_source(seeded_ro):
     rows = seeded_ro.rows("""
-        SELECT r.mlperf_round, json_extract_string(r.params, '$.submitter_folder'),
-               json_extract_string(r.params, '$.mlperf_system'), r.benchmark, m.value, s.n_accelerators, src.kind,
+        SELECT r.mlperf_round, r.params->>'submitter_folder',
+               r.params->>'mlperf_system', r.benchmark, m.value, s.n_accelerators, src.kind,
                src.source_commit
         FROM run r JOIN measurement m USING (run_id) JOIN system s USING (system_id) JOIN source src USING (source_id)
         WHERE m.stat = 'score'""")

@@ -82,8 +82,8 @@ def test_the_prediction_compared_is_the_scenario_that_ran(seeded):
     assert predicted_step_s(stored) == pytest.approx(estimate(parse_scenario(TT_SCENARIO)).step_time_s)
 
 
-def test_upgrade_keeps_every_row(tmp_path, monkeypatch):
-    path = tmp_path / "old.duckdb"
+def test_upgrade_keeps_every_row(location, monkeypatch):
+    path = location
     monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS[:4])
     old = open_store(path)
     seed(old)
@@ -96,10 +96,10 @@ def test_upgrade_keeps_every_row(tmp_path, monkeypatch):
     new.close()
 
 
-def test_cli_ingest_with_the_scenario(tmp_path):
+def test_cli_ingest_with_the_scenario(location, tmp_path):
     scenario = tmp_path / "sc.json"
     scenario.write_text(json.dumps(TT_SCENARIO))
-    db = tmp_path / "cli.duckdb"
+    db = location
     log = LOGS / "torchtitan-pr3393.log"
     cmd = [sys.executable, "-m", "benchmarks_db", "ingest", "--db", str(db), str(log)]
     refused = subprocess.run(cmd, capture_output=True, text=True)

@@ -81,9 +81,8 @@ def _validate(capsys, db, *args) -> tuple[int, str, str]:
     return code, out.out, out.err
 
 
-def test_validate_prints_one_json_line_per_lora_result(seeded_file, tmp_path, capsys):
-    db = tmp_path / "copy.duckdb"
-    db.write_bytes(seeded_file.read_bytes())
+def test_validate_prints_one_json_line_per_lora_result(seeded_copy, capsys):
+    db = seeded_copy
     code, out, _ = _validate(capsys, db, "--benchmark", "llama2_70b_lora", "--json")
     rows = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and len(rows) == _published("llama2_70b_lora") == 173
@@ -111,9 +110,8 @@ def test_a_refused_result_carries_its_reason(tmp_path, capsys):
     assert row["reason"] == "not predicted: an upload the deployment's operator has not trusted"
 
 
-def test_an_unknown_benchmark_is_named_with_those_the_store_holds(seeded_file, tmp_path, capsys):
-    db = tmp_path / "copy.duckdb"
-    db.write_bytes(seeded_file.read_bytes())
+def test_an_unknown_benchmark_is_named_with_those_the_store_holds(seeded_copy, capsys):
+    db = seeded_copy
     code, out, err = _validate(capsys, db, "--benchmark", "llama2_70b", "--json")
     assert code == 2 and out == ""
     assert err.strip() == ("--benchmark 'llama2_70b': no MLPerf result of that benchmark in the store; it holds "
@@ -132,9 +130,8 @@ def test_an_uploaded_lora_log_is_predicted_from_its_own_batch_and_samples(store)
     assert row.ratio == pytest.approx(row.predicted_minutes / 29.2502, rel=1e-4)
 
 
-def test_an_unknown_round_is_named_with_those_the_store_holds(seeded_file, tmp_path, capsys):
-    db = tmp_path / "copy.duckdb"
-    db.write_bytes(seeded_file.read_bytes())
+def test_an_unknown_round_is_named_with_those_the_store_holds(seeded_copy, capsys):
+    db = seeded_copy
     code, out, err = _validate(capsys, db, "--benchmark", "llama2_70b_lora", "--round", "v3.0")
     assert code == 2 and out == ""      # LoRA entered MLPerf Training in v4.0
     assert err.strip() == ("--round 'v3.0': no llama2_70b_lora result of that round in the store; it holds "
