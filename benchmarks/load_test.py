@@ -3,9 +3,12 @@ concurrently with Playwright's async API). Each session opens the app, goes to L
 its own runner result (the same real `membw --quick` measurement under distinct start times, so none is refused as a
 duplicate) on the Benchmarks page. Against a running server (--url, with --pid for its memory) or, by default, one
 started here: serve.py on a free loopback port with a fresh store (loopback only). Prints the sessions completed, the
-errors, p50/p95 response times of each step, the server's CPU time and its peak RSS; exits 1 on any error.
+errors, p50/p95 response times of each step, the server's CPU time and its peak RSS; exits 1 on any error. Against
+the replicas behind deploy/haproxy.cfg (deploy/run.sh) it also counts the sessions each replica served (the proxy's
+sticky-session cookie), e.g. 40 sessions:
 
     python benchmarks/load_test.py [--sessions 20] [--url http://127.0.0.1:8501/ --pid 1234] [--step-timeout 240]
+    python benchmarks/load_test.py --sessions 40 --url http://127.0.0.1:8080/
     python benchmarks/load_test.py --hostile     # issue 13: layout-less links and zip bombs, others working meanwhile
     python benchmarks/load_test.py --starving    # issue 18: work that starved everyone else, and what others saw
 """
@@ -36,6 +39,7 @@ CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROME_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--disable-sync", "--no-first-run"]
 STEPS = ("open", "search", "upload")
+REPLICA_COOKIE = "SRV"      # the cookie by which deploy/haproxy.cfg pins a browser on its replica
 LOCK_ERRORS = ("Could not set lock", "Conflicting lock", "connection is busy", "write-write conflict",
                "TransactionContext Error")     # DuckDB's lock and concurrency errors as the server would log them
 
@@ -76,10 +80,14 @@ class Figures(_ServerFigures):
     sessions: int
     completed: int = 0
     seconds: dict[str, list[float]] = field(default_factory=lambda: {s: [] for s in STEPS})
+    replicas: dict[str, int] = field(default_factory=dict)     # completed sessions per replica, behind the proxy
 
     def report(self) -> str:
         lines = [f"sessions {self.sessions}, completed {self.completed}, errors {len(self.errors)}, "
                  + self._server_line()]
+        if self.replicas:
+            lines.append("  sessions per replica (the proxy's sticky cookie): "
+                         + ", ".join(f"{name} {n}" for name, n in sorted(self.replicas.items())))
         lines += [_spread_line(step, values, 7) for step, values in self.seconds.items() if values]
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
@@ -110,8 +118,9 @@ async def _browser_page(browser, timeout_ms: float):
         await context.close()
 
 
-async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float) -> dict[str, float]:
-    """What a planner does: open the app and its layout search, run it, upload a result; seconds per step."""
+async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float) -> tuple[dict[str, float], str | None]:
+    """What a planner does: open the app and its layout search, run it, upload a result; seconds per step, and the
+    replica that served it (behind deploy/haproxy.cfg; None without that proxy)."""
     async with _browser_page(browser, timeout_ms) as page:
         seconds = {}
         step = "open"
@@ -137,13 +146,14 @@ async def _session(browser, url: str, name: str, data: bytes, timeout_ms: float)
             await page.get_by_text(f"Added {name}").wait_for()
             seconds["upload"] = time.perf_counter() - t
             await _assert_no_exception(page)
+            replica = next((c["value"] for c in await page.context.cookies() if c["name"] == REPLICA_COOKIE), None)
         except Exception as err:
             err.add_note(step)
             shot = os.environ.get("LOAD_TEST_SHOTS")
             if shot:
                 await page.screenshot(path=f"{shot}/{name}-{step}.png", full_page=True)
             raise
-    return seconds
+    return seconds, replica
 
 
 async def _all_sessions(url: str, files: list[tuple[str, bytes]], step_timeout_s: float, figures: Figures) -> None:
@@ -160,9 +170,12 @@ async def _all_sessions(url: str, files: list[tuple[str, bytes]], step_timeout_s
             during = " during " + ", ".join(result.__notes__) if getattr(result, "__notes__", None) else ""
             figures.errors.append(f"{name}{during}: {type(result).__name__}: {str(result).splitlines()[0][:300]}")
             continue
+        seconds, replica = result
         figures.completed += 1
-        for step, s in result.items():
+        for step, s in seconds.items():
             figures.seconds[step].append(s)
+        if replica is not None:
+            figures.replicas[replica] = figures.replicas.get(replica, 0) + 1
 
 
 # ------------------------------------------------------------------------------------------------ hostile load
