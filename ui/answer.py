@@ -5,6 +5,8 @@ CO2 with their ranges, the layout in plain words and the nearest alternatives ou
 background (ui/background.py), once per question for the whole server, so no page rerun waits for it."""
 from __future__ import annotations
 
+import json
+
 import streamlit as st
 from pydantic import ValidationError
 
@@ -18,7 +20,7 @@ from engine.presentation.edit import Edit, layout_words
 from engine.presentation.share import PlannerOptions
 from engine.inputs import parse_scenario
 from engine.scenario import Scenario, ScenarioError
-from ui import background, binding, components, escape, state
+from ui import background, binding, cached, components, escape, state
 from ui.work_limits import Busy
 
 TARGETS = {"deadline_days": "Deadline (days)", "budget_usd": "Budget (USD)", "gpu_hour_budget": "GPU-hours"}
@@ -42,18 +44,19 @@ def target(opts: PlannerOptions) -> dict[str, float]:
 
 
 def planning_scenario(sc: Scenario) -> str:
-    """What the plan depends on: the scenario without its layout and cluster details (the plan lays out and sizes
-    every accelerator itself, from one node up), as JSON; equal questions share one job."""
+    """What the plan depends on: the scenario without its layout and cluster size (the plan lays out and sizes every
+    accelerator itself, from one node up; the cluster's own settings, such as measured efficiencies and host memory,
+    stay), as JSON; equal questions share one job."""
     data = sc.model_dump(mode="json", exclude_none=True)
     data.pop("layout", None)
-    data["cluster"] = {"accelerator": sc.cluster.accelerator, "n_gpus": sc.gpus_per_node,
-                       **({"gpus_per_node": sc.cluster.gpus_per_node} if sc.cluster.gpus_per_node else {})}
+    data["cluster"]["n_gpus"] = sc.gpus_per_node
     return parse_scenario(data).model_dump_json()
 
 
-def _plan(scenario_json: str, targets: tuple, vendor: str, efficiency: str, batches, max_gpus, progress) -> Plan:
+def _plan(scenario_json: str, targets: tuple, vendor: str, efficiency: str, batches, max_gpus, calibrations_json: str,
+          progress) -> Plan:
     return plan(parse_scenario(scenario_json), **dict(targets), vendor=vendor, efficiency=efficiency,
-                batch_range=batches, max_gpus=max_gpus, progress=progress)
+                batch_range=batches, max_gpus=max_gpus, calibrations=json.loads(calibrations_json), progress=progress)
 
 
 def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
@@ -64,7 +67,8 @@ def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
         return None
     names = {"deadline_days": "deadline_days", "budget_usd": "budget_usd", "gpu_hour_budget": "gpu_hours"}
     args = (planning_scenario(sc), tuple(sorted((names[k], v) for k, v in targets.items())), opts.vendor,
-            opts.efficiency, opts.question(sc.training.global_batch_size)["batch_range"], opts.max_gpus)
+            opts.efficiency, opts.question(sc.training.global_batch_size)["batch_range"], opts.max_gpus,
+            json.dumps(cached.calibrations(sc), sort_keys=True))
     return background.job(("plan", *args), "answer", _plan, *args, progress=True, awaited=components.awaited)
 
 

@@ -106,20 +106,25 @@ def efficiency_source(sc: Scenario) -> str:
     return "calibrated" if measured == calibration_for(sc)["overrides"] else "custom"
 
 
-def current_comparison() -> Comparison:
-    """engine.planning.vendor.compare of the scenario and the question (cached), re-scored with the page options' weights. The scenario's
-    own measured efficiencies go with its accelerator; when they are the store's calibration, every other
-    accelerator is compared with its calibration too."""
-    sc = scenario()
-    calibrations = {}
+def calibrations(sc: Scenario) -> dict[str, dict]:
+    """The measured overrides per accelerator that the comparison and the plan both take: the scenario's own measured
+    efficiencies go with its accelerator; when they are the store's calibration, every other accelerator gets its
+    calibration too."""
+    found = {}
     if efficiency_source(sc) == "calibrated":
-        calibrations = {acc: cal for acc in load_catalog().accelerators
-                        if (cal := calibration_for(sc, acc)["overrides"])}
-    calibrations[sc.cluster.accelerator] = {f: getattr(sc.cluster, f) for f in CALIBRATION_FIELDS
-                                            if getattr(sc.cluster, f) is not None}
+        found = {acc: cal for acc in load_catalog().accelerators if (cal := calibration_for(sc, acc)["overrides"])}
+    found[sc.cluster.accelerator] = {f: getattr(sc.cluster, f) for f in CALIBRATION_FIELDS
+                                     if getattr(sc.cluster, f) is not None}
+    return found
+
+
+def current_comparison() -> Comparison:
+    """engine.planning.vendor.compare of the scenario and the question (cached), re-scored with the page options'
+    weights, with the scenario's calibrations."""
+    sc = scenario()
     question = options().question(sc.training.global_batch_size)
     searched = comparison_of(scenario_json(), json.dumps(question, sort_keys=True),
-                             json.dumps(calibrations, sort_keys=True), options().efficiency)
+                             json.dumps(calibrations(sc), sort_keys=True), options().efficiency)
     return rescore(searched, vendor_weights())       # weights only re-rank: no search reruns
 
 

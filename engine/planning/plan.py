@@ -42,9 +42,11 @@ def _figures(row: Estimate, factor: float, efficiency: str) -> dict:
 def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | None = None,
          gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
          batch_range: tuple[int, int] | None = None, accelerators: list[str] | None = None,
-         objective: str = "time", progress=None, max_gpus: int | None = None) -> Plan:
+         objective: str = "time", progress=None, max_gpus: int | None = None,
+         calibrations: dict[str, dict] | None = None) -> Plan:
     """See the module docstring. vendor: 'any', 'same' (the scenario's accelerator only) or a vendor name; max_gpus:
-    at most this many accelerators (what one has)."""
+    at most this many accelerators (what one has); calibrations: accelerator id -> measured cluster overrides, as
+    engine.planning.vendor.compare takes them (the scenario's own cluster settings go with its accelerator)."""
     target = Target(deadline_days, budget_usd, gpu_hours, max_gpus)
     factor = ranges.factor(efficiency)
     cat = load_catalog()
@@ -67,7 +69,7 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
     for k, acc in enumerate(pool):
         if progress:
             progress(k / len(pool), f"sizing a cluster of {acc.name}")
-        options.append(sized_option(sc, acc, target, factor, batches, objective))
+        options.append(sized_option(sc, acc, target, factor, batches, objective, (calibrations or {}).get(acc.id)))
     # an accelerator known only from its announcement comes after every shipping one (engine.planning.vendor.rank_key)
     met = sorted((o for o in options if o.met),
                  key=lambda o: (cat.accelerator(o.accelerator).status == "announced", ranked(o.best, target)))

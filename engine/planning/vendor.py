@@ -57,12 +57,16 @@ def normalise_weights(weights: dict | None) -> dict[str, float]:
 
 
 def scenario_on(sc: Scenario, acc, precision: str, n_gpus: int, overrides: dict) -> Scenario:
-    """The scenario moved onto another accelerator, precision and cluster size (no layout), with cluster overrides."""
+    """The scenario moved onto another accelerator, precision and cluster size (no layout), with cluster overrides.
+    On the scenario's own accelerator its cluster settings stay (node size, bandwidths, host memory, measured
+    efficiencies and level): they describe that cluster, so the plan and the comparison size the user's cluster, not
+    the datasheet's; another accelerator starts from its catalog row."""
     data = sc.model_dump(exclude_none=True)
     data.pop("layout", None)
     data["training"]["precision"] = precision
-    keep_node = sc.cluster.accelerator == acc.id and sc.cluster.gpus_per_node
-    cluster = {"accelerator": acc.id, "n_gpus": n_gpus, **({"gpus_per_node": sc.cluster.gpus_per_node} if keep_node else {})}
+    own = sc.cluster.model_dump(exclude_none=True, exclude={"accelerator", "n_gpus"}) \
+        if sc.cluster.accelerator == acc.id else {}
+    cluster = {"accelerator": acc.id, "n_gpus": n_gpus, **own}
     cluster.update(overrides)
     data["cluster"] = cluster
     return Scenario.model_validate(data)

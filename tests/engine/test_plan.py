@@ -338,3 +338,22 @@ def test_a_typical_stack_sizes_and_scales_alike_in_the_plan_and_the_comparison()
         if o["n_gpus"] == tuned[o["accelerator"]]["n_gpus"]:
             assert o["wall_days"] == pytest.approx(tuned[o["accelerator"]]["wall_days"] * factor)
     assert compared["recommendation"] == planned["answer"]["accelerator"]
+
+
+def test_the_plan_and_the_comparison_size_the_users_measured_cluster_not_the_datasheets():
+    """The scenario's own cluster settings go with its accelerator (engine.planning.vendor.scenario_on): the plan
+    dropped them, so a cluster measured at 80% of the stack's fitted level (a trusted step-time log's level_scale)
+    got the datasheet cluster's answer while the Vendor page's comparison used the measurement."""
+    from engine.planning.vendor import compare
+    sc = default_scenario()
+    measured = sc.model_copy(update={"cluster": sc.cluster.model_copy(update={"level_scale": 0.8,
+                                                                              "host_memory_gb_per_gpu": 64.0})})
+    datasheet, ours = plan(sc, deadline_days=60, vendor="same"), plan(measured, deadline_days=60, vendor="same")
+    assert ours.answer.estimate.gpu_hours > datasheet.answer.estimate.gpu_hours
+    # the answer's layout on its size, estimated on the measured cluster, gives the answer's figures: one truth
+    data = measured.model_dump(mode="json", exclude_none=True)
+    data.update(cluster={**data["cluster"], "n_gpus": ours.answer.n_gpus}, layout=ours.answer.layout.model_dump(),
+                training={**data["training"], "global_batch_size": ours.answer.global_batch_size})
+    assert estimate(parse_scenario(data)).wall_days == pytest.approx(ours.answer.wall_days)
+    row = compare(measured, deadline_days=60, accelerators=[sc.cluster.accelerator]).rows[0]
+    assert (row.n_gpus, row.wall_days) == (ours.answer.n_gpus, pytest.approx(ours.answer.wall_days))
