@@ -186,7 +186,7 @@ with inputs:
                 options=["adam", "sgd"])
     binding.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],
                 options=["flash", "standard"])
-    binding.bind("training.framework", st.selectbox, F["training.framework"], container=st.columns(3)[0],
+    binding.bind("training.framework", st.selectbox, F["training.framework"], container=st.columns([2, 1])[0],
                 options=[F["training.framework"].blank, *FRAMEWORKS],
                 format_func=lambda v: v if v == F["training.framework"].blank else stack(v).name.split(" (")[0])
 
