@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh Debian machine with Python 3.11 (about 20 minutes on 2 cores; README "Set up").
+# Run the whole test suite on a fresh Debian machine with Python 3.11 (about 25 minutes on 2 cores; README "Set up").
 # Needs root or passwordless sudo: installs Debian's chromium for the browser tests and Debian's postgresql for the
 # store tests (tests/postgres.py starts a throwaway cluster of its own) here, and podman, runc and
 # debootstrap in the container tests, which build the image (and a debian:bookworm-slim base image with
