@@ -75,6 +75,11 @@ class Stack(BaseModel):
     fp8: Fp8Recipe
     source: Source
 
+    @property
+    def short_name(self) -> str:
+        """The name without its parenthesis, e.g. 'Megatron-Core / NeMo', for sentences and selectors."""
+        return self.name.split(" (")[0]
+
 
 class Level(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -167,7 +172,7 @@ def not_run_on(framework: str | None, vendor: str) -> str | None:
     if framework is None or vendor in stack(framework).runs_on.vendors:
         return None
     row = stack(framework)
-    return (f"{row.name.split(' (')[0]} does not run on {vendor} accelerators (data/frameworks.json runs_on: "
+    return (f"{row.short_name} does not run on {vendor} accelerators (data/frameworks.json runs_on: "
             f"{', '.join(row.runs_on.vendors)}); leave training.framework unset for the planner to choose, or name a "
             "stack that runs there")
 

@@ -188,7 +188,7 @@ with inputs:
                 options=["flash", "standard"])
     binding.bind("training.framework", st.selectbox, F["training.framework"], container=st.columns([2, 1])[0],
                 options=[F["training.framework"].blank, *FRAMEWORKS],
-                format_func=lambda v: v if v == F["training.framework"].blank else stack(v).name.split(" (")[0])
+                format_func=lambda v: v if v == F["training.framework"].blank else stack(v).short_name)
 
     st.subheader("Cluster")
     cols = st.columns([2, 1, 1])

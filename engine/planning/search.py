@@ -483,9 +483,9 @@ def _only_stack(sc: Scenario) -> str:
     fw = frameworks.resolve(None, acc.vendor, acc.id, sc.training.precision)
     where = f"{acc.name} at {frameworks.precision_class(sc.training.precision)} precision"
     if fw.calibrated:
-        return (f"{fw.stack.name.split(' (')[0]}: {acc.vendor}'s MLPerf default, the only stack that runs on "
+        return (f"{fw.stack.short_name}: {acc.vendor}'s MLPerf default, the only stack that runs on "
                 f"{acc.vendor} with a level fitted for {where}")
-    return (f"{fw.stack.name.split(' (')[0]}: {acc.vendor}'s MLPerf default; no stack that runs on {acc.vendor} has a "
+    return (f"{fw.stack.short_name}: {acc.vendor}'s MLPerf default; no stack that runs on {acc.vendor} has a "
             f"level fitted for {where}")
 
 
@@ -500,7 +500,7 @@ def choose_stack(rows: dict[str | None, Estimate | None], objective: str, sc: Sc
     if len(rows) == 1:
         return chosen.model_copy(update={"framework": _planner_block(chosen, _only_stack(sc), [])})
     word = {"time": ("faster", "slower"), "cost": ("cheaper", "dearer"), "energy": ("less energy", "more energy")}
-    name = lambda fw: frameworks.stack(fw).name.split(" (")[0]
+    name = lambda fw: frameworks.stack(fw).short_name
     mine = _rank_value(chosen, objective)[0]
     compared, parts = [], []
     for fw, r in rows.items():
