@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import nullcontext
+from concurrent.futures import Future
 from typing import Callable
 
 from benchmarks_db.reference_runs import REFERENCE
@@ -59,7 +58,9 @@ class Job:
         return self.done and self.future.exception() is not None and not isinstance(self.future.exception(), ScenarioError)
 
 
-_BESIDE = ThreadPoolExecutor(max_workers=1, thread_name_prefix="planner-warm-up")    # slot=False jobs, one at a time
+# slot=False jobs run one at a time, on daemon threads: a SIGTERM stops the server at once instead of after the queued
+# warm-up work (a ThreadPoolExecutor's workers are joined at exit, ~14 s of validation on a quiet machine)
+_BESIDE = threading.Lock()
 _JOBS: OrderedDict[tuple, Job] = OrderedDict()
 _LOCK = threading.Lock()
 
@@ -86,14 +87,14 @@ def job(key: tuple, what: str, work: Callable, *args, progress: bool = False, sl
         threading.Thread(target=_run, args=(new, work, args, kwargs, work_limits.requester()), daemon=True,
                          name="planner-background").start()
     else:
-        _BESIDE.submit(_run, new, work, args, kwargs, None)
+        threading.Thread(target=_run, args=(new, work, args, kwargs, None), daemon=True, name="planner-warm-up").start()
     return new
 
 
 def _run(job_: Job, work: Callable, args: tuple, kwargs: dict, req: work_limits.Requester | None) -> None:
     """The work, in a slot for `req` (None: beside the slots)."""
     try:
-        with work_limits.slot(job_.what, req) if req is not None else nullcontext():
+        with work_limits.slot(job_.what, req) if req is not None else _BESIDE:
             job_.progress(0.0, f"started the {job_.what}")
             value = work(*args, **kwargs)
     except BaseException as err:          # handed to whoever reads the job (Busy, ScenarioError, a bug)

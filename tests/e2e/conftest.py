@@ -3,6 +3,7 @@ store, and real headless Chromium driven by Playwright. Screenshots go to test-a
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from serve import local_server
 
@@ -69,8 +70,16 @@ def choose(page, label: str, option: str) -> None:
     wait_for_app(page)
 
 
-def table_cells(page, index: int = 0) -> list[str]:
-    return page.get_by_test_id("stDataFrame").nth(index).locator("td").all_inner_texts()
+def table_cells(page, index: int = 0, awaiting: str | None = None, timeout_ms: int = 30_000) -> list[str]:
+    """The cells of the `index`-th st.dataframe. The grid draws its cells a moment after the script run ends, so with
+    `awaiting` it first waits (up to `timeout_ms`) for a cell holding that text; the caller's assertion says if none came."""
+    table = page.get_by_test_id("stDataFrame").nth(index)
+    if awaiting is not None:
+        try:
+            table.locator("td", has_text=awaiting).first.wait_for(state="attached", timeout=timeout_ms)
+        except PlaywrightTimeoutError:
+            pass
+    return table.locator("td").all_inner_texts()
 
 
 def upload(page, name: str, data: bytes) -> None:

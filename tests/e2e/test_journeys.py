@@ -151,7 +151,7 @@ def test_uploads_a_runner_file_into_the_table_and_refuses_a_malformed_one(app_ur
     choose(page, "Source", "user_submitted")
     microbench = page.get_by_test_id("stDataFrame").nth(1)
     microbench.locator("td", has_text=run_id).first.wait_for(state="attached")   # the grid fills its cells after the run
-    assert run_id in table_cells(page, 1)                          # the microbenchmark table shows the upload
+    assert run_id in table_cells(page, 1, awaiting=run_id)         # the microbenchmark table shows the upload
 
 
 def test_the_summary_report_downloads_as_one_self_contained_file(app_url, page, tmp_path):

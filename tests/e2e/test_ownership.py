@@ -48,7 +48,7 @@ def test_alice_uploads_privately_bob_does_not_see_it_alice_deletes_it_and_the_au
             no_exception(alice)
             alice.get_by_role("tab", name="Browse").click()
             choose(alice, "Source", "user_submitted")
-            assert run_id in table_cells(alice, 1), table_cells(alice, 1)          # Alice sees her own
+            assert run_id in table_cells(alice, 1, awaiting=run_id), table_cells(alice, 1)   # Alice sees her own
 
             bob_ctx, bob = signed_on(browser, url, BOB)
             try:
