@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks_db.seed import seed  # noqa: E402
 from benchmarks_db.store import open_store  # noqa: E402
-from benchmarks_db.validation import predicted_vs_measured  # noqa: E402
+from benchmarks_db.validation import from_own_log, predicted_vs_measured  # noqa: E402
 from engine import frameworks  # noqa: E402
 from engine.catalog import load_catalog  # noqa: E402
 from engine.economics import ranges  # noqa: E402
@@ -75,7 +75,7 @@ def mlperf_runs() -> list[dict]:
     seed(store)
     df = predicted_vs_measured(store)
     out = []
-    for r in df[df.ratio.notna() & ~df.token_basis.astype(str).str.startswith("reference run")].itertuples():
+    for r in df[df.ratio.notna() & df.token_basis.map(from_own_log)].itertuples():
         zero = int(r.layout.split(" zero")[1][0])
         method = "lora" if r.benchmark.endswith("_lora") else "pretrain"        # llama2_70b_lora: LoRA fine-tuning
         out.append(_run(f"mlperf {r.round}", r.run_id, method, r.framework, r.accelerator,

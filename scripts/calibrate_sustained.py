@@ -115,11 +115,11 @@ def mlperf_runs(vendors=("AMD", "Google", "Intel", "AWS")) -> list[MlperfRun]:
     params = dict(store.rows("SELECT run_id, params FROM run WHERE suite = 'mlperf_training'"))
     out = []
     # a result whose log was not read is predicted at the reference run's batch: not the run it measured
-    for r in df[(df.status == "predicted") & ~df.token_basis.astype(str).str.startswith("reference run")].itertuples():
+    for r in df[(df.status == "predicted") & df.token_basis.map(validation.from_own_log)].itertuples():
         acc = load_catalog().accelerators.get(r.accelerator)
         if acc is None or acc.vendor not in vendors:
             continue
-        seq, gbs, tokens, _ = validation._tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
+        seq, gbs, tokens, _ = validation._logged_tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
         args = (r.benchmark, seq, gbs, tokens, r.precision, acc.id, int(r.n_accelerators), r.framework)
         scaling = float(json.loads(params.get(r.run_id) or "{}").get("scaling_factor") or 1.0)
         out.append(MlperfRun(f"{r.round} {r.submitter} {r.benchmark} {int(r.n_accelerators)}", acc.id, r.precision,

@@ -3,7 +3,9 @@ phases at another sequence length or batch (batch-size ramp-up, long-context sta
 restarts follow in engine.economics.goodput.
 
 Evaluation: every eval_interval_steps training steps, eval_steps forward-only steps (Megatron-LM's defaults:
-100 every 1,000), each costing the forward share of a training step (1/3, Kaplan et al. 2020).
+100 every 1,000), each costing the forward pass's share of a training step's FLOPs (engine.physics.flops: 1/3 when
+every weight trains, Kaplan et al. 2020; about 1/2 for LoRA, whose frozen base has no weight gradients; less under
+recomputation).
 Phases: each trains its tokens (part of the run's total) on the same cluster with the best layout the search finds
 for its sequence length and batch (engine.planning.search.context searches them, through the search's cache); the
 rest of the tokens train at the main setup.
@@ -27,15 +29,15 @@ class WholeRun:
     eval_interval_steps: int
     eval_steps: int
     eval_source: str
-    forward_share: float
     phases: list = field(default_factory=list)      # per phase: name, tokens, seq_len, global_batch_size, seconds, layout
     phase_tokens: float = 0.0
     phase_s: float = 0.0
 
     @property
-    def eval_factor(self) -> float:
-        """Evaluation seconds per second of training steps."""
-        return self.forward_share * self.eval_steps / self.eval_interval_steps
+    def eval_steps_per_step(self) -> float:
+        """Forward-only evaluation steps per training step (each costs the forward share of a training step,
+        engine.planning.evaluation.timing)."""
+        return self.eval_steps / self.eval_interval_steps
 
     def detail(self, steps_s: float | None, eval_s: float | None) -> dict:
         """The whole run's terms (steps and evaluation days None for a layout that does not fit)."""
@@ -85,5 +87,5 @@ def resolve(sc, phases: tuple[PhaseRun, ...] = ()) -> WholeRun:
     given = s is not None and (s.eval_interval_steps is not None or s.eval_steps is not None)
     source = "given in schedule" if given else ev["source"]["document"]
     return WholeRun(eval_interval_steps=interval, eval_steps=steps, eval_source=source,
-                    forward_share=d["forward_share"]["value"], phases=[p.detail() for p in phases],
+                    phases=[p.detail() for p in phases],
                     phase_tokens=sum(p.tokens for p in phases), phase_s=sum(p.seconds for p in phases))

@@ -41,7 +41,8 @@ def _forward(shape: Shape, keys: float) -> tuple[float, float]:
 
 
 def flops_per_token(shape: Shape, training: Training, lay: Layouts) -> dict[str, np.ndarray | float]:
-    """Model and hardware FLOPs per trained token in both attention conventions (keys of CONVENTIONS)."""
+    """Model and hardware FLOPs per trained token in both attention conventions (keys of CONVENTIONS), and the
+    forward pass's alone (an evaluation step's work per token: adapters included, no backward, no recompute)."""
     s = training.seq_len
     out: dict[str, np.ndarray | float] = {}
     for name, keys in (("causal", attention_keys(shape, s)), ("full_square", float(s))):
@@ -50,6 +51,7 @@ def flops_per_token(shape: Shape, training: Training, lay: Layouts) -> dict[str,
         recomputed = np.select([lay.rc == 0, lay.rc == 1], [0.0, attention if training.attention == "standard" else 0.0],
                                layers)
         model = 3.0 * fwd + finetune_flops(shape, training, fwd - attention)
+        out[f"forward_{name}"] = fwd + adapter_flops_per_token(shape, training) / 3.0   # what evaluation computes
         out[f"model_{name}"] = model
         out[f"hardware_{name}"] = model + recomputed + np.where(lay.rc == 2, adapter_flops_per_token(shape, training), 0.0)
     return out

@@ -119,7 +119,10 @@ def timing(ctx: Context, lay: Layouts, staged, paged: np.ndarray | None = None) 
     out["mfu_full_square"] = out["model_tflops_per_gpu_full_square"] * 1e12 / ctx.hw.peak_flops
     # the whole run: the main setup's steps, the phases at other sequences or batches, periodic evaluation
     out["steps_s"] = (tr.trained_tokens - ctx.run.phase_tokens) / tokens_per_s     # dataset x epochs
-    out["eval_s"] = (out["steps_s"] + ctx.run.phase_s) * ctx.run.eval_factor
+    # an evaluation step is a forward pass: its share of a training step's work (1/3 when every weight trains and
+    # nothing is recomputed, Kaplan et al. 2020; about 1/2 with a frozen base, whose weights get no gradients)
+    out["forward_share"] = flops["forward_causal"] / flops["hardware_causal"]
+    out["eval_s"] = (out["steps_s"] + ctx.run.phase_s) * out["forward_share"] * ctx.run.eval_steps_per_step
     out["train_s"] = out["steps_s"] + ctx.run.phase_s + out["eval_s"]
     out["gpu_hours"] = cost.gpu_hours(ctx.n_gpus, out["train_s"])
     out.update(run_figures(ctx, out["train_s"]))

@@ -350,8 +350,10 @@ def _run_terms(ctx, ev: dict) -> list[Term]:
     out = [
         Term(sec_r, "train_days", est["train_days"], "days",
              f"steps {wr['steps_days']:.3f} d ({tr.total_tokens:.4g} tokens less phases / {est['tokens_per_s']:.4g} tokens/s) "
-             f"+ phases {wr['phases_days']:.3f} d + evaluation {wr['evaluation_days']:.3f} d ({wr['evaluation']})",
-             "engine.planning.evaluation.timing; engine.economics.whole_run", "Megatron-LM eval defaults; Kaplan et al. 2020 (forward = 1/3)"),
+             f"+ phases {wr['phases_days']:.3f} d + evaluation {wr['evaluation_days']:.3f} d ({wr['evaluation']}, each "
+             f"{_g(ev['forward_share']):.3f} of a training step: the forward pass's share of its FLOPs)",
+             "engine.planning.evaluation.timing; engine.economics.whole_run; engine.physics.flops.flops_per_token",
+             "Megatron-LM eval defaults; Kaplan et al. 2020 (forward = 1/3 when every weight trains)"),
         Term(sec_r, "gpu_hours", est["gpu_hours"], "GPU-h", f"{n} GPUs x {est['train_days'] * 24:.1f} h of compute",
              "engine.economics.cost.gpu_hours", "-"),
         Term(sec_g, "job_mtbf_hours", r["job_mtbf_hours"], "h",

@@ -10,9 +10,9 @@ from benchmarks_db.__main__ import main
 from benchmarks_db.ingest import ingest_path
 from benchmarks_db.reference_runs import REFERENCE
 from benchmarks_db.store import open_store
-from benchmarks_db.validation import EVAL_SHARE, run_params
+from benchmarks_db.validation import EVALUATION, evaluations, run_params
 
-from .helpers import AMD_LORA, DELL_LORA
+from .helpers import AMD_LORA, DELL_LORA, GPT3
 
 RESULTS_CSV = Path(__file__).resolve().parents[2] / "benchmarks_db" / "data" / "mlperf_training_results.csv"
 
@@ -72,7 +72,22 @@ def test_lora_eval_share_is_the_one_the_log_measures():
     log = _mllog(next(AMD_LORA.glob("*/results/*/llama2_70b_lora/result_0.txt")))
     t = {k: [e["time_ms"] for e in log if e["key"] == k] for k in ("eval_start", "eval_stop", "run_start", "run_stop")}
     share = sum(b - a for a, b in zip(t["eval_start"], t["eval_stop"])) / (t["run_stop"][0] - t["run_start"][0])
-    assert EVAL_SHARE["llama2_70b_lora"][0] == pytest.approx(share, abs=5e-4)      # 166.0 of 1695.6 s
+    assert EVALUATION["llama2_70b_lora"]["share"] == pytest.approx(share, abs=5e-4)      # 166.0 of 1695.6 s
+
+
+@pytest.mark.parametrize("folder, name, unit_per_sequence", [(AMD_LORA, "llama2_70b_lora", 1),
+                                                                  (GPT3, "gpt3", 2048)])
+def test_the_evaluation_cadence_gives_each_log_its_number_of_evaluations_and_forward_steps(folder, name,
+                                                                                            unit_per_sequence):
+    """The logs' own eval_start count, and their evaluation set at their batch (173 sequences at batch 8: 22 steps
+    of which the last is padded; GPT-3's 11,590,004 tokens = 5,659.2 sequences at batch 2048: 3 steps)."""
+    log = _mllog(next(folder.glob(f"*/results/*/{name}/result_0.txt")))
+    value = lambda key: next(e["value"] for e in log if e["key"] == key)
+    stop = next(e for e in log if e["key"] == "run_stop")["metadata"]
+    trained = (stop.get("samples_count") or value("train_samples")) / unit_per_sequence
+    gbs, size = value("global_batch_size"), value("eval_samples") / unit_per_sequence
+    n_evals = sum(e["key"] == "eval_start" for e in log)
+    assert evaluations(name, trained, gbs) == (n_evals, n_evals * -(-size // gbs))
 
 
 def _validate(capsys, db, *args) -> tuple[int, str, str]:

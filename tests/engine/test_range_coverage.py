@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks_db.seed import seed
 from benchmarks_db.store import open_store
-from benchmarks_db.validation import predicted_vs_measured
+from benchmarks_db.validation import from_own_log, predicted_vs_measured
 from engine import frameworks
 from engine.catalog import load_catalog
 from engine.economics import ranges
@@ -43,7 +43,7 @@ def runs() -> list[dict]:
     seed(store)
     for r in predicted_vs_measured(store).itertuples():
         # a result whose log was not read is predicted at the reference batch: not the run it measured
-        if r.ratio is not None and not math.isnan(r.ratio) and not str(r.token_basis).startswith("reference run"):
+        if r.ratio is not None and not math.isnan(r.ratio) and from_own_log(r.token_basis):
             zero = int(re.search(r"zero(\d)", r.layout).group(1))
             method = "lora" if r.benchmark.endswith("_lora") else "pretrain"
             out.append({"source": f"mlperf {r.round}", "case": r.run_id,
