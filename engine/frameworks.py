@@ -3,8 +3,14 @@ much of the tensor-parallel communication its overlap hides, how its fp8 recipe 
 per accelerator and precision class, each with the public runs it was fitted on.
 
 One rule for calibration: a level is looked up for exactly the (stack, accelerator, precision class) asked for; where
-none was fitted, the estimate uses the documented fallback level and says that the accelerator is uncalibrated for
-this stack and precision (never another accelerator's level in silence).
+none was fitted, the estimate is marked uncalibrated for this stack and precision (the widest range) and borrows, and
+says which (never another accelerator's level in silence), the nearest level there is:
+1. the same stack and precision class on another accelerator of the same architecture (the catalog's: B300 and GB300
+   are one Blackwell Ultra die, B200 and GB200 one Blackwell die; the level is a share of each one's own datasheet
+   peak, and the same kernels run on the same die);
+2. the same stack at the fallback's accelerator and precision class (the H100 at 16-bit, where each stack is best
+   measured): the stack's own software efficiency at the reference point rather than another stack's;
+3. the documented fallback level (Megatron-Core on the H100 at 16-bit).
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.catalog import DATA_DIR, Source
+from engine.catalog import DATA_DIR, Source, load_catalog
 
 Framework = Literal["megatron_core", "pytorch_fsdp2", "deepspeed", "jax_maxtext"]
 FRAMEWORKS: tuple[str, ...] = ("megatron_core", "pytorch_fsdp2", "deepspeed", "jax_maxtext")
@@ -212,8 +218,34 @@ def resolve(framework: str | None, vendor: str, accelerator: str, precision: str
     if row is not None:
         return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, True,
                         f"{chosen} on {accelerator}, {pclass}: fitted on {row.fitted_on}")
+    missing = f"uncalibrated: no public per-step calibration of {chosen} on {accelerator} at {pclass} precision; "
+    sibling = same_die_level(doc, chosen, accelerator, pclass)
+    if sibling is not None:
+        other, row = sibling
+        note = (f"{missing}the level of {chosen} on {other} ({pclass}, {row.value}), the same "
+                f"{load_catalog().accelerator(accelerator).architecture} die, is used: fitted on {row.fitted_on}")
+        return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note)
     fb = doc.uncalibrated_fallback
+    own = level_row(doc, chosen, fb.accelerator, fb.precision_class)
+    if own is not None:
+        note = (f"{missing}the level of {chosen} on {fb.accelerator} ({fb.precision_class}, {own.value}), the stack's "
+                f"own at the reference point, is used: fitted on {own.fitted_on}")
+        return Resolved(stack(chosen), framework is None, vendor, default.source, own.value, False, note)
     ref = level_row(doc, fb.framework, fb.accelerator, fb.precision_class)
-    note = (f"uncalibrated: no public per-step calibration of {chosen} on {accelerator} at {pclass} precision; "
-            f"the level of {fb.framework} on {fb.accelerator} ({fb.precision_class}, {ref.value}) is used: {fb.note}")
+    note = f"{missing}the level of {fb.framework} on {fb.accelerator} ({fb.precision_class}, {ref.value}) is used: {fb.note}"
     return Resolved(stack(chosen), framework is None, vendor, default.source, ref.value, False, note)
+
+
+def same_die_level(doc: Frameworks, framework: str, accelerator: str, pclass: str) -> tuple[str, Level] | None:
+    """(the accelerator, its level) of the stack and precision class fitted on another accelerator of the same
+    architecture in the catalog (the first in the catalog's order), None where there is none."""
+    catalog = load_catalog()
+    acc = catalog.accelerators.get(accelerator)
+    if acc is None:
+        return None
+    for other in catalog.accelerators.values():
+        if other.id != accelerator and other.architecture == acc.architecture:
+            row = level_row(doc, framework, other.id, pclass)
+            if row is not None:
+                return other.id, row
+    return None

@@ -6,7 +6,7 @@ import streamlit as st
 
 from engine.physics.memory import headroom_fraction
 from engine.presentation.answer import stack_text
-from engine.presentation.edit import apply_edit, describe_layout
+from engine.presentation.edit import adopt_layout, describe_layout
 from engine.inputs import parse_scenario
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
 from engine.presentation.launch_config import FORMATS, default_format, export
@@ -14,7 +14,7 @@ from engine.presentation.tables import (breakdown_rows, dimension_rows, dimensio
                                         rejected_rows)
 from engine.scenario import ScenarioError
 from engine.planning.results import Estimate, SearchResult
-from engine.planning.search import DIMENSIONS, explain, search, search_cluster
+from engine.planning.search import DIMENSIONS, explain, pinned, search, search_cluster
 from engine.planning.sizing import cluster_search
 from ui import binding, charts, components, escape, state, work_limits
 from ui.work_limits import Busy
@@ -38,12 +38,13 @@ def why_not(scenario_json: str, allow_span_nodes: bool, objective: str, dimensio
         return explain(search_cluster(sc_, sc_.cluster.n_gpus, allow_span_nodes), objective, **{dimension: value})
 
 
-def _use_layout(layout: dict) -> None:
-    state.commit(apply_edit(state.scenario(), "layout", layout), "layout")
+def _use_layout(best: Estimate) -> None:
+    state.commit(adopt_layout(state.scenario(), best), "layout")
 
 
-def launch_config_download(layout) -> None:
-    """The chosen layout as its stack's launch configuration (engine.presentation.launch_config), with its notes."""
+def launch_config_download(sc, layout) -> None:
+    """The chosen layout as its stack's launch configuration (engine.presentation.launch_config), with its notes; sc
+    is the scenario on the stack the layout was found on (engine.planning.search.pinned)."""
     try:
         default = default_format(sc)
     except ScenarioError:
@@ -187,11 +188,11 @@ else:
         st.plotly_chart(breakdown_figure(best), key="breakdown_chart")
         st.caption("Blue: computation; orange: communication by kind; grey: pipeline idle time (bubble and "
                    "imbalance).")
-        launch_config_download(best.layout)
+        launch_config_download(pinned(sc, best), best.layout)
         if layout == sc.layout.model_dump():
             st.success("This is the scenario's current layout.")
         else:
-            st.button(f"Use layout #{chosen + 1} in the scenario", on_click=_use_layout, args=(layout,))
+            st.button(f"Use layout #{chosen + 1} in the scenario", on_click=_use_layout, args=(best,))
 
     if result.pareto:
         st.subheader("Cluster size: time against accelerators or cost")

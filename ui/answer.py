@@ -150,7 +150,7 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
                               format_func=lambda v: {"any": "any", "same": "this accelerator"}.get(v, v),
                               help="Which accelerators the answer may use: any, only the scenario's accelerator, or one "
                                    "vendor's.")
-            cols[1].selectbox("Software stack", list(STACKS), key=ASK + "efficiency", format_func=STACKS.get,
+            cols[1].selectbox("Stack tuning", list(STACKS), key=ASK + "efficiency", format_func=STACKS.get,
                               help=" ".join(f"{STACKS[k]}: {ranges.explain(k)}" for k in STACKS))
             cols[2].number_input("Batch from", key=ASK + "batch_min", min_value=1, step=1, placeholder="as set",
                                  help="Optional: the smallest global batch (sequences) you accept; tokens stay fixed.")

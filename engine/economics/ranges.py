@@ -38,6 +38,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict
 
+from engine import frameworks
 from engine.catalog import DATA_DIR, load_catalog
 from engine.scenario import ScenarioError
 
@@ -202,6 +203,25 @@ def fit(runs: list[dict]) -> dict:
     return {"kappa": KAPPA, "spreads": spreads, "bands": bands, "widest": widest}
 
 
+METHOD_WORDS = {"pretrain": "pre-training", "full": "full fine-tuning", "lora": "LoRA fine-tuning",
+                "qlora": "QLoRA fine-tuning"}
+
+
+def _stack_name(framework: str) -> str:
+    return frameworks.stack(framework).short_name if framework in frameworks.FRAMEWORKS else framework
+
+
+def regime_words(regime: dict[str, str]) -> str:
+    """A regime as a reader says it: 'pre-training on Megatron-Core / NeMo, Hopper, 8-bit, dense model, replicated
+    data parallelism, 9-1,023 accelerators'."""
+    stack = _stack_name(regime["framework"])
+    precision = regime["precision"].replace("bit", "-bit")
+    sharding = {"sharded": "sharded data parallelism (ZeRO-3/FSDP)"}.get(regime["sharding"],
+                                                                         f"{regime['sharding']} data parallelism")
+    return (f"{METHOD_WORDS.get(regime['method'], regime['method'])} on {stack}, {regime['family']}, {precision}, "
+            f"{regime['model']} model, {sharding}, {regime['scale']}")
+
+
 def _level_name(level) -> str:
     return " x ".join(d for d in level if d != "method") or "every run of the method"
 
@@ -210,8 +230,9 @@ def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> 
     """The band of a regime from a fit (fit): the band of the deepest level with runs that holds it, or the widest
     band (an uncalibrated accelerator, a method without published runs), saying which and why. The band is widened to
     contain the engine's figure (1.0)."""
-    words = (f"{regime['method']}, {regime['framework']} on {regime['family']}, {regime['precision']}, "
-             f"{regime['model']}, {regime['sharding']} data parallelism, {regime['scale']}")
+    words = regime_words(regime)
+    method = METHOD_WORDS.get(regime["method"], regime["method"])
+    stack = _stack_name(regime["framework"])
     found = None
     if calibrated:
         for b in fitted["bands"]:
@@ -222,8 +243,8 @@ def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> 
         cls, name = found["support"], _level_name(found["level"])
         spread = fitted["spreads"][regime["method"]][cls]
         why = {"measured": "",
-               "no family run": f"no published {regime['method']} run of {regime['framework']} on {regime['family']}; ",
-               "no stack run": f"no published {regime['method']} run of {regime['framework']}; "}[cls]
+               "no family run": f"no published {method} run of {stack} on {regime['family']}; ",
+               "no stack run": f"no published {method} run of {stack}; "}[cls]
         pooled = [d for d in DIMENSIONS if d not in found["level"]]
         n_sources = len(found["sources"])
         text = (f"{words}: {why}{found['low']:.2f}-{found['high']:.2f}x the engine's time, from published runs "
@@ -236,7 +257,7 @@ def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> 
     else:
         b, name, cls = fitted["widest"], "widest", "uncalibrated" if not calibrated else "no data"
         reason = ("the accelerator has no level fitted for this stack and precision (uncalibrated)" if not calibrated
-                  else f"no published {regime['method']} run measures the engine's error")
+                  else f"no published {method} run measures the engine's error")
         text = (f"{words}: {reason}; the widest band, {b['low']:.2f}-{b['high']:.2f}x the engine's time (what runs "
                 f"on a borrowed level took: the largest spread measured, {fitted['widest']['basis']})")
     return RegimeBand(regime=regime, measured=found is not None and cls == "measured", support=cls, level=name,

@@ -16,7 +16,7 @@ from engine.physics import layout_rules
 from engine.precision import trained_precision
 from engine.presentation.formatting import fmt_num
 from engine.scenario import Cost, Layout, PresetRef, ReliabilityInputs, Scenario, ScenarioError, Site, divisors
-from engine.planning.search import MIN_TOKENS_PER_CP_RANK, search, search_cluster
+from engine.planning.search import MIN_TOKENS_PER_CP_RANK, pinned, search, search_cluster
 
 DEFAULT_SCENARIO = {
     "model": {"preset": "llama3.1-70b"},
@@ -231,6 +231,18 @@ def preset_switch_text(current: Scenario, preset: str) -> str:
                   f"{training_text(n, getattr(old.training_defaults, n))})" for n, (v, _) in mine.items()])
     theirs = _and([training_text(n, v) for n, (_, v) in mine.items()])
     return f"You set {yours} for {old.name}. {new.name} was trained with {theirs}: keep yours, or use its published setup?"
+
+
+def adopt_layout(current: Scenario, best) -> Edit:
+    """Take a ranked row of the search (an Estimate) into the scenario: its layout and, where the scenario names no
+    stack and the planner found the row on another than the vendor's default, that stack (engine.planning.search.
+    pinned), so that the estimate, the range and the launch configuration are the ranked row's own."""
+    on_stack = pinned(current, best)
+    edit = apply_edit(on_stack, "layout", best.layout.model_dump())
+    if edit.scenario is not None and on_stack is not current:
+        edit.notes.insert(0, f"Training framework set to {on_stack.training.framework}, the stack the planner found "
+                             "this layout on.")
+    return edit
 
 
 def apply_edit(current: Scenario, path: str, value) -> Edit:

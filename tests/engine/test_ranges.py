@@ -80,12 +80,12 @@ def test_a_regime_without_its_own_data_says_what_is_missing_and_gets_a_band_no_n
     # the stack measured on another family only: says so; its spread is no narrower than the measured one's
     other = ranges.band_from(fitted, {**hopper, "family": "Blackwell"})
     assert not other.measured and other.support == "no family run" and other.level == "framework"
-    assert "no published pretrain run of megatron_core on Blackwell" in other.text
+    assert "no published pre-training run of Megatron-Core / NeMo on Blackwell" in other.text
     spreads = fitted["spreads"]["pretrain"]
     assert spreads["no family run"]["spread"] >= spreads["measured"]["spread"]
     # a stack without runs of the method: every run of the method
     none = ranges.band_from(fitted, {**hopper, "framework": "deepspeed"})
-    assert none.support == "no stack run" and "no published pretrain run of deepspeed" in none.text
+    assert none.support == "no stack run" and "no published pre-training run of DeepSpeed" in none.text
     # an uncalibrated accelerator and a method without published runs: the widest band, from the borrowed levels'
     # residuals against the engine's own figure (e's five runs: |ln 2|, |ln 0.5|, ln 1.8, |ln 0.6|, ln 1.9; the
     # fifth smallest is ln 2), wider than any regime's
@@ -142,7 +142,7 @@ def test_a_stack_without_data_says_so_and_gets_the_widest_band():
     rb = deepspeed.time_range
     widest = ranges.widest()
     # DeepSpeed has no level fitted on the H100 (engine.frameworks): uncalibrated, the widest band
-    assert not rb.measured and rb.level == "widest" and "deepspeed" in rb.text and "uncalibrated" in rb.text
+    assert not rb.measured and rb.level == "widest" and "DeepSpeed" in rb.text and "uncalibrated" in rb.text
     assert (rb.low, rb.high) == (widest.low, widest.high)
     # the widest in width (a regime's band is centred on its runs, the widest on the engine's figure), with the
     # engine's figure in each

@@ -15,7 +15,7 @@ from engine.planning.estimate import estimate
 from engine.planning.plan import plan
 from engine.planning.search import best_at, search
 from engine.presentation.answer import answer_scenario, stack_text
-from engine.presentation.edit import default_scenario
+from engine.presentation.edit import adopt_layout, default_scenario
 from engine.presentation.summary import summary_html
 
 DATA = json.loads((Path(__file__).resolve().parents[2] / "data" / "frameworks.json").read_text())
@@ -87,6 +87,21 @@ def test_a_named_stack_is_kept_everywhere():
     assert chosen.stack["id"] == "megatron_core"
     assert (out.answer.n_gpus, out.answer.cost_usd) != (chosen.n_gpus, chosen.cost_usd)
     assert out.answer.cost_usd > chosen.cost_usd
+
+
+def test_a_ranked_layout_taken_into_the_scenario_keeps_the_stack_it_was_found_on():
+    """Layout search's "Use layout #n": the scenario's estimate of the adopted layout is the ranked row's own, also
+    where the row's stack is not the vendor's default (the scenario then names it, and says so)."""
+    free = default_scenario().model_copy(update={"layout": None})
+    for fw in ("pytorch_fsdp2", "megatron_core"):
+        row = best_at(on(free, framework=fw), 1024)
+        edit = adopt_layout(free, row)
+        assert edit.scenario.layout == row.layout
+        assert edit.scenario.training.framework == (fw if fw == "pytorch_fsdp2" else None)   # Megatron: NVIDIA's default
+        assert any("Training framework set to pytorch_fsdp2" in n for n in edit.notes) == (fw == "pytorch_fsdp2")
+        adopted = estimate(edit.scenario)
+        assert adopted.framework["id"] == fw
+        assert adopted.step_time_s == pytest.approx(row.step_time_s, rel=1e-9)
 
 
 def test_the_answer_says_the_stack_and_the_tpu_answer_its_only_stack():
