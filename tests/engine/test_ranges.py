@@ -94,7 +94,7 @@ def test_a_regime_without_its_own_data_says_what_is_missing_and_gets_a_band_no_n
     assert (uncal.low, uncal.high) == pytest.approx((0.5, 2.0))
     assert all(uncal.high / uncal.low >= b["high"] / b["low"] for b in fitted["bands"])
     lora = ranges.band_from(fitted, {**hopper, "method": "lora"})
-    assert lora.support == "no data" and "no published lora run" in lora.text and lora.level == "widest"
+    assert lora.support == "no data" and "no published LoRA fine-tuning run" in lora.text and lora.level == "widest"
 
 
 def test_the_stored_fit_is_the_fit_of_the_stored_runs():
