@@ -292,7 +292,8 @@ with datasheet_tab:
 with validation_tab:
     st.caption("The engine's predicted time to train for each MLPerf result's model on the submission's system, "
                "against the published minutes. Published minutes include in-run evaluation and the RCP penalty "
-               "(scaling factor); so does the prediction (the evaluation share measured in a published log).")
+               "(scaling factor); so does the prediction (evaluations at the cadence and over the evaluation set the published "
+               "logs show).")
     target = st.selectbox("Benchmark to predict", list(background.VALIDATED), key="val_bench")
     job = background.validation(cached.store(), target, awaited=components.awaited)
     if not job.wait(0.05):
