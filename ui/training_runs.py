@@ -39,7 +39,12 @@ def _range(b: dict | None, unit: str) -> str:
 def show(viewer: str | None = None) -> None:
     """The runs `viewer` (the signed-on user, None for nobody) may see: shared ones and their own private ones."""
     st.subheader("Your training runs: predicted against measured")
-    df = _compared(viewer)
+    try:
+        df = _compared(viewer)
+        calibrated = _calibrated()
+    except work_limits.Busy as err:       # the page goes on (the upload tab after it included); asked again next run
+        st.warning(str(err))
+        return
     if df.empty:
         st.info(UPLOAD_HINT)
         return
@@ -55,7 +60,7 @@ def show(viewer: str | None = None) -> None:
     st.caption("Measured: the median step time after the first 10 steps (warm-up). Predicted: the engine on the "
                "scenario stored with the log. Untrusted uploads are shown but change nothing until the operator "
                "trusts them (`python -m benchmarks_db trust SOURCE_ID`).")
-    for row in _calibrated():
+    for row in calibrated:
         st.markdown(f"**{escape.md_escape(row['accelerator'])}, {escape.md_escape(row['framework'])}: calibrated** "
                     f"(level x {row['level_scale']:.3f} from {row['n_runs']} trusted run(s) on {row['n_systems']} "
                     "system(s); pick 'calibrated' on the Scenario page to use it)")

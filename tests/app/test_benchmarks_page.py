@@ -180,3 +180,21 @@ def test_a_training_log_is_compared_with_the_scenario_it_ran_and_calibrates_once
     # after calibration the step time is the measured median, its range the measured 10th-90th percentiles
     assert shown["after: calibrated (measured range)"][0].startswith(f"{stored.measured_s:.3g} s")
     trust.set_trusted(app_store, stored.source_id, None)
+
+
+def test_a_busy_planner_refuses_the_training_run_predictions_with_a_message_and_the_page_goes_on(monkeypatch):
+    """Under load the training-run predictions wait for a work slot and are refused (Busy). In a whole-suite run of
+    the hostile-load e2e test this refusal was uncaught: a traceback, and the page stopped before its Upload tab."""
+    from ui import training_runs
+    from ui.work_limits import Busy
+
+    def refused(*_args, **_kwargs):
+        raise Busy("The planner is busy: this training-run predictions waited 120 s for one of the 1 job slots "
+                   "without getting one. Try again in a minute.")
+    monkeypatch.setattr(training_runs, "predicted_vs_measured", refused)
+    training_runs.clear()
+    at = on_page(run_app(), "benchmarks")
+    assert not at.exception
+    assert any("training-run predictions waited 120 s" in w.value for w in at.warning)
+    assert any("read-only" in i.value for i in at.info) or at.get("file_uploader")    # the Upload tab was drawn
+    training_runs.clear()
