@@ -3,7 +3,7 @@ for every cluster an operator trusts, the figures and ranges before and after ca
 import pandas as pd
 import streamlit as st
 
-from benchmarks_db.step_time import before_after, predicted_vs_measured
+from benchmarks_db.step_time import before_after, level_calibration, predicted_vs_measured, training_runs
 from engine.presentation.formatting import fmt_num
 from ui import cached, escape, work_limits
 
@@ -15,12 +15,16 @@ UPLOAD_HINT = ("Upload a training log (Megatron-LM, TorchTitan or DeepSpeed step
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner="Predicting the uploaded runs ...")
 def _compared(viewer: str | None) -> pd.DataFrame:
+    if training_runs(cached.store(), viewer).empty:      # nothing to predict: no engine work, so no work slot to wait for
+        return predicted_vs_measured(cached.store(), viewer)
     with work_limits.slot("training-run predictions"):
         return predicted_vs_measured(cached.store(), viewer)
 
 
 @st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
 def _calibrated() -> list[dict]:
+    if level_calibration(cached.store()).empty:          # no trusted run: nothing to estimate
+        return []
     with work_limits.slot("training-run calibration"):
         return before_after(cached.store())
 
