@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import statistics
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
@@ -174,21 +175,20 @@ def _peer_tokens(r, peers: list) -> tuple[int, int, float, str]:
     (the recipes are shared across vendors; one submitter's own batch does not speak for the others) and the median
     of the samples at which the logs at that batch stopped, on the same accelerator where any is (one log's samples
     vary by 10-20% from run to run). The reference run where no result of the benchmark is logged."""
-    from math import log2
-    from statistics import median
     ref = REFERENCE[r.benchmark]
     same = [p for p in peers if p.benchmark == r.benchmark]
     if not same:
         return (ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]),
                 "reference run (no batch or samples read from this result's log): " + ref["source"])
-    nearest = min(abs(log2(p.n_accelerators / r.n_accelerators)) for p in same)
-    group = [p for p in same if abs(log2(p.n_accelerators / r.n_accelerators)) == nearest]
+    distance = lambda p: abs(math.log2(p.n_accelerators / r.n_accelerators))
+    nearest = min(map(distance, same))
+    group = [p for p in same if distance(p) == nearest]
     batches = [p.logged[1] for p in group]
     gbs = max(sorted(set(batches)), key=batches.count)
     at_batch = [p for p in group if p.logged[1] == gbs]
     at_batch = [p for p in at_batch if p.accelerator == r.accelerator] or at_batch
     seq = at_batch[0].logged[0]
-    tokens = float(median(p.logged[2] for p in at_batch))
+    tokens = float(statistics.median(p.logged[2] for p in at_batch))
     return seq, gbs, tokens, (f"peers: the median of {len(at_batch)} logged result(s) at batch {gbs} on "
                               f"{at_batch[0].n_accelerators} x {at_batch[0].accelerator if len({p.accelerator for p in at_batch}) == 1 else 'accelerators'} "
                               f"({', '.join(sorted(p.run_id for p in at_batch)[:3])}{' ...' if len(at_batch) > 3 else ''}); "
@@ -226,9 +226,10 @@ class Peer(NamedTuple):
 def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_round: str | None = None) -> pd.DataFrame:
     """Every MLPerf result with the engine's prediction where the engine models it (status says why not)."""
     df = mlperf_results(store, benchmark=benchmark, mlperf_round=mlperf_round)
-    params = dict(store.rows("SELECT run_id, params FROM run WHERE suite = 'mlperf_training'"))
+    params = {run_id: json.loads(text or "{}")
+              for run_id, text in store.rows("SELECT run_id, params FROM run WHERE suite = 'mlperf_training'")}
     logged = {r.run_id: found for r in df.itertuples() if r.trusted and r.benchmark in REFERENCE
-              and (found := _logged_tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}")))}
+              and (found := _logged_tokens(r.run_id, r.benchmark, params.get(r.run_id, {})))}
     peers = [Peer(r.run_id, r.benchmark, r.accelerator_id if isinstance(r.accelerator_id, str) else r.accelerator_raw,
                   int(r.n_accelerators), r.submitter, r.round, logged[r.run_id])
              for r in df.itertuples() if r.run_id in logged]
@@ -257,7 +258,7 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
             precision, precision_source = precision_for(r.round, folder, system, acc)
             framework = framework_for(system, getattr(r, "framework", None))
             pred = dict(_predict(r.benchmark, seq, gbs, tokens, precision, acc.id, int(r.n_accelerators), framework))
-            scaling = float(json.loads(params.get(r.run_id) or "{}").get("scaling_factor") or 1.0)
+            scaling = float(params.get(r.run_id, {}).get("scaling_factor") or 1.0)
             if pred.get("predicted_minutes"):
                 pred["predicted_minutes"] *= scaling
                 out["ratio"] = pred["predicted_minutes"] / r.score_minutes
@@ -368,8 +369,8 @@ def _round_wide(row, df: pd.DataFrame) -> str | None:
 
 
 def _unread(row, df: pd.DataFrame) -> str:
-    """What taking the reference run's batch and samples for a result whose log was not read may cost: the batches
-    and samples the logs read show on systems of the same size."""
+    """What taking its peers' (or the reference run's) batch and samples for a result whose log was not read may
+    cost: the batches and samples the logs read show on systems of the same size."""
     ref = REFERENCE[row.benchmark]
     used = (f"no batch or samples were read from this result's log, so global batch {int(row.global_batch_size)} and "
             f"{row.tokens / ref['seq_len']:,.0f} sequences are used ({str(row.token_basis).split(' (')[0]})")
@@ -424,8 +425,8 @@ def _submitter_elsewhere(row, df: pd.DataFrame) -> str | None:
 
 def _one_runs_samples(row, df: pd.DataFrame) -> str | None:
     """A result whose one log read stopped after far more (or fewer) samples than the logs of the other results on
-    the same system (of its round where there are any), which took about as long: the prediction follows that one run's samples, while MLPerf scores
-    the mean of several runs, whose samples to converge differ from run to run."""
+    the same system (of its round where there are any), which took about as long: the prediction follows that one
+    run's samples, while MLPerf scores the mean of several runs, whose samples to converge differ from run to run."""
     if not from_own_log(row.token_basis):
         return None
     peers = df[(df.benchmark == row.benchmark) & (df.accelerator == row.accelerator)
