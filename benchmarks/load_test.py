@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -331,6 +332,7 @@ OVER_LIMIT = {"model": {"preset": "llama3.1-405b"},
               "training": {"seq_len": 8192, "global_batch_size": 720_720, "total_tokens": 1e12},
               "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 7_207_200}}
 HOSTILE_IDENTITY, IDENTITY_HEADER = "mallory@example.com", "X-Forwarded-Email"
+HOSTILE_QUEUE = 5            # the hostile person's jobs waiting for a slot when the users start (their share is 8)
 
 
 def nccl_rank_lines(n_bytes: int = 120_000) -> bytes:
@@ -362,10 +364,12 @@ def question_links(n: int) -> list[str]:
 
 @dataclass
 class StarvingFigures(_ServerFigures):
-    """Seconds per kind of session, what each saw, and the longest a health check waited meanwhile."""
+    """Seconds per kind of session, what each saw, the longest a health check waited meanwhile and, from the server's
+    log, what each user's job that waited for a slot met (`user_waits`)."""
     seconds: dict[str, list[float]] = field(default_factory=dict)
     outcomes: dict[str, list[str]] = field(default_factory=dict)
     health_max_s: float = 0.0
+    user_waits: list = field(default_factory=list)       # UserWait per user's job that waited
 
     def add(self, kind: str, result) -> None:
         if isinstance(result, BaseException):
@@ -380,8 +384,57 @@ class StarvingFigures(_ServerFigures):
         lines += [_spread_line(kind, values, width) + ": " + "; ".join(
             f"{o} x{self.outcomes[kind].count(o)}" for o in sorted(set(self.outcomes[kind])))
             for kind, values in self.seconds.items()]
+        if self.user_waits:
+            lines.append(f"  users' jobs that waited for a slot: {len(self.user_waits)}; the hostile person's jobs "
+                         f"waiting when each queued {[w.hostile_ahead for w in self.user_waits]}, served before it "
+                         f"{[w.overtaken for w in self.user_waits]}")
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
+
+
+SLOT_LINE = re.compile(r" engine\.work_limits: .+ for (?P<who>\S+) (?P<event>waits for|got) a work slot")
+
+
+def slot_events(log: str) -> list[tuple[str, str]]:
+    """(requester, 'waits for' | 'got') for each job that waited for a work slot, in the order the server logged
+    them (engine/work_limits.py logs a waiting job when it queues and when it is handed a slot)."""
+    return [(m["who"], m["event"]) for m in map(SLOT_LINE.search, log.splitlines()) if m]
+
+
+def waiting(events: list[tuple[str, str]], who: str) -> int:
+    """How many of `who`'s jobs wait for a slot after these events."""
+    return sum(+1 if event == "waits for" else -1 for owner, event in events if owner == who)
+
+
+class UserWait(NamedTuple):
+    """One user's job that waited for a slot: the hostile person's jobs waiting when it queued, the user's own, and
+    how many of the hostile person's got a slot before it did."""
+    hostile_ahead: int
+    own_ahead: int
+    overtaken: int
+
+
+def served_first(events: list[tuple[str, str]], users: set[str], hostile: str) -> list[UserWait]:
+    """What each user's waiting job met (each user's jobs matched to their slots in the order they queued). In turn
+    (engine/work_limits.py), the hostile person is served at most once per job of the user's ahead of it, plus one."""
+    pending: dict[str, list[tuple[int, int, int]]] = {}
+    found = []
+    for i, (who, event) in enumerate(events):
+        if who not in users:
+            continue
+        if event == "waits for":
+            pending.setdefault(who, []).append((i, waiting(events[:i], hostile), waiting(events[:i], who)))
+        else:
+            queued, hostile_ahead, own_ahead = pending[who].pop(0)
+            found.append(UserWait(hostile_ahead, own_ahead,
+                                  sum(1 for owner, e in events[queued:i] if owner == hostile and e == "got")))
+    return found
+
+
+async def _hostile_queue(log_path: Path, jobs: int) -> None:
+    """Until the server's log shows `jobs` of the hostile person's jobs waiting for a slot."""
+    while waiting(slot_events(log_path.read_text()), HOSTILE_IDENTITY) < jobs:
+        await asyncio.sleep(0.25)
 
 
 async def _health_probe(url: str, stop: asyncio.Event, figures: StarvingFigures) -> None:
@@ -447,17 +500,28 @@ async def _open_link(browser, url: str, token: str, timeout_ms: float, identity:
 
 
 async def _starving_sessions(url: str, figures: StarvingFigures, links: int, questions: int, users: int,
-                             timeout_ms: float) -> None:
-    """The hostile sessions at once, the users once every hostile page has loaded (so that they meet the queued
-    work, and the browser's own start-up is over), a health probe throughout."""
+                             timeout_ms: float, log_path: Path | None) -> None:
+    """The hostile sessions at once, the users once the hostile person has HOSTILE_QUEUE jobs waiting for a slot in
+    the server's log, or else every hostile page has loaded (so that they meet the queued work if there is any); a
+    health probe throughout."""
     from playwright.async_api import async_playwright
     nccl, over, normal, asked = nccl_rank_lines(), over_limit_link(), normal_link(), question_links(questions + users)
     stop = asyncio.Event()
     loaded = [asyncio.Event() for _ in range(links + questions)]
 
-    async def later(coroutines):
+    async def all_loaded():
         for event in loaded:
-            await asyncio.wait_for(event.wait(), timeout_ms / 1000)
+            await event.wait()
+
+    async def later(coroutines):
+        gates = [asyncio.create_task(all_loaded())]
+        if log_path is not None:
+            gates.append(asyncio.create_task(_hostile_queue(log_path, min(HOSTILE_QUEUE, questions))))
+        done, pending = await asyncio.wait(gates, timeout=timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+        for gate in pending:
+            gate.cancel()
+        if not done:
+            raise TimeoutError(f"the hostile pages did not load within {timeout_ms / 1000:.0f} s")
         return await asyncio.gather(*coroutines, return_exceptions=True)
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
@@ -482,16 +546,20 @@ async def _starving_sessions(url: str, figures: StarvingFigures, links: int, que
         user_results = [user_results] * len(user_kinds)
     for kind, result in zip(kinds + user_kinds, [*results, *user_results]):
         figures.add(kind, result)
+    if log_path is not None:
+        figures.user_waits = served_first(slot_events(log_path.read_text()),
+                                          {f"user{i}@example.com" for i in range(users)}, HOSTILE_IDENTITY)
 
 
 def run_starving(url: str, pid: int | None, links: int = 20, questions: int = 60, users: int = 5,
-                 step_timeout_s: float = 300) -> StarvingFigures:
+                 step_timeout_s: float = 300, log_path: Path | None = None) -> StarvingFigures:
     """Issue 18's load against a planner whose reverse proxy names people in IDENTITY_HEADER (APP_IDENTITY_HEADER):
     one person uploads a 120 KB rank-line nccl-tests file and opens `links` links over the search's limit and
     `questions` links each asking a plan question, while `users` others each open a normal layout-less link and ask
-    a question of their own; a health check runs throughout."""
+    a question of their own; a health check runs throughout. `log_path`: the server's log, when it is readable here
+    (the users then start when the hostile queue is there, and the figures say who was served first)."""
     figures = StarvingFigures()
-    figures.measure(pid, _starving_sessions(url, figures, links, questions, users, step_timeout_s * 1000))
+    figures.measure(pid, _starving_sessions(url, figures, links, questions, users, step_timeout_s * 1000, log_path))
     return figures
 
 
@@ -535,16 +603,16 @@ def main(argv: list[str] | None = None) -> int:
                          "60 plan questions, while 5 others open a normal link and ask their own question (the "
                          f"server started here names people in {IDENTITY_HEADER})")
     args = ap.parse_args(argv)
-    load = (lambda url, pid: run_hostile(url, pid, step_timeout_s=args.step_timeout)) if args.hostile else \
-        (lambda url, pid: run_starving(url, pid, step_timeout_s=args.step_timeout)) if args.starving else \
-        (lambda url, pid: run(url, pid, args.sessions, args.step_timeout))
+    load = (lambda url, pid, log: run_hostile(url, pid, step_timeout_s=args.step_timeout)) if args.hostile else \
+        (lambda url, pid, log: run_starving(url, pid, step_timeout_s=args.step_timeout, log_path=log)) \
+        if args.starving else (lambda url, pid, log: run(url, pid, args.sessions, args.step_timeout))
     if args.url:
-        figures = load(args.url.rstrip("/") + "/", args.pid)
+        figures = load(args.url.rstrip("/") + "/", args.pid, None)
         print(figures.report())
         return 1 if figures.errors else 0
     env = {"APP_IDENTITY_HEADER": IDENTITY_HEADER} if args.starving else None
     with tempfile.TemporaryDirectory() as tmp, local_server(Path(tmp), env=env) as (url, pid, log_path):
-        figures = load(url, pid)
+        figures = load(url, pid, log_path)
         locks = lock_errors(log_path.read_text())
     figures.errors += [f"server log: {line}" for line in locks]
     print(figures.report())

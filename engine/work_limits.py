@@ -7,6 +7,9 @@ Slots are shared fairly: a freed slot goes to the next requester in turn (round 
 sessions of each), not to the job that has waited longest, so one requester's burst of jobs does not hold everyone
 else back; and one session may have at most MAX_PER_SESSION jobs running or waiting, one requester MAX_PER_REQUESTER.
 
+Every job that has to wait is logged when it queues and when it gets its slot (logger "engine.work_limits", INFO,
+naming its requester), so an operator can see who waits behind whom; a job that finds a slot free is not logged.
+
 Pure Python (threads only), so that the web app (ui/work_limits.py, which knows Streamlit's sessions) and the HTTP
 API (planner/http_api.py, which knows the caller's address) apply the same rule.
 
@@ -16,6 +19,7 @@ API (planner/http_api.py, which knows the caller's address) apply the same rule.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -26,6 +30,8 @@ WAIT_S = 120.0                 # the longest a job waits for a slot before the u
 MAX_WAITING_PER_SLOT = 64      # jobs queued per slot; more are refused at once
 MAX_PER_SESSION = 2            # jobs one session may have running or waiting (its page's, and its answer's)
 MAX_PER_REQUESTER = 8          # ... one requester (a signed-on person or an address) over all its sessions
+
+log = logging.getLogger(__name__)
 
 
 class Busy(RuntimeError):
@@ -45,10 +51,11 @@ class Requester:
 
 
 class _Ticket:
-    __slots__ = ("granted",)
+    __slots__ = ("granted", "what", "owner", "queued_at")
 
-    def __init__(self):
+    def __init__(self, what: str, owner: str | None):
         self.granted = False
+        self.what, self.owner, self.queued_at = what, owner, time.monotonic()
 
 
 class WorkLimiter:
@@ -105,7 +112,8 @@ class WorkLimiter:
             if self._free > 0:
                 self._free -= 1
                 return
-            ticket = _Ticket()
+            ticket = _Ticket(what, req.owner)
+            log.info("%s for %s waits for a work slot behind %d jobs", what, req.owner, self._waiting)
             self._queue.setdefault(req.owner, OrderedDict()).setdefault(req.session, deque()).append(ticket)
             self._waiting += 1
             deadline = time.monotonic() + self.wait_s
@@ -115,6 +123,7 @@ class WorkLimiter:
                 return
             self._withdraw(req, ticket)
             self._count(req, -1)
+            log.info("%s for %s was refused after waiting %.0f s for a work slot", what, req.owner, self.wait_s)
         raise Busy(f"The planner is busy: this {what} waited {self.wait_s:.0f} s for one of the {self.slots} job "
                    "slots without getting one. Try again in a minute.")
 
@@ -139,6 +148,8 @@ class WorkLimiter:
             ticket = tickets.popleft()
             ticket.granted = True
             self._waiting -= 1
+            log.info("%s for %s got a work slot after %.1f s waiting", ticket.what, ticket.owner,
+                     time.monotonic() - ticket.queued_at)
             if tickets:
                 sessions.move_to_end(session)
             else:

@@ -4,6 +4,7 @@ per scenario for every tab, and hostile links and scenario files get a message i
 import csv
 import io
 import json
+import logging
 import threading
 from contextlib import contextmanager
 
@@ -249,6 +250,26 @@ def test_a_freed_slot_goes_to_the_next_requester_in_turn_not_to_the_longest_wait
         t.join()
     assert order == ["m0", "alice", "m1", "m2", "m3", "m4"]
     assert limiter.running == limiter.waiting == 0
+
+
+def test_each_waiting_job_is_logged_with_its_requester_when_it_queues_and_when_it_gets_its_slot(caplog):
+    """What an operator (and the hostile-load e2e test) reads to see who waited behind whom."""
+    limiter = WorkLimiter(1, wait_s=30)
+    order, gate = [], threading.Event()
+    gate.set()
+    with caplog.at_level(logging.INFO, logger="engine.work_limits"):
+        with _slot_held_elsewhere(limiter):
+            threads = _queue_jobs(limiter, [work_limits.Requester("m0", "mallory"),
+                                            work_limits.Requester("m1", "mallory"),
+                                            work_limits.Requester("a", "alice")], order, gate)
+        for t in threads:
+            t.join()
+    lines = [r.getMessage().split(" after ")[0] for r in caplog.records if r.name == "engine.work_limits"]
+    assert lines == ["job for mallory waits for a work slot behind 0 jobs",
+                     "job for mallory waits for a work slot behind 1 jobs",
+                     "job for alice waits for a work slot behind 2 jobs",
+                     "job for mallory got a work slot", "job for alice got a work slot",
+                     "job for mallory got a work slot"]
 
 
 def test_one_session_and_one_requester_hold_at_most_their_share_of_jobs():

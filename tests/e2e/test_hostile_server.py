@@ -127,7 +127,8 @@ def test_one_persons_hostile_work_does_not_starve_others_or_the_health_check(tmp
     with local_server(tmp_path) as (url, pid, log_path):
         # a step's limit: in one whole-suite run the Benchmarks page took over 240 s to draw for the uploader, with
         # 38 pages and 12 plan searches on the two cores (the health check stayed under 36 s)
-        figures = load_test.run_starving(url, pid, links=20, questions=12, users=3, step_timeout_s=420)
+        figures = load_test.run_starving(url, pid, links=20, questions=12, users=3, step_timeout_s=420,
+                                         log_path=log_path)
         locks = load_test.lock_errors(log_path.read_text())
     print("\n" + figures.report())
     assert not figures.errors and not locks, (figures.errors, locks)
@@ -142,9 +143,10 @@ def test_one_persons_hostile_work_does_not_starve_others_or_the_health_check(tmp
     assert figures.health_max_s < 60
     assert set(figures.outcomes["user: normal link"]) == {"layout chosen"}
     assert set(figures.outcomes["user: own question"]) == {"answered"}
-    # fair shares: the users are served in turn beside the hostile person's queue, not after it. Their wall times
-    # depend on how loaded the machine is (20-31 s alone, up to 186 s inside the whole suite, where the browser's
-    # pages and the earlier tests' servers share the two cores), the order does not
-    users = figures.seconds["user: normal link"] + figures.seconds["user: own question"]
-    assert max(users) < 0.9 * max(figures.seconds["question link"]), (users, figures.seconds["question link"])
     assert "over its share, said so" in figures.outcomes["question link"]       # one person: 8 jobs at most
+    # fair shares, from the order in which the server handed out its work slot (its log, which names the proxy's
+    # identities): a user's job that waits is served after at most one of the hostile person's jobs per job of that
+    # user's ahead of it, plus one, not after the whole queue. Wall times are no measure of this: the plan jobs take
+    # seconds (the hostile queue of 7 drained in 4 s once the first had run), while each page's own script shares
+    # two cores with the browser's 38 pages, so the users took 20-50 s alone and 124-186 s inside the whole suite
+    assert all(w.overtaken <= w.own_ahead + 1 for w in figures.user_waits), figures.user_waits
