@@ -73,6 +73,17 @@ def level_scale_for(scenario, measured_s: float) -> float:
     return s
 
 
+def runs_version(store: Store) -> tuple:
+    """What predicted_vs_measured and before_after depend on in the store: every training run's id, median, scenario,
+    validation, trust and visibility. It changes only when one of those does, not with every upload."""
+    return tuple(store.rows(f"""
+SELECT count(*), md5(coalesce(string_agg(concat_ws('|', r.run_id, m.value, r.validation, CAST(r.params AS VARCHAR),
+                                                   {TRUSTED_SOURCE}, src.visibility, src.uploaded_by), ','
+                                          ORDER BY r.run_id), ''))
+FROM run r JOIN source src USING (source_id) JOIN measurement m USING (run_id)
+WHERE r.suite = 'training_run' AND m.metric = 'step_time' AND m.stat = 'median'""")[0])
+
+
 def predicted_vs_measured(store: Store, viewer: str | None = None) -> pd.DataFrame:
     """training_runs (as `viewer` sees them) with the engine's prediction (no level scale), measured / predicted, and
     the level factor each run implies."""

@@ -165,7 +165,6 @@ def _clear_store_caches() -> None:
     for cache in (options_in_store, mlperf_table, microbench_table, systems_table, datasheet_table,
                   cached.calibration_of):
         cache.clear()
-    training_runs.clear()
 
 
 def _plot_texts(part: pd.DataFrame, columns: list[str]) -> list[list]:

@@ -1,37 +1,16 @@
 """The Benchmarks page's uploaded training runs: each run's measured step time against the planner's prediction, and
-for every cluster an operator trusts, the figures and ranges before and after calibration (benchmarks_db/step_time.py)."""
+for every cluster an operator trusts, the figures and ranges before and after calibration (benchmarks_db/step_time.py),
+computed as a background job (ui/background.py) so that the page never waits for a work slot."""
 import pandas as pd
 import streamlit as st
 
-from benchmarks_db.step_time import before_after, level_calibration, predicted_vs_measured, training_runs
+from benchmarks_db.step_time import runs_version
 from engine.presentation.formatting import fmt_num
-from ui import cached, escape, work_limits
+from ui import background, cached, components, escape, work_limits
 
-STORE_TTL_S = 60
 UPLOAD_HINT = ("Upload a training log (Megatron-LM, TorchTitan or DeepSpeed step lines of a short run of the current "
                "scenario's layout) in 'Upload results', or `python -m benchmarks_db ingest LOG --scenario "
                "SCENARIO.json`.")
-
-
-@st.cache_data(ttl=STORE_TTL_S, show_spinner="Predicting the uploaded runs ...")
-def _compared(viewer: str | None) -> pd.DataFrame:
-    if training_runs(cached.store(), viewer).empty:      # nothing to predict: no engine work, so no work slot to wait for
-        return predicted_vs_measured(cached.store(), viewer)
-    with work_limits.slot("training-run predictions"):
-        return predicted_vs_measured(cached.store(), viewer)
-
-
-@st.cache_data(ttl=STORE_TTL_S, show_spinner=False)
-def _calibrated() -> list[dict]:
-    if level_calibration(cached.store()).empty:          # no trusted run: nothing to estimate
-        return []
-    with work_limits.slot("training-run calibration"):
-        return before_after(cached.store())
-
-
-def clear() -> None:
-    _compared.clear()
-    _calibrated.clear()
 
 
 def _range(b: dict | None, unit: str) -> str:
@@ -43,10 +22,19 @@ def _range(b: dict | None, unit: str) -> str:
 def show(viewer: str | None = None) -> None:
     """The runs `viewer` (the signed-on user, None for nobody) may see: shared ones and their own private ones."""
     st.subheader("Your training runs: predicted against measured")
+    store = cached.store()
+    if runs_version(store)[0] == 0:                  # no run stored: nothing to predict, no work slot to wait for
+        st.info(UPLOAD_HINT)
+        return
+    job = background.training_runs(store, viewer, awaited=components.awaited)
+    if not job.wait(0.05):                           # the page goes on (its Upload tab included) while it runs
+        st.info("Predicting the uploaded training runs (an estimate of each, in turn with other people's work); "
+                "they appear here when done.")
+        components.poll(job, "Training-run predictions")
+        return
     try:
-        df = _compared(viewer)
-        calibrated = _calibrated()
-    except work_limits.Busy as err:       # the page goes on (the upload tab after it included); asked again next run
+        df, calibrated = job.value()
+    except work_limits.Busy as err:                  # refused: said so, and asked again on the next visit
         st.warning(str(err))
         return
     if df.empty:

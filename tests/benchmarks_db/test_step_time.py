@@ -12,7 +12,8 @@ from benchmarks_db.calibration import calibrated_cluster
 from benchmarks_db.ingest import Uploader, ingest_bytes
 from benchmarks_db.migrations import MIGRATIONS
 from benchmarks_db.seed import seed
-from benchmarks_db.step_time import level_calibration, measured_band, predicted_step_s, predicted_vs_measured
+from benchmarks_db.step_time import (level_calibration, measured_band, predicted_step_s, predicted_vs_measured,
+                                     runs_version)
 from benchmarks_db.store import open_store
 from benchmarks_db.trust import set_trusted
 from engine.inputs import parse_scenario
@@ -28,6 +29,24 @@ STEPS_S = [8 * 8192 / (t * 8) for t in TPS]
 def _upload(store, uploader=None):
     data = (LOGS / "torchtitan-pr3393.log").read_bytes()
     return ingest_bytes(store, "tt.log", data, scenario=TT_SCENARIO, uploader=uploader)
+
+
+def test_the_training_runs_version_changes_with_a_run_or_its_trust_not_with_other_uploads(seeded, tmp_path):
+    """The key of the Benchmarks page's background predictions (ui/background.py training_runs): a new job when a
+    run is added or trusted, the finished one kept when a microbenchmark arrives."""
+    from tests.conftest import runner_result
+    empty = runs_version(seeded)
+    assert empty[0] == 0
+    assert ingest_bytes(seeded, "matmul.json", runner_result("matmul", tmp_path / "m.json").read_bytes()).ingested
+    assert runs_version(seeded) == empty
+    report = _upload(seeded)
+    added = runs_version(seeded)
+    assert added[0] == 1 and added != empty
+    set_trusted(seeded, report.source_id, "ops@example.com")
+    trusted = runs_version(seeded)
+    assert trusted[0] == 1 and trusted != added
+    set_trusted(seeded, report.source_id, None)
+    assert runs_version(seeded) == added
 
 
 def test_upload_trust_calibrate_round_trip(seeded):
