@@ -11,6 +11,7 @@ from engine import json_input
 from engine.frameworks import FRAMEWORKS
 from engine.scenario import ScenarioError
 from engine.inputs import parse_scenario
+from engine.presentation.launch_config import FORMATS
 
 MAX_SCENARIO_BYTES = 1_000_000
 
@@ -247,9 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "step time, collectives, pipeline, FLOPs, cost, energy, CO2, goodput) with its inputs, function and "
                    "source, as text")
     p = sub.add_parser("export-config", help="the scenario's layout (or the search's best) as its stack's launch "
-                                             "configuration: Megatron-LM arguments, TorchTitan TOML or DeepSpeed JSON")
+                                             "configuration: Megatron-LM arguments, TorchTitan TOML, DeepSpeed JSON "
+                                             "or a MaxText command line")
     p.add_argument("scenario", help="scenario JSON file, or - for stdin")
-    p.add_argument("--format", choices=["megatron", "torchtitan", "deepspeed"],
+    p.add_argument("--format", choices=list(FORMATS),
                    help="default: the format of the scenario's training.framework (its vendor's MLPerf default)")
     p.add_argument("--json", action="store_true", help="print {format, framework, filename, notes, text} as JSON; "
                                                        "otherwise the file itself, with the notes on stderr")

@@ -8,7 +8,7 @@ line use.
     terms = explain(sc)                  # every term of it with the numbers used, the function and the source
     best = search(sc).best[0]            # the fastest layouts, why the others were rejected, the Pareto front
     answer = plan(sc, deadline_days=30)  # the manager's answer: accelerator, cluster, days, cost, CO2 with ranges
-    cfg = export_config(sc)              # the layout as Megatron-LM arguments, TorchTitan TOML or DeepSpeed JSON
+    cfg = export_config(sc)              # the layout as Megatron-LM args, TorchTitan TOML, DeepSpeed JSON, MaxText
 
 Every function takes a Scenario, a dict, JSON text or a path to a JSON file, and raises ScenarioError (a ValueError
 with .problems, a list of (field, message)) for anything it cannot use.

@@ -146,6 +146,10 @@ class Network(BaseModel):
     source: Source
     efficiency_note: str = ""
     latency_note: str = ""
+    max_domain_accelerators: int | None = Field(default=None, ge=1, description=(
+        "the most accelerators one domain of this link joins where that is larger than a node (a TPU pod's chips, "
+        "the largest slice): more are several domains over the data-center network. None: the node's"))
+    domain_note: str = ""
 
 
 class TrainingDefaults(BaseModel):

@@ -9,7 +9,7 @@ from engine.presentation.answer import stack_text
 from engine.presentation.edit import adopt_layout, describe_layout
 from engine.inputs import parse_scenario
 from engine.presentation.formatting import GLOSSARY, fmt_days, fmt_num
-from engine.presentation.launch_config import FORMATS, default_format, export
+from engine.presentation.launch_config import FORMAT_NAMES, FORMATS, default_format, export
 from engine.presentation.tables import (breakdown_rows, dimension_rows, dimension_value, pareto_rows, ranked_rows,
                                         rejected_rows)
 from engine.scenario import ScenarioError
@@ -50,9 +50,7 @@ def launch_config_download(sc, layout) -> None:
     except ScenarioError:
         default = FORMATS[0]
     fmt = st.selectbox("Launch configuration for this layout", FORMATS, index=FORMATS.index(default),
-                       key="launch_format", format_func={"megatron": "Megatron-LM arguments",
-                                                         "torchtitan": "TorchTitan TOML",
-                                                         "deepspeed": "DeepSpeed JSON"}.get,
+                       key="launch_format", format_func=FORMAT_NAMES.get,
                        help="Default: the format of the scenario's software stack (training.framework).")
     try:
         cfg = export(sc.model_copy(update={"layout": layout}), fmt)

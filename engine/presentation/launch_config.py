@@ -1,9 +1,11 @@
 """A scenario's layout as its software stack's own launch configuration: Megatron-LM arguments, a TorchTitan TOML job
-file or a DeepSpeed JSON config, so that the layout the planner chose can be run as it was estimated.
+file, a DeepSpeed JSON config or a MaxText command line, so that the layout the planner chose can be run as it was
+estimated.
 
 The stack is the scenario's training.framework (its vendor's MLPerf default when not given, engine.frameworks.resolve):
-megatron_core -> Megatron-LM arguments, pytorch_fsdp2 -> TorchTitan TOML, deepspeed -> DeepSpeed JSON; jax_maxtext has
-no exporter. Another format may be asked for; the configuration then says that the estimate assumed another stack.
+megatron_core -> Megatron-LM arguments, pytorch_fsdp2 -> TorchTitan TOML, deepspeed -> DeepSpeed JSON, jax_maxtext ->
+MaxText overrides of its base.yml. Another format may be asked for; the configuration then says that the estimate
+assumed another stack.
 Whatever of the layout the target stack cannot express is written into `notes` (and into the file as comments where
 the format has them), never dropped in silence.
 
@@ -25,6 +27,16 @@ Names are those of the stacks' sources:
   shibing624/MedicalGPT deepspeed_zero_stage3_config.json, not against the page itself): train_batch_size,
   train_micro_batch_size_per_gpu, gradient_accumulation_steps, bf16/fp16 {enabled}, zero_optimization {stage,
   overlap_comm, contiguous_gradients}.
+- MaxText MaxText/configs/base.yml at commit 315ebb593a8ef40f4dfff2534238c0beb9402f9d (AI-Hypercomputer/maxtext),
+  given as key=value overrides to `python3 -m MaxText.train MaxText/configs/base.yml` (as its own example scripts do,
+  e.g. configs/2xv4-128.sh: dcn_data_parallelism=2 ici_fsdp_parallelism=64 per_device_batch_size=16
+  remat_policy=full): ici_/dcn_ {data, fsdp, tensor, context, expert, pipeline}_parallelism (the products of the ICI
+  axes equal the chips of one slice, of the DCN axes the slices), per_device_batch_size, gradient_accumulation_steps,
+  num_pipeline_microbatches, num_layers_per_pipeline_stage, num_pipeline_repeats, model_fsdp_ag_once, remat_policy
+  (custom with decoder_layer_input/context/mlpwi/mlpwo/qkv_proj/out_proj), quantization, dtype, max_target_length,
+  steps, opt_type, optimizer_memory_host_offload, parameter_memory_host_offload, model_name (configs/models/*.yml)
+  or base_emb_dim, base_num_query_heads, base_num_kv_heads, base_mlp_dim, base_num_decoder_layers, head_dim,
+  vocab_size, num_experts, num_experts_per_tok, base_moe_mlp_dim.
 """
 from __future__ import annotations
 
@@ -37,11 +49,14 @@ from engine.catalog import load_catalog
 from engine.physics.schedule import SplitError, chunk_layers, stage_layers
 from engine.scenario import Layout, Scenario, ScenarioError
 
-Format = Literal["megatron", "torchtitan", "deepspeed"]
-FORMATS: tuple[str, ...] = ("megatron", "torchtitan", "deepspeed")
-FORMAT_OF_FRAMEWORK = {"megatron_core": "megatron", "pytorch_fsdp2": "torchtitan", "deepspeed": "deepspeed"}
+Format = Literal["megatron", "torchtitan", "deepspeed", "maxtext"]
+FORMATS: tuple[str, ...] = ("megatron", "torchtitan", "deepspeed", "maxtext")
+FORMAT_NAMES = {"megatron": "Megatron-LM arguments", "torchtitan": "TorchTitan TOML", "deepspeed": "DeepSpeed JSON",
+                "maxtext": "MaxText command line"}
+FORMAT_OF_FRAMEWORK = {"megatron_core": "megatron", "pytorch_fsdp2": "torchtitan", "deepspeed": "deepspeed",
+                       "jax_maxtext": "maxtext"}
 FRAMEWORK_OF_FORMAT = {v: k for k, v in FORMAT_OF_FRAMEWORK.items()}
-SUFFIX = {"megatron": "sh", "torchtitan": "toml", "deepspeed": "json"}
+SUFFIX = {"megatron": "sh", "torchtitan": "toml", "deepspeed": "json", "maxtext": "sh"}
 
 
 @dataclass(frozen=True)
@@ -81,7 +96,8 @@ def export(sc: Scenario, fmt: str | None = None) -> LaunchConfig:
                      f"{FRAMEWORK_OF_FORMAT[fmt]}, whose efficiency differs (set training.framework to "
                      f"{FRAMEWORK_OF_FORMAT[fmt]} for its estimate)")
     lay = sc.layout
-    text = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}[fmt](sc, lay, notes)
+    text = {"megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed,
+            "maxtext": _maxtext}[fmt](sc, lay, notes)
     name = sc.model.preset if hasattr(sc.model, "preset") else "model"
     return LaunchConfig(fmt, fw, text, f"{name}-tp{lay.tp}-pp{lay.pp}-dp{lay.dp}-cp{lay.cp}.{SUFFIX[fmt]}", notes)
 
@@ -407,3 +423,151 @@ def deepspeed_config(sc: Scenario, lay: Layout, notes: list[str]) -> dict:
 
 def _deepspeed(sc: Scenario, lay: Layout, notes: list[str]) -> str:
     return json.dumps(deepspeed_config(sc, lay, notes), indent=2) + "\n"
+
+
+# --- MaxText ----------------------------------------------------------------------------------------------------------
+
+# The planner's presets that MaxText ships a model config for, by its name (MaxText/configs/models/<name>.yml at the
+# cited commit's tree); any other model is written as its base_* shape
+MAXTEXT_MODEL = {p: p for p in ("gpt3-175b", "llama2-7b", "llama2-13b", "llama2-70b", "llama3.1-8b", "llama3.1-70b",
+                                "llama3.1-405b", "mixtral-8x7b", "mixtral-8x22b", "qwen3-8b", "qwen3-32b",
+                                "qwen3-30b-a3b", "qwen3-235b-a22b", "gpt-oss-20b", "gpt-oss-120b", "gemma3-27b")}
+MAXTEXT_MODEL |= {"deepseek-v3": "deepseek3-671b", "deepseek-r1": "deepseek3-671b", "kimi-k2": "kimi-k2-1t",
+                  "llama4-scout": "llama4-17b-16e", "llama4-maverick": "llama4-17b-128e"}
+# what each recompute mode keeps on the device, as MaxText's remat_policy names it: its `minimal` policy saves the
+# weight matmuls' outputs and recomputes the attention core and element-wise work (the engine's selective on this
+# stack, data/frameworks.json jax_maxtext), `full` keeps only each layer's input, and keeping everything is a `custom`
+# policy with every named tensor on the device
+REMAT_CUSTOM_TENSORS = ("decoder_layer_input", "context", "mlpwi", "mlpwo", "qkv_proj", "out_proj")
+
+
+def slice_chips(sc: Scenario) -> int:
+    """Chips of one MaxText slice (its ICI axes' product): the accelerator's largest scale-up domain
+    (data/networks.json max_domain_accelerators: a TPU pod) when the cluster is larger, else the whole cluster; on
+    accelerators without such a domain (GPUs) one node, the rest over the data-center network."""
+    acc = load_catalog().accelerator(sc.cluster.accelerator)
+    domain = load_catalog().networks[acc.intra_node_link.network].max_domain_accelerators or acc.gpus_per_node
+    n = sc.cluster.n_gpus
+    if n <= domain:
+        return n
+    return max(k for k in range(1, domain + 1) if n % k == 0)
+
+
+def _axis(name: str, degree: int, chips: int, rest: int, out: dict, notes: list[str]) -> int:
+    """Place one parallel degree on ICI as far as the slice allows and the remainder on DCN; the ICI room left."""
+    ici = next(k for k in range(min(degree, rest), 0, -1) if degree % k == 0 and rest % k == 0)
+    if degree > 1 or name in ("data", "fsdp"):
+        out[f"ici_{name}_parallelism"] = ici
+        out[f"dcn_{name}_parallelism"] = degree // ici
+    if name in ("tensor", "context", "expert") and degree // ici > 1:
+        notes.append(f"{name} parallelism {degree} spans {degree // ici} slices over the data-center network (DCN), "
+                     "which MaxText does not recommend; the estimate priced its collectives over that network too")
+    return rest // ici
+
+
+def maxtext_overrides(sc: Scenario, lay: Layout, notes: list[str]) -> dict[str, object]:
+    """The MaxText base.yml overrides of the layout, training and model shape (key -> value)."""
+    a, t = sc.arch, sc.training
+    n = lay.n_gpus
+    micro = t.global_batch_size // (lay.dp * lay.micro_batch_size)
+    if micro * lay.dp * lay.micro_batch_size != t.global_batch_size:
+        raise ScenarioError([("layout.micro_batch_size", f"global batch {t.global_batch_size} is not a multiple of "
+                                                         f"micro_batch_size x dp = {lay.micro_batch_size * lay.dp}")])
+    acc = load_catalog().accelerator(sc.cluster.accelerator)
+    out: dict[str, object] = {"run_name": f"planner-{getattr(sc.model, 'preset', 'model')}",
+                              "hardware": "tpu" if acc.vendor == "Google" else "gpu_multiprocess"}
+    preset = getattr(sc.model, "preset", None)
+    if preset in MAXTEXT_MODEL:
+        out["model_name"] = MAXTEXT_MODEL[preset]
+    else:
+        out |= {"base_emb_dim": a.hidden_size, "base_num_query_heads": a.n_heads, "base_num_kv_heads": a.kv_heads,
+                "base_mlp_dim": a.dense_ffn_hidden_size or a.ffn_hidden_size, "base_num_decoder_layers": a.n_layers,
+                "head_dim": a.attn_head_dim, "vocab_size": a.vocab_size}
+        if a.is_moe:
+            out |= {"num_experts": a.n_experts, "num_experts_per_tok": a.experts_per_token,
+                    "base_moe_mlp_dim": a.ffn_hidden_size}
+        notes.append("no MaxText model config for this model: its shape is written as base_* keys on MaxText's default "
+                     "decoder_block (llama2); set decoder_block for another architecture")
+    out |= {"max_target_length": t.seq_len, "steps": train_steps(sc)}
+    # parallel axes: ICI within a slice, DCN across slices (data parallelism first, as MaxText recommends)
+    chips = slice_chips(sc)
+    if chips < n:
+        notes.append(f"{n:,} chips run as {n // chips} slices of {chips:,} ({acc.id}'s largest scale-up domain): "
+                     "MaxText's ICI axes cover one slice, its DCN axes the slices")
+    room = chips
+    for name, degree in (("tensor", lay.tp), ("context", lay.cp), ("expert", lay.ep if a.is_moe else 1),
+                         ("pipeline", lay.pp)):
+        room = _axis(name, degree, chips, room, out, notes)
+    if lay.zero_stage == 0:
+        _axis("fsdp", 1, chips, room, out, notes)
+        _axis("data", lay.dp, chips, room, out, notes)
+    else:
+        shard = lay.shard_group or lay.dp
+        room = _axis("fsdp", shard, chips, room, out, notes)
+        _axis("data", lay.dp // shard, chips, room, out, notes)
+        if lay.zero_stage in (1, 2):
+            out["model_fsdp_ag_once"] = True
+            if lay.zero_stage == 2:
+                notes.append("zero_stage 2: MaxText's model_fsdp_ag_once gathers the weights once per step and keeps "
+                             "the gradients sharded (ZeRO-1/2 alike)")
+    if lay.pp > 1:
+        per_step = lay.pp * lay.virtual_stages
+        if a.n_layers % per_step or lay.first_stage_layers is not None or lay.last_stage_layers is not None:
+            raise ScenarioError([("layout", f"MaxText's SPMD pipeline needs the {a.n_layers} layers split evenly over "
+                                            f"pp x virtual_stages = {per_step} chunks (no uneven first or last stage)")])
+        out |= {"num_layers_per_pipeline_stage": a.n_layers // per_step, "num_pipeline_repeats": lay.virtual_stages,
+                "num_pipeline_microbatches": micro, "per_device_batch_size": _number(t.global_batch_size / n),
+                "scan_layers": False}
+        if micro % lay.pp:
+            notes.append(f"{micro} micro-batches per step: MaxText needs num_pipeline_microbatches to be a multiple "
+                         f"of the {lay.pp} stages")
+    else:
+        out["per_device_batch_size"] = _number(t.global_batch_size / (n * micro))
+        if micro > 1:
+            out["gradient_accumulation_steps"] = micro
+    if lay.recompute == "none":
+        out["remat_policy"] = "custom"
+        out |= {tensor: "device" for tensor in REMAT_CUSTOM_TENSORS}
+    else:
+        out["remat_policy"] = "minimal" if lay.recompute == "selective" else "full"
+    if lay.offload != "none":
+        out["optimizer_memory_host_offload"] = True
+        if lay.offload == "optimizer_and_params":
+            out["parameter_memory_host_offload"] = True
+    if t.optimizer == "sgd":
+        out["opt_type"] = "sgd"
+    if t.precision == "fp8":
+        if acc.vendor in ("NVIDIA", "AMD"):
+            out["quantization"] = "fp8" if acc.vendor == "NVIDIA" else "nanoo_fp8"
+        else:
+            notes.append(f"fp8: MaxText's 8-bit training on {acc.vendor} is AQT int8 (quantization=int8), which the "
+                         "engine does not model; the command trains in bf16")
+    elif t.precision in ("fp16", "fp32"):
+        out["dtype"] = {"fp16": "float16", "fp32": "float32"}[t.precision]
+    elif t.precision in ("mxfp8", "nvfp4"):
+        notes.append(f"{t.precision}: MaxText has no {t.precision} training recipe at the cited commit; the command "
+                     "trains in bf16")
+    if lay.tp > 1 and lay.tp_comm_overlap and acc.vendor == "Google":
+        notes.append("tp_comm_overlap: XLA's collective matmul is a LIBTPU_INIT_ARGS flag, not a base.yml key")
+    if a.is_moe and lay.expert_tp not in (None, lay.tp):
+        notes.append(f"expert_tp {lay.expert_tp}: MaxText shards experts over its expert axis only")
+    if t.method != "pretrain":
+        notes.append(f"training.method {t.method}: the command pre-trains; MaxText's fine-tuning entry points take "
+                     "the same axes")
+    return out
+
+
+def _number(x: float):
+    return int(x) if float(x).is_integer() else round(x, 6)
+
+
+def _maxtext(sc: Scenario, lay: Layout, notes: list[str]) -> str:
+    keys = maxtext_overrides(sc, lay, notes)
+    out = ["#!/bin/bash", "# MaxText run of the planner's layout: overrides of MaxText/configs/base.yml "
+           "(AI-Hypercomputer/maxtext 315ebb59)", f"# {lay.n_gpus} chips: tp {lay.tp} x pp {lay.pp} x dp {lay.dp} "
+           f"x cp {lay.cp}"]
+    out += [f"# note: {n}" for n in notes]
+    out.append("python3 -m MaxText.train MaxText/configs/base.yml \\")
+    out += [f"  {k}={_shell(str(v).lower() if isinstance(v, bool) else str(v))} \\" for k, v in keys.items()]
+    out[-1] = out[-1].removesuffix(" \\")
+    return "\n".join(out) + "\n"

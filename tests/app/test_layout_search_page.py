@@ -102,6 +102,11 @@ def test_the_chosen_layout_downloads_as_its_stacks_launch_configuration():
     assert not at.exception
     notes = export(default_scenario().model_copy(update={"layout": best.layout}), "torchtitan").notes
     assert any(n in t for n in notes for t in texts(at.caption))
+    assert choice.options == ["Megatron-LM arguments", "TorchTitan TOML", "DeepSpeed JSON", "MaxText command line"]
+    choice.set_value("maxtext").run()
+    maxtext = export(default_scenario().model_copy(update={"layout": best.layout}), "maxtext")
+    assert any(b.proto.label == f"Download {maxtext.filename}" for b in at.get("download_button"))
+    assert any("the estimate assumed megatron_core" in t for t in texts(at.caption))
 
 
 def test_the_search_says_which_stack_it_chose_and_by_how_much():

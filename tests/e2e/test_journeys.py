@@ -154,6 +154,29 @@ def test_uploads_a_runner_file_into_the_table_and_refuses_a_malformed_one(app_ur
     assert run_id in table_cells(page, 1, awaiting=run_id)         # the microbenchmark table shows the upload
 
 
+def test_a_training_log_of_the_shared_scenario_is_predicted_beside_its_measurement(fresh_app_url, page):
+    """Issue 21 item 7 in the browser: a TorchTitan log of a short run of the scenario a link opens is uploaded, and
+    the page sets the engine's prediction beside the measured step time. The prediction is a background job the page
+    polls (ui/training_runs.py), so the page is drawn before it is done and again when it is."""
+    from tests.benchmarks_db.test_step_logs import LOGS, TT_SCENARIO
+    open_page(page, f"{fresh_app_url}/benchmarks?sc={encode(parse_scenario(TT_SCENARIO))}")
+    upload(page, "tt-run.log", (LOGS / "torchtitan-pr3393.log").read_bytes())
+    no_exception(page)
+    assert page.get_by_text(re.compile(r"Added tt-run\.log \(step_log_torchtitan\)")).count() == 1
+    page.get_by_role("tab", name="Predicted vs MLPerf").click()
+    row = page.get_by_test_id("stDataFrame").locator("td", has_text="tt-run.log").first
+    row.wait_for(state="attached", timeout=120_000)
+    wait_for_app(page)
+    no_exception(page)
+    table = page.get_by_test_id("stDataFrame").filter(has=page.locator("td", has_text="tt-run.log"))
+    cells = table.locator("td").all_inner_texts()
+    # the steady steps 15-21 of the log print 7,272-7,334 tokens/s per GPU: median 7,309, so 8 x 8192 / (7,309 x 8)
+    assert "1.121" in cells, cells
+    predicted = estimate(parse_scenario(TT_SCENARIO)).step_time_s
+    assert f"{predicted:.3f}" in cells, (predicted, cells)
+    screenshot(page, "journey-training-run-predicted")
+
+
 def test_the_summary_report_downloads_as_one_self_contained_file(app_url, page, tmp_path):
     open_page(page, app_url)
     seen = metrics(page)

@@ -124,11 +124,77 @@ def test_what_the_stack_cannot_express_is_a_note_not_a_silent_drop():
     assert any("the estimate assumed megatron_core" in n for n in ds.notes)
 
 
-def test_no_exporter_for_maxtext_says_so():
-    sc = parse(**{"training.framework": "jax_maxtext"})
-    with pytest.raises(ScenarioError, match="jax_maxtext has no launch-config exporter"):
-        export(sc)
-    assert export(sc, "torchtitan").format == "torchtitan"
+def _maxtext_keys(text: str) -> dict[str, str]:
+    """The key=value overrides of a MaxText command (one per continued line after the base.yml)."""
+    lines = text.split("MaxText/configs/base.yml \\\n", 1)[1].splitlines()
+    return dict(line.strip().removesuffix(" \\").split("=", 1) for line in lines)
+
+
+def test_a_tpu_scenario_exports_maxtexts_multi_slice_form():
+    """MaxText's own multi-slice example (AI-Hypercomputer/maxtext MaxText/configs/2xv4-128.sh: dcn_data_parallelism=2
+    ici_fsdp_parallelism=64 per_device_batch_size=16 remat_policy=full, 22B model of hidden 6144, 48 layers) on TPU
+    v5e, whose slices hold at most 256 chips: FSDP inside each slice, data parallelism over the data-center network."""
+    sc = parse_scenario({"model": {"n_layers": 48, "hidden_size": 6144, "n_heads": 24, "ffn_hidden_size": 24576,
+                                   "vocab_size": 32000, "ffn_type": "swiglu"},
+                         "training": {"seq_len": 2048, "global_batch_size": 16 * 512, "total_tokens": 1e10},
+                         "cluster": {"accelerator": "TPU-v5e", "n_gpus": 512},
+                         "layout": {"dp": 512, "zero_stage": 3, "shard_group": 256, "micro_batch_size": 16,
+                                    "recompute": "full"}})
+    assert default_format(sc) == "maxtext"                  # Google's MLPerf stack (jax_maxtext) has its exporter
+    cfg = export(sc)
+    keys = _maxtext_keys(cfg.text)
+    assert cfg.text.startswith("#!/bin/bash") and "python3 -m MaxText.train MaxText/configs/base.yml" in cfg.text
+    assert {k: keys[k] for k in ("ici_fsdp_parallelism", "dcn_data_parallelism", "dcn_fsdp_parallelism",
+                                  "per_device_batch_size", "remat_policy", "hardware")} == {
+        "ici_fsdp_parallelism": "256", "dcn_data_parallelism": "2", "dcn_fsdp_parallelism": "1",
+        "per_device_batch_size": "16", "remat_policy": "full", "hardware": "tpu"}
+    # no MaxText model config for a custom shape: its base_* keys, said in a note
+    assert (keys["base_emb_dim"], keys["base_num_decoder_layers"], keys["base_mlp_dim"], keys["head_dim"]) == \
+        ("6144", "48", "24576", "256")
+    assert any("2 slices of 256" in n for n in cfg.notes) and any("base_* keys" in n for n in cfg.notes)
+    # the same chips sharded over all 512 (no shard group) put the FSDP axis over the DCN too
+    whole = _maxtext_keys(export(sc.model_copy(update={"layout": sc.layout.model_copy(update={"shard_group": None})})).text)
+    assert (whole["ici_fsdp_parallelism"], whole["dcn_fsdp_parallelism"], whole["dcn_data_parallelism"]) == ("256", "2", "1")
+
+
+def test_maxtext_pipeline_tensor_and_batch_keys_add_up():
+    """Llama 3.1 405B on 2,048 TPU v5p chips (one slice: a pod holds 8,960) at tp 8, pp 8, dp 32. Its 126 layers
+    need an uneven split on 8 stages (15 on the first and last), which MaxText's SPMD pipeline cannot run: refused with
+    the reason. 128 layers of the same shape, 2 virtual stages: 8 layers per stage and repeat."""
+    data = {"model": {"preset": "llama3.1-405b"},
+            "training": {"seq_len": 8192, "global_batch_size": 2048, "total_tokens": 1e10, "precision": "bf16"},
+            "cluster": {"accelerator": "TPU-v5p", "n_gpus": 2048},
+            "layout": {"tp": 8, "pp": 8, "dp": 32, "micro_batch_size": 1, "zero_stage": 1, "recompute": "selective",
+                       "first_stage_layers": 15, "last_stage_layers": 15}}
+    with pytest.raises(ScenarioError, match="126 layers split evenly over pp x virtual_stages = 8 chunks"):
+        export(parse_scenario(data))
+    from engine.catalog import load_catalog
+    arch = load_catalog().models["llama3.1-405b"].arch.model_dump(exclude_none=True)
+    even = {"tp": 8, "pp": 8, "dp": 32, "virtual_stages": 2, "micro_batch_size": 1, "zero_stage": 1,
+            "recompute": "selective"}
+    cfg = export(parse_scenario({**data, "model": {**arch, "n_layers": 128}, "layout": even}))
+    keys = _maxtext_keys(cfg.text)
+    # 2,048 sequences = 32 data-parallel ranks x micro-batch 1 x 64 pipeline micro-batches; MaxText's global batch
+    # is per_device_batch_size x 2,048 chips
+    assert (keys["ici_tensor_parallelism"], keys["ici_pipeline_parallelism"], keys["ici_fsdp_parallelism"],
+            keys["dcn_data_parallelism"]) == ("8", "8", "32", "1")
+    assert (keys["num_layers_per_pipeline_stage"], keys["num_pipeline_repeats"], keys["num_pipeline_microbatches"],
+            keys["per_device_batch_size"], keys["model_fsdp_ag_once"], keys["remat_policy"]) == \
+        ("8", "2", "64", "1", "true", "minimal")
+    assert "gradient_accumulation_steps" not in keys
+
+
+def test_maxtext_without_pipelining_accumulates_and_keeps_everything_without_recompute():
+    sc = parse(**{"training.framework": "jax_maxtext", "layout.recompute": "none"})
+    cfg = export(sc, "maxtext")
+    keys = _maxtext_keys(cfg.text)
+    lay, t = sc.layout, sc.training
+    micro = t.global_batch_size // (lay.dp * lay.micro_batch_size)
+    assert int(keys["gradient_accumulation_steps"]) == micro
+    # per_device_batch_size x chips x accumulation steps = the global batch
+    assert float(keys["per_device_batch_size"]) * lay.n_gpus * micro == t.global_batch_size
+    assert keys["remat_policy"] == "custom" and keys["qkv_proj"] == keys["mlpwo"] == "device"
+    assert keys["model_name"] == sc.model.preset and keys["hardware"] == "gpu_multiprocess"
 
 
 def test_without_a_layout_the_search_best_is_exported():
@@ -150,6 +216,11 @@ def test_cli_export_config(tmp_path):
     assert out.returncode == 0, out.stderr
     job = tomllib.loads(out.stdout)
     assert job["parallelism"]["data_parallel_shard_degree"] == 8 and job["training"]["local_batch_size"] == 2
+    maxtext = subprocess.run([sys.executable, "-m", "engine", "export-config", str(path), "--format", "maxtext"],
+                             capture_output=True, text=True)
+    assert maxtext.returncode == 0, maxtext.stderr
+    assert _maxtext_keys(maxtext.stdout)["ici_fsdp_parallelism"] == "8"
+    assert "the estimate assumed pytorch_fsdp2" in maxtext.stderr
     bad = subprocess.run([sys.executable, "-m", "engine", "export-config", str(path), "--format", "xla"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "invalid choice: 'xla'" in bad.stderr
