@@ -262,8 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--submitter", help="your name or team, stored with the upload")
     ingest.add_argument("--accelerator",
                         help="catalog id of the device when the file's name for it is missing or ambiguous")
-    ingest.add_argument("--scenario", help="for a training step-time log (Megatron-LM, TorchTitan, DeepSpeed): the "
-                        "scenario it ran, with its layout: a scenario JSON file or the short id of a saved scenario")
+    ingest.add_argument("--scenario", help="for a training step-time log (Megatron-LM, TorchTitan, DeepSpeed, "
+                        "MaxText): the scenario it ran, with its layout: a scenario JSON file or the short id of a "
+                        "saved scenario")
     ingest.add_argument("--max-bytes", type=int, default=MAX_FILE_BYTES, help="largest accepted file (bytes)")
     ingest.add_argument("--trusted", action="store_true",
                         help="you run this deployment and vouch for these results: they calibrate the engine at once "

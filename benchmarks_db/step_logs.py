@@ -12,6 +12,10 @@ Formats (each stack's own log line, as its source prints it):
   builds its ThroughputTimer with batch_size=train_batch_size() (the global batch; deepspeed/runtime/engine.py in the
   releases that print `global_step=`), so a step takes global_batch / S. Older releases timed the per-GPU micro-batch
   and printed `0/20, RunningAvgSamplesPerSec=...` without `global_step=`: such lines are refused as not parsed.
+- MaxText (MaxText/metric_logger.py, earlier train.py): `completed step: N, seconds: X, TFLOP/s/device: ...,
+  Tokens/s/device: ..., total_weights: ..., loss: ...` (older releases print `TFLOP/s:` and no tokens), X the
+  seconds of that one step, N counted from 0 (step N is the (N + 1)-th optimizer step; stored as N + 1, so that every
+  stack's steps count from 1).
 
 Warm-up: a line whose interval includes any of the first WARMUP_STEPS (10) optimizer steps is left out. Those steps
 compile (torch.compile, CUDA graphs), create the NCCL communicators and grow the allocator's pool; in the Megatron-LM
@@ -56,13 +60,20 @@ FORMATS = {
         "marker": "CurrSamplesPerSec=",
         "line": re.compile(r"global_step=(\d+),\s*RunningAvgSamplesPerSec=[^,]*,\s*CurrSamplesPerSec=" + NUMBER),
         "tool": "deepspeed", "name": "DeepSpeed"},
+    "maxtext": {
+        "marker": "completed step:",
+        "line": re.compile(r"completed step:\s*(\d+),\s*seconds:\s*" + NUMBER),
+        "tool": "maxtext", "name": "MaxText"},
 }
+FIRST_STEP = {"maxtext": 0}     # the step number of the first optimizer step where it is not 1
 # a line holding the marker must parse; TorchTitan's marker needs its step too (tps alone is a common word)
 TORCHTITAN_LINE_START = re.compile(r"step:\s*\d+")
-FORMAT_FRAMEWORK = {"megatron": "megatron_core", "torchtitan": "pytorch_fsdp2", "deepspeed": "deepspeed"}
+FORMAT_FRAMEWORK = {"megatron": "megatron_core", "torchtitan": "pytorch_fsdp2", "deepspeed": "deepspeed",
+                    "maxtext": "jax_maxtext"}
 DESCRIPTION = ("a training log with step-time lines: Megatron-LM 'iteration N/ M | ... | elapsed time per iteration "
-               "(ms): X', TorchTitan 'step: N  loss: ...  memory: X GiB(Y%)  tps: T', or DeepSpeed "
-               "'global_step=N, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=S'")
+               "(ms): X', TorchTitan 'step: N  loss: ...  memory: X GiB(Y%)  tps: T', DeepSpeed "
+               "'global_step=N, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=S', or MaxText 'completed step: N, "
+               "seconds: X, ...'")
 
 
 def detect(text: str) -> str | None:
@@ -72,6 +83,8 @@ def detect(text: str) -> str | None:
         return "megatron"
     if FORMATS["deepspeed"]["marker"] in head:
         return "deepspeed"
+    if FORMATS["maxtext"]["line"].search(head):
+        return "maxtext"
     if FORMATS["torchtitan"]["line"].search(head):
         return "torchtitan"
     return None
@@ -146,16 +159,18 @@ def _read_line(out: StepLog, spec: dict, fmt: str, name: str, lineno: int, raw: 
             out.errors.append(f"{name}: stopped after 10 bad lines")
             return True
         return False
-    step = int(found.group(1))
+    shift = 1 - FIRST_STEP.get(fmt, 1)
+    step = int(found.group(1)) + shift               # counted from 1, as the warm-up rule and the stored steps count
     if order and step < order[-1]:
-        out.errors.append(f"{name} line {lineno}: step {step} comes after step {order[-1]}; the file holds more "
-                          "than one run (a restart): upload one run per file")
+        out.errors.append(f"{name} line {lineno}: step {step - shift} comes after step {order[-1] - shift}; the "
+                          "file holds more than one run (a restart): upload one run per file")
         return True
     if step not in per_step:
         order.append(step)
     seconds = {"megatron": value / 1000.0,
                "torchtitan": tokens_per_step / (value * n_gpus),
-               "deepspeed": global_batch / value}[fmt]
+               "deepspeed": global_batch / value,
+               "maxtext": value}[fmt]
     per_step.setdefault(step, []).append(seconds)       # TorchTitan prints the line on every rank: one step
     return False
 

@@ -329,8 +329,8 @@ with upload_tab:
     else:
         st.markdown("Upload a result file from the bundled runners, nccl-tests output, an MLPerf result log or a "
                     ".zip of MLPerf results folders. The file is checked completely before anything is stored: a "
-                    "file with any error is refused as a whole. A training log (Megatron-LM, TorchTitan or "
-                    "DeepSpeed step lines) is stored with the current scenario, its layout included, as the run it "
+                    "file with any error is refused as a whole. A training log (Megatron-LM, TorchTitan, "
+                    "DeepSpeed or MaxText step lines) is stored with the current scenario, its layout included, as the run it "
                     "measured: open that scenario (or its shared link) first.")
         # No type= filter: Streamlit rejects a filtered-out name with a traceback; the content decides, with a message.
         st.file_uploader("Result file (.json, .txt, .log, .csv or .zip)", key=UPLOAD,

@@ -8,8 +8,8 @@ from benchmarks_db.step_time import runs_version
 from engine.presentation.formatting import fmt_num
 from ui import background, cached, components, escape, work_limits
 
-UPLOAD_HINT = ("Upload a training log (Megatron-LM, TorchTitan or DeepSpeed step lines of a short run of the current "
-               "scenario's layout) in 'Upload results', or `python -m benchmarks_db ingest LOG --scenario "
+UPLOAD_HINT = ("Upload a training log (Megatron-LM, TorchTitan, DeepSpeed or MaxText step lines of a short run of "
+               "the current scenario's layout) in 'Upload results', or `python -m benchmarks_db ingest LOG --scenario "
                "SCENARIO.json`.")
 
 

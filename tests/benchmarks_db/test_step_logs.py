@@ -79,6 +79,54 @@ def test_deepspeed_samples_per_second_to_step_time():
     assert log.steps[1][1] == pytest.approx(64 / 25.3)            # global batch / samples per second
 
 
+# the run of tests/data/step-logs/maxtext-llama2-7b-h100x8.log as its Config param lines give it: Llama 2 7B, 96
+# sequences of 2,048 tokens (per_device_batch_size 12 x 8 devices), FSDP over the 8 H100, full remat, dot-product
+# attention, MaxText on JAX
+MAXTEXT_SCENARIO = {"model": {"preset": "llama2-7b"},
+                    "training": {"seq_len": 2048, "global_batch_size": 96, "total_tokens": 1e9,
+                                 "framework": "jax_maxtext", "attention": "standard"},
+                    "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8},
+                    "layout": {"dp": 8, "zero_stage": 3, "micro_batch_size": 12, "recompute": "full"}}
+
+
+def test_maxtext_lines_are_each_steps_own_seconds():
+    text = _text("maxtext-llama2-7b-h100x8.log")
+    assert step_logs.detect(text) == "maxtext"
+    unit = parse_file("x.log", text, None, MAXTEXT_SCENARIO)
+    assert unit.errors == [], unit.errors
+    run = unit.runs[0]
+    m = run.measurements[0]
+    # MaxText counts steps from 0: steps 0-9 are the first ten (compilation, the nsys capture) and are left out;
+    # steps 10-29 print 3.800 ... 4.400 s, median (4.016 + 4.019) / 2, by hand from the log
+    assert (m.value, m.value_min, m.value_max, m.n_samples) == (pytest.approx(4.0175), 3.8, 4.4, 20)
+    assert m.params["warmup_lines_skipped"] == 10 and (m.params["first_step"], m.params["last_step"]) == (11, 30)
+    # the log's own throughput says the same: 1,033.20 TFLOPs per device per step over the median TFLOP/s/device
+    tflops = [float(line.split("TFLOP/s/device: ")[1].split(",")[0]) for line in text.splitlines()
+              if "completed step: " in line and int(line.split("completed step: ")[1].split(",")[0]) >= 10]
+    assert m.value == pytest.approx(1033.20 / statistics.median(tflops), rel=0.002)
+    assert (run.tool, run.params["log_format"], run.params["framework"]) == ("maxtext", "maxtext", "jax_maxtext")
+
+
+def test_maxtexts_documented_ten_steps_are_all_warm_up():
+    """The ten lines of MaxText's own log guide (steps 0-9: 44.9 s of compilation, then 0.3 s and 5.4-5.7 s) are
+    the first ten optimizer steps: refused with the reason, as any stack's log that stops there."""
+    log = step_logs.parse(_text("maxtext-docs-v5p.log"), "doc.log", "maxtext", 24 * 4 * 2048, 96, 4)
+    assert log.steps == [] and log.warmup_lines == 10
+    assert "10 MaxText step line(s), 0 after the first 10 steps" in log.errors[0]
+
+
+def test_a_maxtext_log_is_stored_with_its_scenario_and_predicted(seeded):
+    from benchmarks_db.step_time import predicted_vs_measured
+    from engine.inputs import parse_scenario
+    from engine.planning.estimate import estimate
+    r = ingest_bytes(seeded, "maxtext.log", (LOGS / "maxtext-llama2-7b-h100x8.log").read_bytes(),
+                     scenario=MAXTEXT_SCENARIO)
+    assert r.ingested, r.errors
+    row = predicted_vs_measured(seeded).iloc[0]
+    assert row.framework == "jax_maxtext" and row.measured_s == pytest.approx(4.0175)
+    assert row.predicted_s == pytest.approx(estimate(parse_scenario(MAXTEXT_SCENARIO)).step_time_s)
+
+
 def test_refused_without_the_scenario_or_with_a_wrong_one(seeded):
     text = _text("megatron-gpt2-345m.log").encode()
     r = ingest_bytes(seeded, "m.log", text)
