@@ -34,6 +34,10 @@ class Fp8Recipe(BaseModel):
         "HBM passes over each quantized input relative to one fused cast (Transformer Engine fuses the cast into the "
         "norm or activation that produces the input: 1; torchao's dynamic scaling reads the input for its amax and "
         "again to cast it: 2)"))
+    frozen_base_low_precision_only: bool = Field(default=False, description=(
+        "under LoRA, the frozen base weights are stored in the low-precision training format only, with no 16-bit "
+        "copy (NeMo's fp8_params in NVIDIA's MLPerf LoRA recipe); otherwise the 16-bit weights and their cast"))
+    frozen_base_source: str = ""
 
 
 class Recompute(BaseModel):

@@ -141,12 +141,26 @@ def stage_linear(shape: Shape, lay, st, expert) -> np.ndarray:
     return st.dense * dense + st.moe * moe + expert
 
 
-def base_weight_bytes(shape: Shape, training, lay, st, non_expert, expert, weight_bytes: float):
-    """Bytes of the weights one GPU of a stage holds before ZeRO sharding: every parameter at the training format's
-    weight bytes, the frozen linear weights at NF4_BYTES under QLoRA, plus the adapters (module docstring)."""
-    held = weight_bytes * (non_expert + expert)
+def frozen_linear_bytes(training, weight_bytes: float, frozen_bytes: float | None = None) -> float:
+    """Bytes per weight of the frozen linear matrices as stored (what ZeRO-3 gathers): NF4 under QLoRA; under LoRA
+    `frozen_bytes` where the stack keeps the frozen base in the low-precision training format only (Hardware
+    .frozen_weight_bytes: NeMo's fp8_params); else the training format's weight bytes."""
     if training.method == "qlora":
-        held = held - (weight_bytes - NF4_BYTES) * stage_linear(shape, lay, st, expert)
+        return NF4_BYTES
+    if training.method == "lora" and frozen_bytes is not None:
+        return frozen_bytes
+    return weight_bytes
+
+
+def base_weight_bytes(shape: Shape, training, lay, st, non_expert, expert, weight_bytes: float,
+                      frozen_bytes: float | None = None):
+    """Bytes of the weights one GPU of a stage holds before ZeRO sharding: every parameter at the training format's
+    weight bytes, the frozen linear weights as stored (frozen_linear_bytes: NF4 under QLoRA), plus the adapters
+    (module docstring)."""
+    held = weight_bytes * (non_expert + expert)
+    frozen = frozen_linear_bytes(training, weight_bytes, frozen_bytes)
+    if frozen != weight_bytes:
+        held = held - (weight_bytes - frozen) * stage_linear(shape, lay, st, expert)
     if training.adapters:
         tr_ne, tr_ex = stage_trainable(shape, training, lay, st, non_expert, expert)
         held = held + weight_bytes * (tr_ne + tr_ex)
@@ -154,17 +168,12 @@ def base_weight_bytes(shape: Shape, training, lay, st, non_expert, expert, weigh
 
 
 def sharded_weight_bytes(shape: Shape, training, lay, st, non_expert, expert, weight_bytes: float,
-                         shard, expert_shard):
+                         shard, expert_shard, frozen_bytes: float | None = None):
     """base_weight_bytes of one ZeRO shard: the held bytes in the proportion the parameters shard."""
     if not training.adapters and training.method != "qlora":     # every weight at the training format's bytes
         return weight_bytes * (non_expert / shard + expert / expert_shard)
-    held = base_weight_bytes(shape, training, lay, st, non_expert, expert, weight_bytes)
+    held = base_weight_bytes(shape, training, lay, st, non_expert, expert, weight_bytes, frozen_bytes)
     return held * (non_expert / shard + expert / expert_shard) / (non_expert + expert)
-
-
-def stored_weight_bytes(training, weight_bytes: float) -> float:
-    """Bytes per weight of a layer's linear matrices as stored (what ZeRO-3 gathers): NF4 under QLoRA."""
-    return NF4_BYTES if training.method == "qlora" else weight_bytes
 
 
 def trainable_share(shape: Shape, training, moe: bool, expert: bool = False) -> float:

@@ -62,6 +62,8 @@ class Hardware:
     calibrated: bool = True           # a level fitted for this stack, accelerator and precision class
     moe_expert_gemm_fixed_s: float = 0.0  # per local expert and GEMM (engine.frameworks Stack.moe_expert_gemm_fixed_us)
     grad_reduce_bytes: float = 0.0    # the stack's gradient-reduction format where it overrides the gradients' (fp32: 4)
+    frozen_weight_bytes: float | None = None  # LoRA's frozen base per weight where the stack keeps it in the
+    #                                           low-precision format only (Stack.fp8.frozen_base_low_precision_only)
     framework_detail: dict = field(default_factory=dict, compare=False)   # engine.frameworks.Resolved.detail()
     provenance: dict = field(default_factory=dict, compare=False)
 
@@ -124,6 +126,8 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         tp_overlap_share=fw.stack.tp_overlap_share, calibrated=fw.calibrated,
         moe_expert_gemm_fixed_s=fw.stack.moe_expert_gemm_fixed_us * 1e-6, framework_detail=fw.detail(),
         grad_reduce_bytes=fw.stack.grad_reduce_bytes,
+        frozen_weight_bytes=((1 - high_share) * fmt.weight_copy_bytes + high_share * 2.0)
+        if fw.stack.fp8.frozen_base_low_precision_only and fmt.weight_copy_bytes > 0 else None,
         provenance={
             "matmul_efficiency": round(eff, 4), "matmul_efficiency_source": eff_note,
             "intra_node": f"{intra_net.name}: {intra_line:g} GB/s line, {intra_bus:.1f} GB/s achievable bus bandwidth",

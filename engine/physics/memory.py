@@ -315,12 +315,16 @@ def recompute_peak_bytes(lay: Layouts, full_layer: np.ndarray, loss_peak: np.nda
 
 
 def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dict[str, StageParams],
-                     weight_copy_bytes: float = 0.0, framework: str = "megatron_core") -> dict[str, dict[str, np.ndarray]]:
+                     weight_copy_bytes: float = 0.0, framework: str = "megatron_core",
+                     frozen_weight_bytes: float | None = None) -> dict[str, dict[str, np.ndarray]]:
     """Bytes per GPU by component for the first, middle and last pipeline stage under the training stack
     `framework` (stack_memory); weight_copy_bytes is the low-precision copy of each weight that FP8/MXFP8/NVFP4
     training keeps beside the 16-bit one, sharded as the stack shards the weights (FSDP2 casts the gathered weights
-    layer by layer and keeps none: fsdp2_terms)."""
+    layer by layer and keeps none: fsdp2_terms). frozen_weight_bytes (Hardware.frozen_weight_bytes): under LoRA the
+    frozen base is stored in that format only, with no 16-bit weights and no copy beside them."""
     b = bytes_per_element(training)
+    if training.method == "lora" and frozen_weight_bytes is not None:
+        weight_copy_bytes = 0.0                   # the low-precision frozen weights are the only copy
     shard, expert_shard = shard_groups(lay)
     sm = stack_memory(framework, lay)
     fsdp2 = sm.fsdp2
@@ -354,8 +358,9 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
         sharded = ne / shard + ex / expert_shard
         gathered = (lay.zero >= 3) & lay.reshard
         # frozen base (NF4 under QLoRA) and adapters, or every weight trained (engine.physics.finetune)
-        held = finetune.base_weight_bytes(shape, training, lay, st, ne, ex, b["weight"])
-        held_sharded = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard)
+        held = finetune.base_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], frozen_weight_bytes)
+        held_sharded = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard,
+                                                     frozen_weight_bytes)
         weights = np.where(gathered, held_sharded + weight_copy_bytes * sharded, held + weight_copy_bytes * local)
         weights = np.where((lay.off >= finetune.OFFLOAD_PARAMS) & gathered, 0.0, weights)
         tr_ne, tr_ex = finetune.stage_trainable(shape, training, lay, st, ne, ex)

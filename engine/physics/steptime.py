@@ -86,7 +86,7 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         shard, expert_shard = shard_groups(lay)
         layer_ne = (shape.attn_params + (shape.shared_expert_params if moe else shape.dense_mlp_params)) / t
         k = members_per_node(t, shard, g)
-        stored = finetune.stored_weight_bytes(training, b["weight"])     # NF4 under QLoRA
+        stored = finetune.frozen_linear_bytes(training, b["weight"], hw.frozen_weight_bytes)   # NF4 under QLoRA
         matrices = len(shape.attn_matrices) + len(shape.shared_matrices if moe else shape.dense_mlp_matrices)
         gathers, scatters = zero3_calls(hw, layer_ne, matrices)
         gather = in_calls_s(all_gather_s, stored * layer_ne, gathers, shard, k, hw)
@@ -144,7 +144,7 @@ def zero3_edges_s(shape: Shape, training: Training, hw: Hardware, lay: Layouts, 
         last = np.minimum(np.maximum(outer, DEEPSPEED_REDUCE_BUCKET), outer + (st.dense + st.moe) * layer)
     else:
         first = last = outer + layer
-    stored = finetune.stored_weight_bytes(training, b["weight"])
+    stored = finetune.frozen_linear_bytes(training, b["weight"], hw.frozen_weight_bytes)
     reduced = reduce_bytes(training, hw) * finetune.trainable_share(shape, training, moe=False)
     edges = all_gather_s(stored * first, shard, k, hw) + reduce_scatter_s(reduced * last, shard, k, hw)
     return np.where(lay.zero >= 3, edges, 0.0)
@@ -254,7 +254,8 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
         # with the optimizer offloaded the CPU steps it (offload below), not the GPU
         optimizer.append(np.where(lay.off >= finetune.OFFLOAD_OPTIMIZER, 0.0, optimizer_step_s(local, training, hw)))
         if (lay.off >= finetune.OFFLOAD_OPTIMIZER).any():
-            weight_shard = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard)
+            weight_shard = finetune.sharded_weight_bytes(shape, training, lay, st, ne, ex, b["weight"], shard, expert_shard,
+                                                         hw.frozen_weight_bytes)
             offload.append(finetune_time.offload_step_s(
                 hw, lay, m, tr_ne / shard + tr_ex / expert_shard, weight_shard, layers("bwd"),
                 layers("fwd") + layers("bwd"), b["grad"], b["weight"]))

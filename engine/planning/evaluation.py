@@ -67,7 +67,8 @@ def memory(ctx: Context, lay: Layouts) -> dict[str, np.ndarray]:
     """Memory per GPU of every layout (its worst pipeline stage) and whether it fits; `staged` for the time model."""
     tr = ctx.scenario.training
     staged = staged_params(ctx.shape, lay, lay.micro_batches(tr.global_batch_size))
-    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework)
+    mem = memory_breakdown(ctx.shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework,
+                           ctx.hw.frozen_weight_bytes)
     for s in STAGES:                     # QLoRA's paged optimizer states go to host memory where the GPU is short
         m = mem[s]
         if tr.method != "qlora":

@@ -69,7 +69,8 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     shape, tr = ctx.shape, ctx.scenario.training
     staged_m = lay.micro_batches(tr.global_batch_size)
     staged = staged_params(shape, lay, staged_m)            # the same staging and breakdown memory() uses
-    mem = memory_breakdown(shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework)
+    mem = memory_breakdown(shape, tr, lay, staged, ctx.hw.weight_copy_bytes, ctx.hw.framework,
+                           ctx.hw.frozen_weight_bytes)
     worst = STAGES[int(ev["worst_stage"][0])]
     sp = staged[worst]
     st = sp.stage
@@ -394,6 +395,7 @@ def _run_terms(ctx, ev: dict) -> list[Term]:
 
 LORA = "Hu et al. 2021, LoRA (arXiv 2106.09685) sec. 4"
 QLORA = "Dettmers et al. 2023, QLoRA (arXiv 2305.14314) sec. 3"
+FROZEN_LOW_PRECISION = "data/frameworks.json fp8.frozen_base_source (NVIDIA's MLPerf LoRA config: fp8_params)"
 OFFLOAD = ("Ren et al. 2021, ZeRO-Offload (arXiv 2101.06840) sec. 4 and Table 3; Rajbhandari et al. 2021, ZeRO-Infinity "
            "(arXiv 2104.07857); data/offload.json")
 
@@ -423,8 +425,12 @@ def _finetune_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              ("the base, without gradients or optimizer states; stored at "
               + (f"{finetune.NF4_BYTES:.4f} B/param (NF4 4 bits + {finetune.DOUBLE_QUANT_BITS:.3f} bits of double-"
                  "quantized constants) in its linear layers, 16-bit elsewhere" if tr.method == "qlora" else
-                 f"{b['weight']:g} B/param")) if tr.adapters else "0: every weight trains",
-             fn + ".base_weight_bytes", QLORA if tr.method == "qlora" else LORA),
+                 f"{ctx.hw.frozen_weight_bytes:g} B/param in its linear layers, in the {tr.precision} format only "
+                 f"(the {ctx.hw.framework} recipe's fp8_params), {b['weight']:g} B/param elsewhere"
+                 if ctx.hw.frozen_weight_bytes is not None else f"{b['weight']:g} B/param"))
+             if tr.adapters else "0: every weight trains",
+             fn + ".base_weight_bytes", QLORA if tr.method == "qlora" else
+             LORA + ("; " + FROZEN_LOW_PRECISION if ctx.hw.frozen_weight_bytes is not None else "")),
         Term(sec, "host_offloaded", _g(ev["mem_host_offloaded"]) / 1e9, "GB",
              (f"offload {off}: gradient partition + optimizer states" + (" + 16-bit weights" if off == "optimizer_and_params" else "")
               + " of this GPU's ZeRO shard in CPU memory" if off != "none" else "0: nothing offloaded")

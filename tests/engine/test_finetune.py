@@ -148,6 +148,34 @@ def test_peft_lora_against_full_fine_tuning_of_bloomz_7b1_on_one_a100():
 
 # ---- time, tokens, warnings -----------------------------------------------------------------------------------------
 
+def test_nemos_lora_recipe_keeps_the_frozen_base_in_fp8_only():
+    """NVIDIA's MLPerf Llama 2 70B LoRA recipe (megatron_gpt_peft_tuning_config.yaml: fp8_params: ${FP8}, FP8=True;
+    Fujitsu's 4 x H100 config_GX2560M7_1x4x8xtp4pp1cp1.sh: TP 4, micro-batch 1, no recompute key): the frozen linear
+    weights are FP8 tensors only, so at TP 4 a GPU holds 68.45B / 4 linear weights at 1 byte, the vocabulary-parallel
+    embedding and output layer in bf16, and the adapters; it fits 80 GB without recomputation, as the submissions
+    ran. PyTorch FSDP2 (AMD's recipe) and 16-bit training keep the 16-bit weights."""
+    def lora(precision="fp8", framework=None, recompute="none"):
+        return parse_scenario({"model": {"preset": "llama2-70b"},
+                               "training": {"seq_len": 8192, "global_batch_size": 8, "total_tokens": 3072 * 8192,
+                                            "precision": precision, "method": "lora", "lora_rank": 16,
+                                            "lora_targets": "attention", "framework": framework},
+                               "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 4},
+                               "layout": {"tp": 4, "micro_batch_size": 1, "recompute": recompute,
+                                          "sequence_parallel": True}})
+    h, layers, ffn, kv, vocab = 8192, 80, 28672, 1024, 32000
+    linear = layers * (2 * h * h + 2 * h * kv + 3 * h * ffn)                   # q, o; k, v; gate, up, down
+    adapters = layers * 16 * ((h + h + 2 * kv) + (h + h))                      # rank 16 on fused qkv and o: A and B
+    expected = linear / 4 * 1 + 2 * vocab * h / 4 * 2 + (2 * layers + 1) * h * 2 + adapters / 4 * 2
+    est = estimate(lora())
+    assert linear == pytest.approx(68.45e9, rel=1e-3)
+    assert est.memory_gib.weights * GIB == pytest.approx(expected, rel=0.005)
+    assert est.fits and est.memory_gib.total < 80
+    # the 16-bit weights and their FP8 cast otherwise: 3 bytes per linear weight
+    sixteen = estimate(lora(framework="pytorch_fsdp2"))
+    assert sixteen.memory_gib.weights * GIB == pytest.approx(expected + linear / 4 * 2, rel=0.01)
+    assert estimate(lora(precision="bf16")).memory_gib.weights * GIB == pytest.approx(expected + linear / 4, rel=0.01)
+
+
 def test_a_frozen_base_skips_its_weight_gradients():
     # LoRA section 4.2: no gradients for the frozen weights; GPT-3 175B trained 25% faster than with full fine-tuning
     # (its layout is not published: here one without recomputation, which would add a forward to both alike)
