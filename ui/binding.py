@@ -40,6 +40,11 @@ def edit(current: Scenario, path: str, value) -> Edit:
 
 
 def _field_changed(path: str, to_scenario: Callable | None) -> None:
+    if WIDGET + path not in st.session_state:
+        # a whole-scenario change (an adopted answer, a loaded scenario) dropped the widget's state in the same round
+        # trip as the browser's last value of it: the widget is re-seeded from the new scenario, nothing to apply.
+        # Reading it raised KeyError, an uncaught exception that stopped the page (e2e test_manager, CI, 2026-11-24)
+        return
     raw = st.session_state[WIDGET + path]
     current = scenario()
     value = to_scenario(raw) if to_scenario else raw
@@ -126,6 +131,8 @@ PRESET = "model.preset"
 def _preset_picked() -> None:
     """A preset replaces the training setup with its authors' at once, unless that was set by hand: then it waits
     for the user's choice (bind_preset shows it)."""
+    if WIDGET + PRESET not in st.session_state:      # dropped by a whole-scenario change: see _field_changed
+        return
     new = st.session_state[WIDGET + PRESET]
     current = scenario()
     st.session_state.pop(PENDING_PRESET, None)

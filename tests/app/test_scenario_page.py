@@ -33,6 +33,21 @@ def test_every_input_has_help_text():
     assert all(w.help for w in widgets), [w.label for w in widgets if not w.help]
 
 
+def test_a_fields_change_whose_widget_state_a_new_scenario_dropped_is_ignored_not_a_traceback():
+    """In a whole-suite CI run, adopting the manager's answer dropped every widget's state (ui/state.commit) in the
+    same round trip as the browser's last values of two fields; their change callbacks then read the dropped keys,
+    raised KeyError, and the page stopped before 'The scenario is this answer'. A callback whose widget state is gone
+    now applies nothing: the widget is re-seeded from the scenario that replaced it."""
+    at = run_app()
+    before = scenario_of(at)
+    at.number_input(key="w:cluster.n_gpus").set_value(512)
+    del at.session_state["w:cluster.n_gpus"]            # what commit() does to every widget on a new scenario
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert scenario_of(at) == before
+    assert at.number_input(key="w:cluster.n_gpus").value == before.cluster.n_gpus     # re-seeded
+
+
 def test_changing_the_cluster_size_updates_scenario_results_and_link():
     at = run_app()
     at.number_input(key="w:cluster.n_gpus").set_value(512).run()
