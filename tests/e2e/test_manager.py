@@ -83,7 +83,11 @@ def test_the_answer_becomes_the_scenario_and_every_page_and_the_report_agree(app
     wait_for_app(page)
     answer = {label: value for label, (value, _) in answer_and_results(page)[0].items()}
     page.get_by_role("button", name="Use this answer in the scenario").click()
-    page.get_by_text("The scenario is this answer: every page shows it.").wait_for(timeout=120_000)
+    # the plan is worked out again for the adopted scenario (a search over every accelerator) before the page can say
+    # the scenario is the answer: this whole test takes 60 s alone at both sizes, but in two whole-suite runs on 2
+    # cores (2026-11-24) the sentence was not there after 120 s, with no error in the server's log (cause not found);
+    # the wait is the other long steps' (an answer, a search) x 2.5
+    page.get_by_text("The scenario is this answer: every page shows it.").wait_for(timeout=300_000)
     wait_for_app(page)
     _, results = answer_and_results(page)
     assert results["Time to train"][0] == answer["Days (wall clock)"] and results["Cost"][0] == answer["Cost"]
