@@ -3,7 +3,8 @@
 holding its share of jobs is refused with Busy at once and one requester's many questions do not queue ahead of
 everyone else's) and pages show its result once it is done, with a progress bar that polls until then, so that a
 page rerun never waits for it. The manager's answer (engine.planning.plan) and the uploaded training runs'
-predictions run here, and the MLPerf validation is warmed here when the server starts (serve.py). Nothing here imports Streamlit.
+predictions run here, and the MLPerf validation is warmed here when the server starts (serve.py). Nothing here
+imports Streamlit.
 
     job = background.job(("plan", key), "answer", plan, sc, deadline_days=30)
     if job.done: show(job.value())
@@ -126,14 +127,13 @@ def validation(store, benchmark: str, slot: bool = True, awaited: Callable[[tupl
                awaited=awaited)
 
 
-def training_runs(store, viewer: str | None, awaited: Callable[[tuple], bool] | None = None) -> Job:
+def training_runs(store, viewer: str | None, version: tuple, awaited: Callable[[tuple], bool] | None = None) -> Job:
     """The uploaded training runs `viewer` may see with the engine's prediction of each
     (benchmarks_db.step_time.predicted_vs_measured), and every trusted cluster's figures before and after
-    calibration (before_after), on the store as it is now (its training runs' version is part of the key): an
-    estimate per run, in a work slot taken in turn for the session that asked."""
-    from benchmarks_db.step_time import runs_version
-    return job(("training runs", viewer, runs_version(store)), "training-run predictions", _training_runs, store,
-               viewer, awaited=awaited)
+    calibration (before_after), on the store at `version` (benchmarks_db.step_time.runs_version, part of the key):
+    an estimate per run, in a work slot taken in turn for the session that asked."""
+    return job(("training runs", viewer, version), "training-run predictions", _training_runs, store, viewer,
+               awaited=awaited)
 
 
 def _training_runs(store, viewer: str | None) -> tuple:

@@ -23,10 +23,11 @@ def show(viewer: str | None = None) -> None:
     """The runs `viewer` (the signed-on user, None for nobody) may see: shared ones and their own private ones."""
     st.subheader("Your training runs: predicted against measured")
     store = cached.store()
-    if runs_version(store)[0] == 0:                  # no run stored: nothing to predict, no work slot to wait for
+    version = runs_version(store)
+    if version[0] == 0:                              # no run stored: nothing to predict, no work slot to wait for
         st.info(UPLOAD_HINT)
         return
-    job = background.training_runs(store, viewer, awaited=components.awaited)
+    job = background.training_runs(store, viewer, version, awaited=components.awaited)
     if not job.wait(0.05):                           # the page goes on (its Upload tab included) while it runs
         st.info("Predicting the uploaded training runs (an estimate of each, in turn with other people's work); "
                 "they appear here when done.")

@@ -141,13 +141,18 @@ def stage_linear(shape: Shape, lay, st, expert) -> np.ndarray:
     return st.dense * dense + st.moe * moe + expert
 
 
+def frozen_in_low_precision(training, frozen_bytes: float | None) -> bool:
+    """Whether the frozen base is stored in the low-precision training format only, with no 16-bit copy: LoRA on a
+    stack whose recipe does so (`frozen_bytes`, Hardware.frozen_weight_bytes: NeMo's fp8_params)."""
+    return training.method == "lora" and frozen_bytes is not None
+
+
 def frozen_linear_bytes(training, weight_bytes: float, frozen_bytes: float | None = None) -> float:
-    """Bytes per weight of the frozen linear matrices as stored (what ZeRO-3 gathers): NF4 under QLoRA; under LoRA
-    `frozen_bytes` where the stack keeps the frozen base in the low-precision training format only (Hardware
-    .frozen_weight_bytes: NeMo's fp8_params); else the training format's weight bytes."""
+    """Bytes per weight of the frozen linear matrices as stored (what ZeRO-3 gathers): NF4 under QLoRA;
+    `frozen_bytes` where frozen_in_low_precision; else the training format's weight bytes."""
     if training.method == "qlora":
         return NF4_BYTES
-    if training.method == "lora" and frozen_bytes is not None:
+    if frozen_in_low_precision(training, frozen_bytes):
         return frozen_bytes
     return weight_bytes
 

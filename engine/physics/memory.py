@@ -323,7 +323,7 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
     layer by layer and keeps none: fsdp2_terms). frozen_weight_bytes (Hardware.frozen_weight_bytes): under LoRA the
     frozen base is stored in that format only, with no 16-bit weights and no copy beside them."""
     b = bytes_per_element(training)
-    if training.method == "lora" and frozen_weight_bytes is not None:
+    if finetune.frozen_in_low_precision(training, frozen_weight_bytes):
         weight_copy_bytes = 0.0                   # the low-precision frozen weights are the only copy
     shard, expert_shard = shard_groups(lay)
     sm = stack_memory(framework, lay)

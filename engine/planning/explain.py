@@ -414,6 +414,7 @@ def _finetune_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
                    f"{finetune.adapters(shape, tr)['expert']:,.0f} per MoE layer" if shape.n_moe_layers else ""))
     off = OFFLOAD_NAMES[int(lay.off[0])]
     host = finetune.host(ctx.hw.accelerator)
+    frozen_low = finetune.frozen_in_low_precision(tr, ctx.hw.frozen_weight_bytes)
     out = [
         Term(sec, "tokens_trained", tr.trained_tokens, "tokens",
              f"total_tokens {tr.total_tokens:.4g} x epochs {tr.epochs:g} (method {tr.method})",
@@ -427,10 +428,10 @@ def _finetune_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
                  "quantized constants) in its linear layers, 16-bit elsewhere" if tr.method == "qlora" else
                  f"{ctx.hw.frozen_weight_bytes:g} B/param in its linear layers, in the {tr.precision} format only "
                  f"(the {ctx.hw.framework} recipe's fp8_params), {b['weight']:g} B/param elsewhere"
-                 if ctx.hw.frozen_weight_bytes is not None else f"{b['weight']:g} B/param"))
+                 if frozen_low else f"{b['weight']:g} B/param"))
              if tr.adapters else "0: every weight trains",
              fn + ".base_weight_bytes", QLORA if tr.method == "qlora" else
-             LORA + ("; " + FROZEN_LOW_PRECISION if ctx.hw.frozen_weight_bytes is not None else "")),
+             LORA + ("; " + FROZEN_LOW_PRECISION if frozen_low else "")),
         Term(sec, "host_offloaded", _g(ev["mem_host_offloaded"]) / 1e9, "GB",
              (f"offload {off}: gradient partition + optimizer states" + (" + 16-bit weights" if off == "optimizer_and_params" else "")
               + " of this GPU's ZeRO shard in CPU memory" if off != "none" else "0: nothing offloaded")

@@ -445,15 +445,16 @@ def slice_chips(sc: Scenario) -> int:
     """Chips of one MaxText slice (its ICI axes' product): the accelerator's largest scale-up domain
     (data/networks.json max_domain_accelerators: a TPU pod) when the cluster is larger, else the whole cluster; on
     accelerators without such a domain (GPUs) one node, the rest over the data-center network."""
-    acc = load_catalog().accelerator(sc.cluster.accelerator)
-    domain = load_catalog().networks[acc.intra_node_link.network].max_domain_accelerators or acc.gpus_per_node
+    cat = load_catalog()
+    acc = cat.accelerator(sc.cluster.accelerator)
+    domain = cat.networks[acc.intra_node_link.network].max_domain_accelerators or acc.gpus_per_node
     n = sc.cluster.n_gpus
     if n <= domain:
         return n
     return max(k for k in range(1, domain + 1) if n % k == 0)
 
 
-def _axis(name: str, degree: int, chips: int, rest: int, out: dict, notes: list[str]) -> int:
+def _axis(name: str, degree: int, rest: int, out: dict, notes: list[str]) -> int:
     """Place one parallel degree on ICI as far as the slice allows and the remainder on DCN; the ICI room left."""
     ici = next(k for k in range(min(degree, rest), 0, -1) if degree % k == 0 and rest % k == 0)
     if degree > 1 or name in ("data", "fsdp"):
@@ -497,14 +498,14 @@ def maxtext_overrides(sc: Scenario, lay: Layout, notes: list[str]) -> dict[str, 
     room = chips
     for name, degree in (("tensor", lay.tp), ("context", lay.cp), ("expert", lay.ep if a.is_moe else 1),
                          ("pipeline", lay.pp)):
-        room = _axis(name, degree, chips, room, out, notes)
+        room = _axis(name, degree, room, out, notes)
     if lay.zero_stage == 0:
-        _axis("fsdp", 1, chips, room, out, notes)
-        _axis("data", lay.dp, chips, room, out, notes)
+        _axis("fsdp", 1, room, out, notes)
+        _axis("data", lay.dp, room, out, notes)
     else:
         shard = lay.shard_group or lay.dp
-        room = _axis("fsdp", shard, chips, room, out, notes)
-        _axis("data", lay.dp // shard, chips, room, out, notes)
+        room = _axis("fsdp", shard, room, out, notes)
+        _axis("data", lay.dp // shard, room, out, notes)
         if lay.zero_stage in (1, 2):
             out["model_fsdp_ag_once"] = True
             if lay.zero_stage == 2:
