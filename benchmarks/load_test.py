@@ -231,6 +231,23 @@ async def _idle(page) -> None:
     await page.locator("[data-testid='stApp'][data-test-script-state='notRunning']").wait_for(state="attached")
 
 
+@asynccontextmanager
+async def _step(page, name: str):
+    """A step of a session; when it fails, the error says which step, the script's state and what the page showed
+    (its main area's text, shortened), so that a step that never ends in a long load run can be told apart."""
+    try:
+        yield
+    except Exception as err:
+        try:
+            state = await page.locator("[data-testid='stApp']").get_attribute("data-test-script-state", timeout=5000)
+            shown = " ".join((await page.get_by_test_id("stMain").inner_text(timeout=5000)).split())
+            shown = shown[max(shown.find(QUESTION_BOX), 0):]       # the question's box when there is one
+        except Exception as why:            # the page itself is gone: say so instead of hiding the first error
+            state, shown = "unknown", f"(page unreadable: {type(why).__name__})"
+        raise RuntimeError(f"{type(err).__name__} at step {name!r} (script {state}; page: {shown[:600]}): "
+                           f"{str(err).splitlines()[0] if str(err) else ''}") from err
+
+
 async def _assert_no_exception(page) -> None:
     """Fail the session when the page shows a Python exception (a crash instead of a message)."""
     found = page.get_by_test_id("stException")
@@ -466,32 +483,36 @@ async def _nccl_session(browser, url: str, data: bytes, timeout_ms: float) -> tu
         return seconds, "refused"
 
 
+QUESTION_BOX = "How many accelerators, how long"
 ANSWERED = re.compile("train it|jobs running or waiting|The planner is busy|cannot be answered|No accelerator")
+# what a link's page ends with, read from the page (not from Streamlit's run state, which a progress bar polling a
+# background job every 0.3 s keeps flipping on a loaded machine)
+OUTCOMES = (("over the search's limit", "refused with the reason"),
+            ("jobs running or waiting", "over its share, said so"), ("The planner is busy", "busy, said so"),
+            ("Layout chosen:", "layout chosen"), (" train it ", "answered"))
+SETTLED = re.compile("|".join(re.escape(text.strip()) for text, _ in OUTCOMES[:4]))
 
 
 async def _open_link(browser, url: str, token: str, timeout_ms: float, identity: str | None = None,
                      answer: bool = False, opened: asyncio.Event | None = None) -> tuple[float, str]:
-    """Open a link until the page is idle (and, with answer=True, its question answered or refused); what it said.
-    `opened` is set once the page has loaded."""
+    """Open a link until the page says how it ended (with answer=True, until its question is answered or refused);
+    what it said. `opened` is set once the page has loaded."""
     headers = {IDENTITY_HEADER: identity} if identity else None
     context = await browser.new_context(viewport={"width": 1280, "height": 1600}, extra_http_headers=headers)
     context.set_default_timeout(timeout_ms)
     try:
         page = await context.new_page()
         t = time.perf_counter()
-        await page.goto(f"{url}?sc={token}")
-        await page.get_by_text("Layout:").first.wait_for()
+        async with _step(page, "open"):
+            await page.goto(f"{url}?sc={token}")
+            await page.get_by_text("Layout:").first.wait_for()
         if opened is not None:
             opened.set()
-        await _idle(page)
-        if answer:
-            await page.get_by_text(ANSWERED).first.wait_for()
+        async with _step(page, "answer" if answer else "outcome"):
+            await page.get_by_text(ANSWERED if answer else SETTLED).first.wait_for()
         seconds = time.perf_counter() - t
         await _assert_no_exception(page)
-        for text, outcome in (("over the search's limit", "refused with the reason"),
-                              ("jobs running or waiting", "over its share, said so"),
-                              ("The planner is busy", "busy, said so"), ("Layout chosen:", "layout chosen"),
-                              (" train it ", "answered")):
+        for text, outcome in OUTCOMES:
             if await page.get_by_text(text).count():
                 return seconds, outcome
         return seconds, "opened"
