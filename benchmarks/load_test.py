@@ -387,10 +387,12 @@ class StarvingFigures(_ServerFigures):
     outcomes: dict[str, list[str]] = field(default_factory=dict)
     health_max_s: float = 0.0
     user_waits: list = field(default_factory=list)       # UserWait per user's job that waited
+    hostile_most_held: int | None = None                  # the most jobs the hostile person had (most_held)
 
     def add(self, kind: str, result) -> None:
         if isinstance(result, BaseException):
-            self.errors.append(f"{kind}: {type(result).__name__}: {str(result).splitlines()[0][:300]}")
+            # long enough for what the page showed when a step timed out (_step)
+            self.errors.append(f"{kind}: {type(result).__name__}: {str(result).splitlines()[0][:900]}")
             return
         self.seconds.setdefault(kind, []).append(result[0])
         self.outcomes.setdefault(kind, []).append(result[1])
@@ -405,6 +407,8 @@ class StarvingFigures(_ServerFigures):
             lines.append(f"  users' jobs that waited for a slot: {len(self.user_waits)}; the hostile person's jobs "
                          f"waiting when each queued {[w.hostile_ahead for w in self.user_waits]}, served before it "
                          f"{[w.overtaken for w in self.user_waits]}")
+        if self.hostile_most_held is not None:
+            lines.append(f"  the most jobs the hostile person had running or waiting: {self.hostile_most_held}")
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
 
@@ -416,6 +420,16 @@ def slot_events(log: str) -> list[tuple[str, str]]:
     """(requester, 'waits for' | 'got') for each job that waited for a work slot, in the order the server logged
     them (engine/work_limits.py logs a waiting job when it queues and when it is handed a slot)."""
     return [(m["who"], m["event"]) for m in map(SLOT_LINE.search, log.splitlines()) if m]
+
+
+HELD_LINE = re.compile(r" engine\.work_limits: .+ for (?P<who>\S+) (?:waits for a work slot|was refused at once)"
+                       r".*; its jobs running or waiting: (?P<held>\d+)")
+
+
+def most_held(log: str, who: str) -> int:
+    """The most jobs `who` had running or waiting when one of theirs queued or was refused at once (the server's log):
+    engine/work_limits.py holds it to MAX_PER_REQUESTER."""
+    return max((int(m["held"]) for m in map(HELD_LINE.search, log.splitlines()) if m and m["who"] == who), default=0)
 
 
 def waiting(events: list[tuple[str, str]], who: str) -> int:
@@ -568,8 +582,10 @@ async def _starving_sessions(url: str, figures: StarvingFigures, links: int, que
     for kind, result in zip(kinds + user_kinds, [*results, *user_results]):
         figures.add(kind, result)
     if log_path is not None:
-        figures.user_waits = served_first(slot_events(log_path.read_text()),
-                                          {f"user{i}@example.com" for i in range(users)}, HOSTILE_IDENTITY)
+        log = log_path.read_text()
+        figures.user_waits = served_first(slot_events(log), {f"user{i}@example.com" for i in range(users)},
+                                          HOSTILE_IDENTITY)
+        figures.hostile_most_held = most_held(log, HOSTILE_IDENTITY)
 
 
 def run_starving(url: str, pid: int | None, links: int = 20, questions: int = 60, users: int = 5,

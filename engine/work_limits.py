@@ -7,8 +7,9 @@ Slots are shared fairly: a freed slot goes to the next requester in turn (round 
 sessions of each), not to the job that has waited longest, so one requester's burst of jobs does not hold everyone
 else back; and one session may have at most MAX_PER_SESSION jobs running or waiting, one requester MAX_PER_REQUESTER.
 
-Every job that has to wait is logged when it queues and when it gets its slot (logger "engine.work_limits", INFO,
-naming its requester), so an operator can see who waits behind whom; a job that finds a slot free is not logged.
+Every job that has to wait is logged when it queues and when it gets its slot, and every refusal when it is refused
+(logger "engine.work_limits", INFO, naming its requester and how many of its jobs run or wait), so an operator can see
+who waits behind whom and who was held to their share; a job that finds a slot free is not logged.
 
 Pure Python (threads only), so that the web app (ui/work_limits.py, which knows Streamlit's sessions) and the HTTP
 API (planner/http_api.py, which knows the caller's address) apply the same rule.
@@ -97,6 +98,10 @@ class WorkLimiter:
                     f"once, so this {what} did not start. Try again in a minute.")
         return None
 
+    def _held_by(self, req: Requester) -> str:
+        """What the requester holds, for the log: its jobs running or waiting (this one included once counted)."""
+        return f"its jobs running or waiting: {self._owners[req.owner] if req.owner is not None else 0}"
+
     def _count(self, req: Requester, step: int) -> None:
         for counter, key in ((self._sessions, req.session), (self._owners, req.owner)):
             if key is not None:
@@ -107,13 +112,15 @@ class WorkLimiter:
     def _acquire(self, what: str, req: Requester) -> None:
         with self._cond:
             if problem := self._refusal(what, req):
+                log.info("%s for %s was refused at once; %s", what, req.owner, self._held_by(req))
                 raise Busy(problem)
             self._count(req, +1)
             if self._free > 0:
                 self._free -= 1
                 return
             ticket = _Ticket(what, req.owner)
-            log.info("%s for %s waits for a work slot behind %d jobs", what, req.owner, self._waiting)
+            log.info("%s for %s waits for a work slot behind %d jobs; %s", what, req.owner, self._waiting,
+                     self._held_by(req))
             self._queue.setdefault(req.owner, OrderedDict()).setdefault(req.session, deque()).append(ticket)
             self._waiting += 1
             deadline = time.monotonic() + self.wait_s

@@ -265,26 +265,35 @@ def test_each_waiting_job_is_logged_with_its_requester_when_it_queues_and_when_i
         for t in threads:
             t.join()
     lines = [r.getMessage().split(" after ")[0] for r in caplog.records if r.name == "engine.work_limits"]
-    assert lines == ["job for mallory waits for a work slot behind 0 jobs",
-                     "job for mallory waits for a work slot behind 1 jobs",
-                     "job for alice waits for a work slot behind 2 jobs",
+    assert lines == ["job for mallory waits for a work slot behind 0 jobs; its jobs running or waiting: 1",
+                     "job for mallory waits for a work slot behind 1 jobs; its jobs running or waiting: 2",
+                     "job for alice waits for a work slot behind 2 jobs; its jobs running or waiting: 1",
                      "job for mallory got a work slot", "job for alice got a work slot",
                      "job for mallory got a work slot"]
 
 
-def test_one_session_and_one_requester_hold_at_most_their_share_of_jobs():
+def test_one_session_and_one_requester_hold_at_most_their_share_of_jobs(caplog):
+    """... and the server's log says what each requester held when a job of theirs queued or was refused, which the
+    hostile-load e2e test reads (benchmarks/load_test.most_held) in the server's own log format."""
+    from benchmarks.load_test import most_held
+    from engine.command_line import LOG_FORMAT
     limiter = WorkLimiter(1, wait_s=30, per_session=2, per_requester=3)
     order, gate = [], threading.Event()
     same_session = work_limits.Requester("s", "bob")
-    threads = _queue_jobs(limiter, [work_limits.Requester("x", "other")], order, gate)    # holds the slot
-    threads += _queue_jobs(limiter, [same_session, same_session], order, gate)
-    with pytest.raises(Busy, match="This session already has 2 jobs running or waiting"):
-        with limiter.slot("third link question", same_session):
-            pass
-    threads += _queue_jobs(limiter, [work_limits.Requester("t", "bob")], order, gate)
-    with pytest.raises(Busy, match=r"You already have 3 jobs running or waiting \(over all your tabs\)"):
-        with limiter.slot("job", work_limits.Requester("u", "bob")):
-            pass
+    with caplog.at_level(logging.INFO, logger="engine.work_limits"):
+        threads = _queue_jobs(limiter, [work_limits.Requester("x", "other")], order, gate)    # holds the slot
+        threads += _queue_jobs(limiter, [same_session, same_session], order, gate)
+        with pytest.raises(Busy, match="This session already has 2 jobs running or waiting"):
+            with limiter.slot("third link question", same_session):
+                pass
+        threads += _queue_jobs(limiter, [work_limits.Requester("t", "bob")], order, gate)
+        with pytest.raises(Busy, match=r"You already have 3 jobs running or waiting \(over all your tabs\)"):
+            with limiter.slot("job", work_limits.Requester("u", "bob")):
+                pass
+    log = "\n".join(logging.Formatter(LOG_FORMAT).format(r) for r in caplog.records)
+    assert "third link question for bob was refused at once; its jobs running or waiting: 2" in log
+    assert "job for bob was refused at once; its jobs running or waiting: 3" in log
+    assert most_held(log, "bob") == 3 and most_held(log, "other") == 0 and most_held(log, "nobody") == 0
     gate.set()
     for t in threads:
         t.join()

@@ -7,6 +7,7 @@ import urllib.request
 
 import pytest
 
+from engine.work_limits import MAX_PER_REQUESTER
 from serve import MAX_FILES_PER_SESSION, local_server
 from tests.conftest import runner_result
 from tests.e2e.conftest import VIEWPORT, go_to, no_exception, open_page, screenshot, upload, wait_for_app
@@ -143,7 +144,11 @@ def test_one_persons_hostile_work_does_not_starve_others_or_the_health_check(tmp
     assert figures.health_max_s < 60
     assert set(figures.outcomes["user: normal link"]) == {"layout chosen"}
     assert set(figures.outcomes["user: own question"]) == {"answered"}
-    assert "over its share, said so" in figures.outcomes["question link"]       # one person: 8 jobs at most
+    # one person holds at most 8 jobs: read from the server's log (each queued or refused job with how many its
+    # requester had), since whether 9 of the 12 questions overlap at all depends on the machine's load (4 were over
+    # the share in some whole-suite runs, none in another, the code unchanged)
+    assert set(figures.outcomes["question link"]) <= {"answered", "over its share, said so", "busy, said so"}
+    assert figures.hostile_most_held <= MAX_PER_REQUESTER, figures.hostile_most_held
     # fair shares, from the order in which the server handed out its work slot (its log, which names the proxy's
     # identities): a user's job that waits is served after at most one of the hostile person's jobs per job of that
     # user's ahead of it, plus one, not after the whole queue. Wall times are no measure of this: the plan jobs take
