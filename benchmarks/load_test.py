@@ -406,20 +406,24 @@ class StarvingFigures(_ServerFigures):
         if self.user_waits:
             lines.append(f"  users' jobs that waited for a slot: {len(self.user_waits)}; the hostile person's jobs "
                          f"waiting when each queued {[w.hostile_ahead for w in self.user_waits]}, served before it "
-                         f"{[w.overtaken for w in self.user_waits]}")
+                         f"{[w.overtaken for w in self.user_waits]}, refused after the longest wait "
+                         f"{sum(w.refused for w in self.user_waits)}")
         if self.hostile_most_held is not None:
             lines.append(f"  the most jobs the hostile person had running or waiting: {self.hostile_most_held}")
         lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
 
 
-SLOT_LINE = re.compile(r" engine\.work_limits: .+ for (?P<who>\S+) (?P<event>waits for|got) a work slot")
+SLOT_LINE = re.compile(r" engine\.work_limits: .+ for (?P<who>\S+) "
+                       r"(?P<event>waits for|got|was refused after waiting \d+ s for) a work slot")
 
 
 def slot_events(log: str) -> list[tuple[str, str]]:
-    """(requester, 'waits for' | 'got') for each job that waited for a work slot, in the order the server logged
-    them (engine/work_limits.py logs a waiting job when it queues and when it is handed a slot)."""
-    return [(m["who"], m["event"]) for m in map(SLOT_LINE.search, log.splitlines()) if m]
+    """(requester, 'waits for' | 'got' | 'refused') for each job that waited for a work slot, in the order the server
+    logged them (engine/work_limits.py logs a waiting job when it queues, and when it is handed a slot or refused
+    after the longest wait)."""
+    return [(m["who"], m["event"] if m["event"] in ("waits for", "got") else "refused")
+            for m in map(SLOT_LINE.search, log.splitlines()) if m]
 
 
 HELD_LINE = re.compile(r" engine\.work_limits: .+ for (?P<who>\S+) (?:waits for a work slot|was refused at once)"
@@ -438,16 +442,19 @@ def waiting(events: list[tuple[str, str]], who: str) -> int:
 
 
 class UserWait(NamedTuple):
-    """One user's job that waited for a slot: the hostile person's jobs waiting when it queued, the user's own, and
-    how many of the hostile person's got a slot before it did."""
+    """One user's job that waited for a slot: the hostile person's jobs waiting when it queued, the user's own, how
+    many of the hostile person's got a slot before it did (or before it was refused after the longest wait), and
+    whether it was refused so."""
     hostile_ahead: int
     own_ahead: int
     overtaken: int
+    refused: bool = False
 
 
 def served_first(events: list[tuple[str, str]], users: set[str], hostile: str) -> list[UserWait]:
-    """What each user's waiting job met (each user's jobs matched to their slots in the order they queued). In turn
-    (engine/work_limits.py), the hostile person is served at most once per job of the user's ahead of it, plus one."""
+    """What each user's waiting job met (each user's jobs matched to their slots, or refusals, in the order they
+    queued). In turn (engine/work_limits.py), the hostile person is served at most once per job of the user's ahead of
+    it, plus one; a job refused after the longest wait was overtaken no more (the machine was too slow for anyone)."""
     pending: dict[str, list[tuple[int, int, int]]] = {}
     found = []
     for i, (who, event) in enumerate(events):
@@ -458,7 +465,8 @@ def served_first(events: list[tuple[str, str]], users: set[str], hostile: str) -
         else:
             queued, hostile_ahead, own_ahead = pending[who].pop(0)
             found.append(UserWait(hostile_ahead, own_ahead,
-                                  sum(1 for owner, e in events[queued:i] if owner == hostile and e == "got")))
+                                  sum(1 for owner, e in events[queued:i] if owner == hostile and e == "got"),
+                                  event == "refused"))
     return found
 
 

@@ -302,6 +302,35 @@ def test_one_session_and_one_requester_hold_at_most_their_share_of_jobs(caplog):
         assert limiter.running == 1
 
 
+def test_the_load_tests_reading_of_the_log_counts_a_refusal_after_the_longest_wait_as_the_end_of_that_wait(caplog):
+    """benchmarks/load_test.served_first on the server's log format: a user's job refused after waiting (the slot
+    held by somebody's long job) leaves the queue there, overtaken by none of the hostile person's jobs."""
+    from benchmarks.load_test import served_first, slot_events, waiting
+    from engine.command_line import LOG_FORMAT
+    limiter = WorkLimiter(1, wait_s=0.3)
+    refusals = []
+
+    def job(req):
+        try:
+            with limiter.slot("answer", req):
+                pass
+        except Busy as err:
+            refusals.append(str(err))
+    with caplog.at_level(logging.INFO, logger="engine.work_limits"), _slot_held_elsewhere(limiter):
+        threads = [threading.Thread(target=job, args=(work_limits.Requester(s, who),))
+                   for s, who in (("m", "mallory"), ("a", "alice"))]
+        for t in threads:
+            t.start()
+            threading.Event().wait(0.05)
+        for t in threads:
+            t.join()
+    log = "\n".join(logging.Formatter(LOG_FORMAT).format(r) for r in caplog.records)
+    events = slot_events(log)
+    assert events == [("mallory", "waits for"), ("alice", "waits for"), ("mallory", "refused"), ("alice", "refused")]
+    assert len(refusals) == 2 and waiting(events, "alice") == waiting(events, "mallory") == 0
+    assert served_first(events, {"alice"}, "mallory") == [(1, 0, 0, True)]
+
+
 @contextmanager
 def _slot_held_elsewhere(limiter: WorkLimiter):
     """Another user's job holds the limiter's one slot until the block ends."""
