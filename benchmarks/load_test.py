@@ -512,7 +512,7 @@ ANSWERED = re.compile("train it|jobs running or waiting|The planner is busy|cann
 OUTCOMES = (("over the search's limit", "refused with the reason"),
             ("jobs running or waiting", "over its share, said so"), ("The planner is busy", "busy, said so"),
             ("Layout chosen:", "layout chosen"), (" train it ", "answered"))
-SETTLED = re.compile("|".join(re.escape(text.strip()) for text, _ in OUTCOMES[:4]))
+SETTLED = re.compile("|".join(re.escape(text.strip()) for text, outcome in OUTCOMES if outcome != "answered"))
 
 
 async def _open_link(browser, url: str, token: str, timeout_ms: float, identity: str | None = None,

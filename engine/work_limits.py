@@ -100,7 +100,7 @@ class WorkLimiter:
 
     def _held_by(self, req: Requester) -> str:
         """What the requester holds, for the log: its jobs running or waiting (this one included once counted)."""
-        return f"its jobs running or waiting: {self._owners[req.owner] if req.owner is not None else 0}"
+        return f"its jobs running or waiting: {self._owners[req.owner]}"       # a Counter: 0 for None, never counted
 
     def _count(self, req: Requester, step: int) -> None:
         for counter, key in ((self._sessions, req.session), (self._owners, req.owner)):

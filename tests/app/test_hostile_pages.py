@@ -220,15 +220,22 @@ def test_a_job_that_waits_past_its_time_is_refused_and_nested_jobs_share_a_slot(
 
 
 # ------------------------------------------------------------------------------------- fair shares (issue 18)
-def _queue_jobs(limiter: WorkLimiter, requesters: list, order: list, gate: threading.Event) -> list[threading.Thread]:
+def _queue_jobs(limiter: WorkLimiter, requesters: list, order: list, gate: threading.Event,
+                refused: list | None = None) -> list[threading.Thread]:
     """One thread per requester, each running or queued before the next starts (so arrival order is known); each
-    records its session's name when it gets the slot, and holds it until the gate opens."""
+    records its session's name when it gets the slot, and holds it until the gate opens; with `refused`, a job the
+    limiter refuses (Busy) records its session's name there."""
     threads = []
     for req in requesters:
         def job(req=req):
-            with limiter.slot("job", req):
-                order.append(req.session)
-                gate.wait(10)
+            try:
+                with limiter.slot("job", req):
+                    order.append(req.session)
+                    gate.wait(10)
+            except Busy:
+                if refused is None:
+                    raise
+                refused.append(req.session)
         queued = limiter.waiting + limiter.running
         threads.append(threading.Thread(target=job))
         threads[-1].start()
@@ -276,7 +283,6 @@ def test_one_session_and_one_requester_hold_at_most_their_share_of_jobs(caplog):
     """... and the server's log says what each requester held when a job of theirs queued or was refused, which the
     hostile-load e2e test reads (benchmarks/load_test.most_held) in the server's own log format."""
     from benchmarks.load_test import most_held
-    from engine.command_line import LOG_FORMAT
     limiter = WorkLimiter(1, wait_s=30, per_session=2, per_requester=3)
     order, gate = [], threading.Event()
     same_session = work_limits.Requester("s", "bob")
@@ -290,7 +296,7 @@ def test_one_session_and_one_requester_hold_at_most_their_share_of_jobs(caplog):
         with pytest.raises(Busy, match=r"You already have 3 jobs running or waiting \(over all your tabs\)"):
             with limiter.slot("job", work_limits.Requester("u", "bob")):
                 pass
-    log = "\n".join(logging.Formatter(LOG_FORMAT).format(r) for r in caplog.records)
+    log = _server_log(caplog)
     assert "third link question for bob was refused at once; its jobs running or waiting: 2" in log
     assert "job for bob was refused at once; its jobs running or waiting: 3" in log
     assert most_held(log, "bob") == 3 and most_held(log, "other") == 0 and most_held(log, "nobody") == 0
@@ -306,29 +312,23 @@ def test_the_load_tests_reading_of_the_log_counts_a_refusal_after_the_longest_wa
     """benchmarks/load_test.served_first on the server's log format: a user's job refused after waiting (the slot
     held by somebody's long job) leaves the queue there, overtaken by none of the hostile person's jobs."""
     from benchmarks.load_test import served_first, slot_events, waiting
-    from engine.command_line import LOG_FORMAT
     limiter = WorkLimiter(1, wait_s=0.3)
-    refusals = []
-
-    def job(req):
-        try:
-            with limiter.slot("answer", req):
-                pass
-        except Busy as err:
-            refusals.append(str(err))
+    order, refused = [], []
     with caplog.at_level(logging.INFO, logger="engine.work_limits"), _slot_held_elsewhere(limiter):
-        threads = [threading.Thread(target=job, args=(work_limits.Requester(s, who),))
-                   for s, who in (("m", "mallory"), ("a", "alice"))]
-        for t in threads:
-            t.start()
-            threading.Event().wait(0.05)
+        threads = _queue_jobs(limiter, [work_limits.Requester("m", "mallory"), work_limits.Requester("a", "alice")],
+                              order, threading.Event(), refused)
         for t in threads:
             t.join()
-    log = "\n".join(logging.Formatter(LOG_FORMAT).format(r) for r in caplog.records)
-    events = slot_events(log)
+    events = slot_events(_server_log(caplog))
     assert events == [("mallory", "waits for"), ("alice", "waits for"), ("mallory", "refused"), ("alice", "refused")]
-    assert len(refusals) == 2 and waiting(events, "alice") == waiting(events, "mallory") == 0
+    assert order == [] and refused == ["m", "a"] and waiting(events, "alice") == waiting(events, "mallory") == 0
     assert served_first(events, {"alice"}, "mallory") == [(1, 0, 0, True)]
+
+
+def _server_log(caplog) -> str:
+    """The captured records as the server writes its log (engine.command_line.LOG_FORMAT), which the load test reads."""
+    from engine.command_line import LOG_FORMAT
+    return "\n".join(logging.Formatter(LOG_FORMAT).format(r) for r in caplog.records)
 
 
 @contextmanager
