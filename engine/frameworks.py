@@ -8,9 +8,15 @@ says which (never another accelerator's level in silence), the nearest level the
 1. the same stack and precision class on another accelerator of the same architecture (the catalog's: B300 and GB300
    are one Blackwell Ultra die, B200 and GB200 one Blackwell die; the level is a share of each one's own datasheet
    peak, and the same kernels run on the same die);
-2. the same stack at the fallback's accelerator and precision class (the H100 at 16-bit, where each stack is best
+2. another stack's level on this accelerator (or its die) and precision class, times this stack's level over that
+   stack's at the fallback's accelerator (the H100), where both stacks were fitted at that precision class and the
+   accelerator is of the H100's vendor: a stack's efficiency relative to another is its software (its kernels,
+   casts and overlap over the same vendor libraries) and an accelerator's level relative to another is its
+   hardware, so the two multiply (PyTorch FSDP on the A100: Megatron-Core's 0.824 there x FSDP2's 0.655 / Megatron's
+   0.683 on the H100 = 0.790). Across vendors the libraries differ, so no ratio carries there;
+3. the same stack at the fallback's accelerator and precision class (the H100 at 16-bit, where each stack is best
    measured): the stack's own software efficiency at the reference point rather than another stack's;
-3. the documented fallback level (Megatron-Core on the H100 at 16-bit).
+4. the documented fallback level (Megatron-Core on the H100 at 16-bit).
 """
 from __future__ import annotations
 
@@ -197,6 +203,7 @@ class Resolved:
     level: float
     calibrated: bool
     level_note: str
+    stand_in: str                # uncalibrated: the level that stands in for it, in a phrase ('' when calibrated)
 
     @property
     def describe(self) -> str:
@@ -221,23 +228,36 @@ def resolve(framework: str | None, vendor: str, accelerator: str, precision: str
     row = level_row(doc, chosen, accelerator, pclass)
     if row is not None:
         return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, True,
-                        f"{chosen} on {accelerator}, {pclass}: fitted on {row.fitted_on}")
+                        f"{chosen} on {accelerator}, {pclass}: fitted on {row.fitted_on}", "")
     missing = f"uncalibrated: no public per-step calibration of {chosen} on {accelerator} at {pclass} precision; "
     sibling = same_die_level(doc, chosen, accelerator, pclass)
     if sibling is not None:
         other, row = sibling
         note = (f"{missing}the level of {chosen} on {other} ({pclass}, {row.value}), the same "
                 f"{load_catalog().accelerator(accelerator).architecture} die, is used: fitted on {row.fitted_on}")
-        return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note)
+        return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note,
+                        f"the level of {chosen} on {other} at {pclass}, the same die")
+    crossed = cross_stack_level(doc, chosen, accelerator, pclass)
+    if crossed is not None:
+        other, where, here, own_ref, other_ref = crossed
+        value = round(here.value * own_ref.value / other_ref.value, 3)
+        ref = doc.uncalibrated_fallback.accelerator
+        note = (f"{missing}{other}'s level on {where} ({pclass}, {here.value}) x {chosen}'s over {other}'s on {ref} "
+                f"({own_ref.value} / {other_ref.value}) = {value} is used: fitted on {here.fitted_on}; and "
+                f"{own_ref.fitted_on}")
+        return Resolved(stack(chosen), framework is None, vendor, default.source, value, False, note,
+                        f"{other}'s level on {where} at {pclass} times {chosen}'s over {other}'s on {ref}")
     fb = doc.uncalibrated_fallback
     own = level_row(doc, chosen, fb.accelerator, fb.precision_class)
     if own is not None:
         note = (f"{missing}the level of {chosen} on {fb.accelerator} ({fb.precision_class}, {own.value}), the stack's "
                 f"own at the reference point, is used: fitted on {own.fitted_on}")
-        return Resolved(stack(chosen), framework is None, vendor, default.source, own.value, False, note)
+        return Resolved(stack(chosen), framework is None, vendor, default.source, own.value, False, note,
+                        f"{chosen}'s own level on {fb.accelerator} at {fb.precision_class}")
     ref = level_row(doc, fb.framework, fb.accelerator, fb.precision_class)
     note = f"{missing}the level of {fb.framework} on {fb.accelerator} ({fb.precision_class}, {ref.value}) is used: {fb.note}"
-    return Resolved(stack(chosen), framework is None, vendor, default.source, ref.value, False, note)
+    return Resolved(stack(chosen), framework is None, vendor, default.source, ref.value, False, note,
+                    f"the level of {fb.framework} on {fb.accelerator} at {fb.precision_class}")
 
 
 def same_die_level(doc: Frameworks, framework: str, accelerator: str, pclass: str) -> tuple[str, Level] | None:
@@ -252,4 +272,27 @@ def same_die_level(doc: Frameworks, framework: str, accelerator: str, pclass: st
             row = level_row(doc, framework, other.id, pclass)
             if row is not None:
                 return other.id, row
+    return None
+
+
+def cross_stack_level(doc: Frameworks, framework: str, accelerator: str, pclass: str
+                      ) -> tuple[str, str, Level, Level, Level] | None:
+    """(the other stack, the accelerator its level is on, that level, this stack's and the other's level on the
+    fallback's accelerator) for rule 2 of the module's docstring, the stacks in data/frameworks.json's order; None where
+    no other stack was fitted on this accelerator (or its die) and on the reference at this precision class, or the
+    accelerator is another vendor's than the reference."""
+    catalog = load_catalog()
+    ref = doc.uncalibrated_fallback.accelerator
+    acc = catalog.accelerators.get(accelerator)
+    own_ref = level_row(doc, framework, ref, pclass)
+    if acc is None or own_ref is None or acc.vendor != catalog.accelerator(ref).vendor:
+        return None
+    for other in (r.id for r in doc.rows if r.id != framework):
+        other_ref = level_row(doc, other, ref, pclass)
+        here = level_row(doc, other, accelerator, pclass)
+        where = accelerator
+        if here is None:
+            where, here = same_die_level(doc, other, accelerator, pclass) or (accelerator, None)
+        if other_ref is not None and here is not None:
+            return other, where, here, own_ref, other_ref
     return None

@@ -58,11 +58,9 @@ def calibration_warning(sc: Scenario) -> str | None:
     fw = frameworks.resolve(sc.training.framework, acc.vendor, acc.id, sc.training.precision)
     if fw.calibrated:
         return None
-    fb = frameworks.frameworks().uncalibrated_fallback
     return (f"{acc.id} is not calibrated for {fw.stack.id} at {sc.training.precision}: no public per-step run of "
-            f"this stack, accelerator and precision was fitted, so the time uses the level of {fb.framework} on "
-            f"{fb.accelerator} ({fw.level:g}) and can be further off than the ranges of calibrated accelerators say "
-            "(its range is the widest).")
+            f"this stack, accelerator and precision was fitted, so the time uses {fw.stand_in} ({fw.level:g}) and "
+            "can be further off than the ranges of calibrated accelerators say (its range is the widest).")
 
 
 def memory_headroom_warning(sc: Scenario, estimate: Estimate) -> str | None:
