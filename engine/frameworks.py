@@ -8,15 +8,19 @@ says which (never another accelerator's level in silence), the nearest level the
 1. the same stack and precision class on another accelerator of the same architecture (the catalog's: B300 and GB300
    are one Blackwell Ultra die, B200 and GB200 one Blackwell die; the level is a share of each one's own datasheet
    peak, and the same kernels run on the same die);
-2. another stack's level on this accelerator (or its die) and precision class, times this stack's level over that
+2. at 4-bit, the same stack's 8-bit level on this accelerator (or its die): the engine prices a 4-bit recipe as the
+   FP8 recipe with FP4 matmuls (engine.precision: FP8's matmul efficiency at the FP4 rate, 15% of the linear layers
+   kept in BF16), so its software efficiency is FP8's (NVIDIA's MLPerf v5.1 NVFP4 runs on GB200 and GB300 were
+   16-49% slow at Megatron-Core's H100 16-bit level, 7-23% at their FP8 levels);
+3. another stack's level on this accelerator (or its die) and precision class, times this stack's level over that
    stack's at the fallback's accelerator (the H100), where both stacks were fitted at that precision class and the
    accelerator is of the H100's vendor: a stack's efficiency relative to another is its software (its kernels,
    casts and overlap over the same vendor libraries) and an accelerator's level relative to another is its
    hardware, so the two multiply (PyTorch FSDP on the A100: Megatron-Core's 0.824 there x FSDP2's 0.655 / Megatron's
    0.683 on the H100 = 0.790). Across vendors the libraries differ, so no ratio carries there;
-3. the same stack at the fallback's accelerator and precision class (the H100 at 16-bit, where each stack is best
+4. the same stack at the fallback's accelerator and precision class (the H100 at 16-bit, where each stack is best
    measured): the stack's own software efficiency at the reference point rather than another stack's;
-4. the documented fallback level (Megatron-Core on the H100 at 16-bit).
+5. the documented fallback level (Megatron-Core on the H100 at 16-bit).
 """
 from __future__ import annotations
 
@@ -31,6 +35,10 @@ from engine.catalog import DATA_DIR, Source, load_catalog
 
 Framework = Literal["megatron_core", "pytorch_fsdp2", "deepspeed", "jax_maxtext"]
 FRAMEWORKS: tuple[str, ...] = ("megatron_core", "pytorch_fsdp2", "deepspeed", "jax_maxtext")
+
+
+# Rule 2 of the module's docstring: the precision class whose level a narrower one borrows on the same accelerator.
+WIDER_CLASS = {"4bit": "8bit"}
 
 
 class Fp8Recipe(BaseModel):
@@ -237,6 +245,16 @@ def resolve(framework: str | None, vendor: str, accelerator: str, precision: str
                 f"{load_catalog().accelerator(accelerator).architecture} die, is used: fitted on {row.fitted_on}")
         return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note,
                         f"the level of {chosen} on {other} at {pclass}, the same die")
+    wider = WIDER_CLASS.get(pclass)
+    if wider is not None:
+        where, row = ((accelerator, level_row(doc, chosen, accelerator, wider))
+                      if level_row(doc, chosen, accelerator, wider) is not None
+                      else same_die_level(doc, chosen, accelerator, wider) or (accelerator, None))
+        if row is not None:
+            note = (f"{missing}the level of {chosen} on {where} at {wider} ({row.value}) is used, the {pclass} recipe "
+                    f"being the {wider} one with {pclass} matmuls: fitted on {row.fitted_on}")
+            return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note,
+                            f"the level of {chosen} on {where} at {wider}")
     crossed = cross_stack_level(doc, chosen, accelerator, pclass)
     if crossed is not None:
         other, where, here, own_ref, other_ref = crossed
@@ -278,7 +296,7 @@ def same_die_level(doc: Frameworks, framework: str, accelerator: str, pclass: st
 def cross_stack_level(doc: Frameworks, framework: str, accelerator: str, pclass: str
                       ) -> tuple[str, str, Level, Level, Level] | None:
     """(the other stack, the accelerator its level is on, that level, this stack's and the other's level on the
-    fallback's accelerator) for rule 2 of the module's docstring, the stacks in data/frameworks.json's order; None where
+    fallback's accelerator) for rule 3 of the module's docstring, the stacks in data/frameworks.json's order; None where
     no other stack was fitted on this accelerator (or its die) and on the reference at this precision class, or the
     accelerator is another vendor's than the reference."""
     catalog = load_catalog()

@@ -101,3 +101,13 @@ def test_the_uncalibrated_warning_names_the_level_that_stands_in():
                                                           "training.framework": "pytorch_fsdp2"})))
     warning = next(w for w in a100.warnings if "not calibrated" in w)
     assert "megatron_core's level on A100-SXM4-80GB" in warning and "(0.79)" in warning
+
+
+def test_a_4bit_recipe_borrows_its_stacks_fp8_level_on_the_same_accelerator():
+    # the engine prices NVFP4 as the FP8 recipe with FP4 matmuls: GB300's fitted FP8 level, not the H100's 16-bit one
+    # (NVIDIA's MLPerf v5.1 NVFP4 405B results: 16-29% slow at the latter, 7-14% at the former)
+    gb300 = frameworks.resolve(None, "NVIDIA", "GB300", "nvfp4")
+    assert not gb300.calibrated and gb300.level == _level("megatron_core", "GB300", "8bit")
+    assert gb300.stand_in == "the level of megatron_core on GB300 at 8bit"
+    b300 = frameworks.resolve(None, "NVIDIA", "B300-SXM-270GB", "nvfp4")          # its die's (GB300) FP8 level
+    assert b300.level == _level("megatron_core", "GB300", "8bit") and "on GB300 at 8bit" in b300.stand_in
