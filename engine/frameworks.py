@@ -246,15 +246,13 @@ def resolve(framework: str | None, vendor: str, accelerator: str, precision: str
         return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note,
                         f"the level of {chosen} on {other} at {pclass}, the same die")
     wider = WIDER_CLASS.get(pclass)
-    if wider is not None:
-        where, row = ((accelerator, level_row(doc, chosen, accelerator, wider))
-                      if level_row(doc, chosen, accelerator, wider) is not None
-                      else same_die_level(doc, chosen, accelerator, wider) or (accelerator, None))
-        if row is not None:
-            note = (f"{missing}the level of {chosen} on {where} at {wider} ({row.value}) is used, the {pclass} recipe "
-                    f"being the {wider} one with {pclass} matmuls: fitted on {row.fitted_on}")
-            return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note,
-                            f"the level of {chosen} on {where} at {wider}")
+    borrowed = None if wider is None else here_or_same_die(doc, chosen, accelerator, wider)
+    if borrowed is not None:
+        where, row = borrowed
+        note = (f"{missing}the level of {chosen} on {where} at {wider} ({row.value}) is used, the {pclass} recipe "
+                f"being the {wider} one with {pclass} matmuls: fitted on {row.fitted_on}")
+        return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note,
+                        f"the level of {chosen} on {where} at {wider}")
     crossed = cross_stack_level(doc, chosen, accelerator, pclass)
     if crossed is not None:
         other, where, here, own_ref, other_ref = crossed
@@ -293,6 +291,13 @@ def same_die_level(doc: Frameworks, framework: str, accelerator: str, pclass: st
     return None
 
 
+def here_or_same_die(doc: Frameworks, framework: str, accelerator: str, pclass: str) -> tuple[str, Level] | None:
+    """(the accelerator, the level) of the stack and precision class fitted on this accelerator, else on another of
+    its die (same_die_level), else None."""
+    row = level_row(doc, framework, accelerator, pclass)
+    return (accelerator, row) if row is not None else same_die_level(doc, framework, accelerator, pclass)
+
+
 def cross_stack_level(doc: Frameworks, framework: str, accelerator: str, pclass: str
                       ) -> tuple[str, str, Level, Level, Level] | None:
     """(the other stack, the accelerator its level is on, that level, this stack's and the other's level on the
@@ -307,10 +312,7 @@ def cross_stack_level(doc: Frameworks, framework: str, accelerator: str, pclass:
         return None
     for other in (r.id for r in doc.rows if r.id != framework):
         other_ref = level_row(doc, other, ref, pclass)
-        here = level_row(doc, other, accelerator, pclass)
-        where = accelerator
-        if here is None:
-            where, here = same_die_level(doc, other, accelerator, pclass) or (accelerator, None)
-        if other_ref is not None and here is not None:
-            return other, where, here, own_ref, other_ref
+        found = here_or_same_die(doc, other, accelerator, pclass)
+        if other_ref is not None and found is not None:
+            return other, *found, own_ref, other_ref
     return None
