@@ -238,21 +238,16 @@ def resolve(framework: str | None, vendor: str, accelerator: str, precision: str
         return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, True,
                         f"{chosen} on {accelerator}, {pclass}: fitted on {row.fitted_on}", "")
     missing = f"uncalibrated: no public per-step calibration of {chosen} on {accelerator} at {pclass} precision; "
-    sibling = same_die_level(doc, chosen, accelerator, pclass)
-    if sibling is not None:
-        other, row = sibling
-        note = (f"{missing}the level of {chosen} on {other} ({pclass}, {row.value}), the same "
-                f"{load_catalog().accelerator(accelerator).architecture} die, is used: fitted on {row.fitted_on}")
+    for cls in (pclass, WIDER_CLASS.get(pclass)):            # rules 1 and 2: the same die; a 4-bit recipe's FP8
+        found = None if cls is None else here_or_same_die(doc, chosen, accelerator, cls)
+        if found is None:
+            continue
+        where, row = found
+        why = (f"the same {load_catalog().accelerator(accelerator).architecture} die" if cls == pclass
+               else f"the {pclass} recipe being the {cls} one with {pclass} matmuls")
+        note = f"{missing}the level of {chosen} on {where} ({cls}, {row.value}), {why}, is used: fitted on {row.fitted_on}"
         return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note,
-                        f"the level of {chosen} on {other} at {pclass}, the same die")
-    wider = WIDER_CLASS.get(pclass)
-    borrowed = None if wider is None else here_or_same_die(doc, chosen, accelerator, wider)
-    if borrowed is not None:
-        where, row = borrowed
-        note = (f"{missing}the level of {chosen} on {where} at {wider} ({row.value}) is used, the {pclass} recipe "
-                f"being the {wider} one with {pclass} matmuls: fitted on {row.fitted_on}")
-        return Resolved(stack(chosen), framework is None, vendor, default.source, row.value, False, note,
-                        f"the level of {chosen} on {where} at {wider}")
+                        f"the level of {chosen} on {where} at {cls}" + (", the same die" if cls == pclass else ""))
     crossed = cross_stack_level(doc, chosen, accelerator, pclass)
     if crossed is not None:
         other, where, here, own_ref, other_ref = crossed
