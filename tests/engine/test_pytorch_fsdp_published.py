@@ -5,15 +5,14 @@ an uncalibrated stack borrows: Megatron-Core's A100 level times FSDP2's over Meg
 where borrowing FSDP2's own H100 level (0.655) put them 20% slow at the median."""
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 
 from engine.inputs import parse_scenario
 from engine.planning.estimate import estimate
+from tests.conftest import DATA as DATA_DIR
 
-DATA = json.loads((Path(__file__).parents[1] / "data" / "pytorch-fsdp-published-runs.json").read_text())
-RECOMPUTE = {True: "full", False: "none", "full": "full", "selective": "selective"}
+DATA = json.loads((DATA_DIR / "pytorch-fsdp-published-runs.json").read_text())
 
 
 def _model(name: str) -> dict:
@@ -26,13 +25,13 @@ def _model(name: str) -> dict:
 
 
 def predicted_over_published(row: list) -> float:
-    model, accelerator, precision, n, seq, mbs, batch, checkpointing, published = row
+    model, accelerator, precision, n, seq, mbs, batch, recompute, published = row
     sc = parse_scenario({"model": _model(model),
                          "training": {"seq_len": seq, "global_batch_size": batch, "total_tokens": 1e9,
                                       "precision": precision, "framework": "pytorch_fsdp2"},
                          "cluster": {"accelerator": accelerator, "n_gpus": n},
                          "layout": {"dp": n, "micro_batch_size": mbs, "zero_stage": 3,
-                                    "recompute": RECOMPUTE[checkpointing]}})
+                                    "recompute": recompute}})
     return estimate(sc).tokens_per_s / n / published
 
 
