@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from engine import json_input
+from engine import frameworks, json_input
 from engine.catalog import load_catalog
 from engine.economics.cost import price_problems
 from engine.economics.energy import region_problem
+from engine.physics import layout_rules
 from engine.scenario import (Scenario, ScenarioError, SchemaError, catalog_problems, layout_problems,
                              raw_catalog_problems, schema_problems, training_problems)
 
@@ -31,10 +32,35 @@ def parse_scenario(data: dict | str | bytes) -> Scenario:
     if sc.cluster.accelerator in load_catalog().accelerators:
         problems += economics_problems(sc)
     if not problems and sc.layout is not None:
-        problems = layout_problems(sc, sc.layout)
+        problems = layout_problems(sc, sc.layout) + stack_layout_problems(sc)
     if problems:
         raise ScenarioError(problems)
     return sc
+
+
+def scenario_stack(sc: Scenario) -> frameworks.Stack:
+    """The scenario's software stack: the one it names, else its accelerator vendor's default."""
+    vendor = load_catalog().accelerator(sc.cluster.accelerator).vendor
+    return frameworks.stack(sc.training.framework or frameworks.frameworks().vendor_defaults[vendor].framework)
+
+
+def a2a_overlap_offered(sc: Scenario) -> bool:
+    """Whether the scenario's layout may overlap the MoE all-to-all: its stack has the overlap and the layout rule
+    (expert parallelism; no pipeline or an interleaved one) holds."""
+    lay = sc.layout
+    return (lay is not None and sc.arch.is_moe and scenario_stack(sc).moe_a2a_overlap
+            and bool(layout_rules.a2a_overlap_allowed(lay.ep, lay.pp, lay.virtual_stages)))
+
+
+def stack_layout_problems(sc: Scenario) -> list[tuple[str, str]]:
+    """Layout settings the scenario's software stack (its vendor's default when unnamed) does not offer."""
+    if not sc.layout.moe_a2a_overlap:
+        return []
+    stack = scenario_stack(sc)
+    if stack.moe_a2a_overlap:
+        return []
+    return [("layout.moe_a2a_overlap", f"{stack.short_name} has no cross-micro-batch all-to-all overlap "
+                                       f"({stack.moe_a2a_overlap_note}); turn it off or choose Megatron-Core")]
 
 
 def economics_problems(sc: Scenario) -> list[tuple[str, str]]:

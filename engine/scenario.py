@@ -151,6 +151,10 @@ class Layout(BaseModel):
     tp_comm_overlap: bool = Field(default=False, description=(
         "overlap tensor-parallel collectives with the matmuls around them (Transformer Engine userbuffers); the "
         "overlap is not free: the matmuls slow down while the collectives run"))
+    moe_a2a_overlap: bool = Field(default=False, description=(
+        "overlap the MoE all-to-all of one micro-batch with another micro-batch's compute (Megatron-Core "
+        "--overlap-moe-expert-parallel-comm: forward and backward of two micro-batches interleaved, each dispatch or "
+        "combine behind the other's attention or MLP); needs ep > 1 and, with pipelining, interleaved stages"))
 
     @property
     def n_gpus(self) -> int:

@@ -2,6 +2,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+from engine.inputs import a2a_overlap_offered
 from engine.physics.memory import default_headroom_fraction, grads_in_fp32, headroom_fraction
 from engine.planning.sanity import memory_headroom_warning
 from engine.presentation.edit import apply_edit
@@ -93,6 +94,8 @@ with controls:
     binding.bind("layout.sequence_parallel", st.toggle, F["layout.sequence_parallel"])
     if sc.layout.tp > 1 and sc.layout.sequence_parallel:
         binding.bind("layout.tp_comm_overlap", st.toggle, F["layout.tp_comm_overlap"])
+    if a2a_overlap_offered(sc):
+        binding.bind("layout.moe_a2a_overlap", st.toggle, F["layout.moe_a2a_overlap"])
     st.subheader("Memory policy")
     recipe = "fp32" if grads_in_fp32(sc.training.model_copy(update={"accumulate_grads_in_fp32": None})) else "16-bit"
     grad_words = {F["training.accumulate_grads_in_fp32"].blank: f"default ({recipe})", True: "fp32", False: "16-bit"}

@@ -293,7 +293,8 @@ def write(fitted: dict, share: float, expert_us: float) -> None:
                        "fitted_on": f"{'; '.join(sources)}: {len(basis)} runs ({', '.join(r.name for r in basis)}), "
                                     + ("each with its published layout" if all(r.source != "mlperf" for r in basis)
                                        else "each with the search's best layout at its logged batch")
-                                    + "; scripts/calibrate_sustained.py"})
+                                    + "; scripts/calibrate_sustained.py",
+                       **({"moe_only": True} if all(is_moe(r) for r in basis) else {})})
     # parts with the same silicon as a fitted one keep its level, named as such
     same = {"A100-SXM4-40GB": ("A100-SXM4-80GB", "the same GA100 core and clocks"),
             "H200-SXM-141GB": ("H100-SXM5-80GB", "the same GH100 core, clocks and 700 W limit")}

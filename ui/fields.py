@@ -172,6 +172,10 @@ F = {
                                                      "ZeRO 3). Saves accelerator memory, costs host-link time."),
     "layout.tp_comm_overlap": Field("TP overlap", GLOSSARY["TP overlap"][0].upper()
                                     + GLOSSARY["TP overlap"][1:] + ". Needs TP above 1 and sequence parallel."),
+    "layout.moe_a2a_overlap": Field("All-to-all overlap", "Mixture of experts: run each micro-batch's expert "
+                                    "all-to-all (dispatch and combine) while another micro-batch computes "
+                                    "(Megatron-Core). Needs expert parallelism and, with pipelining, interleaved "
+                                    "stages. The compute beside it slows down while it runs."),
     "layout.reshard_after_forward": Field("Reshard after forward", "ZeRO-3 / FSDP: free each "
                                           "layer's gathered weights after its forward and gather them again for the "
                                           "backward (saves memory); off keeps them to the end of the backward, as "

@@ -48,7 +48,8 @@ def layer_times(lt: LayerTimes, shape: Shape, training: Training, hw, lay: Layou
     bwd = lt.bwd - frozen_wgrad + bwd_a + dequant
     recompute = np.select([lay.rc == 0, lay.rc == 1], [0.0 * fwd, lt.recompute], fwd)
     return replace(lt, fwd=fwd, bwd=bwd, recompute=recompute, matmul_fwd=lt.matmul_fwd + fwd_a,
-                   matmul_bwd=lt.matmul_bwd - frozen_wgrad + bwd_a)
+                   matmul_bwd=lt.matmul_bwd - frozen_wgrad + bwd_a,
+                   mlp_bwd=lt.mlp_bwd * np.where(lt.bwd > 0, bwd / np.maximum(lt.bwd, 1e-30), 1.0))
 
 
 def offload_step_s(hw, lay: Layouts, m, trainable_shard, weight_shard_bytes, bwd_window, layer_window,

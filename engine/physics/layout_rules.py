@@ -9,7 +9,7 @@ Everything that decides whether a layout is valid derives from RULES: the scenar
 choices and the edit's resets (engine.presentation.edit).
 
 Columns are those of engine.physics.layouts.Layouts: tp pp dp cp ep mbs v zero sp rc etp first last reshard shard
-tpo off (index into OFFLOAD), with the optional fields filled (expert tp = tp, first/last = UNSET for the even split, shard group = dp*cp).
+tpo off (index into OFFLOAD) a2ao, with the optional fields filled (expert tp = tp, first/last = UNSET for the even split, shard group = dp*cp).
 """
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ UNSET = -1            # first/last stage layers not given: even split
 FIELDS = {"tp": "tp", "pp": "pp", "dp": "dp", "cp": "cp", "ep": "ep", "mbs": "micro_batch_size", "v": "virtual_stages",
           "zero": "zero_stage", "sp": "sequence_parallel", "rc": "recompute", "etp": "expert_tp",
           "first": "first_stage_layers", "last": "last_stage_layers", "reshard": "reshard_after_forward",
-          "shard": "shard_group", "tpo": "tp_comm_overlap", "off": "offload"}
+          "shard": "shard_group", "tpo": "tp_comm_overlap", "off": "offload", "a2ao": "moe_a2a_overlap"}
 COLUMN = {field: column for column, field in FIELDS.items()}
-FLAGS = ("sp", "reshard", "tpo")
+FLAGS = ("sp", "reshard", "tpo", "a2ao")
 
 
 @lru_cache(maxsize=65536)
@@ -58,7 +58,7 @@ def row(layout) -> dict[str, int | bool]:
             "sp": layout.sequence_parallel, "rc": RECOMPUTE.index(layout.recompute), "etp": layout.expert_tp or layout.tp,
             "first": unset(layout.first_stage_layers), "last": unset(layout.last_stage_layers),
             "reshard": layout.reshard_after_forward, "shard": layout.shard_group or layout.dp * layout.cp,
-            "tpo": layout.tp_comm_overlap, "off": OFFLOAD.index(layout.offload)}
+            "tpo": layout.tp_comm_overlap, "off": OFFLOAD.index(layout.offload), "a2ao": layout.moe_a2a_overlap}
 
 
 def layout_fields(r: dict) -> dict:
@@ -71,7 +71,7 @@ def layout_fields(r: dict) -> dict:
             "first_stage_layers": optional(r["first"]), "last_stage_layers": optional(r["last"]),
             "reshard_after_forward": bool(r["reshard"]),
             "shard_group": None if int(r["shard"]) == dp * cp else int(r["shard"]), "tp_comm_overlap": bool(r["tpo"]),
-            "offload": OFFLOAD[int(r.get("off", 0))]}
+            "offload": OFFLOAD[int(r.get("off", 0))], "moe_a2a_overlap": bool(r.get("a2ao", False))}
 
 
 def columns(**cols) -> SimpleNamespace:
@@ -362,6 +362,23 @@ TP_OVERLAP = LayoutRule(
     reset=lambda f, L, broken: {"tpo": L.tpo & ~broken}, resets=("tpo",),
     note=lambda f, before, after: "Tensor-parallel overlap turned off: it needs TP above 1 and sequence parallel.")
 
+def a2a_overlap_allowed(ep, pp, v) -> np.ndarray:
+    """Where Megatron-Core can overlap the MoE all-to-all with another micro-batch's compute: expert parallelism, and
+    either no pipelining (combined_1f1b_schedule_for_no_pipelining) or the interleaved schedule, whose forward and
+    backward chunks of two micro-batches it pairs (megatron/core/pipeline_parallel/combined_1f1b.py)."""
+    return (np.asarray(ep) > 1) & ((np.asarray(pp) == 1) | (np.asarray(v) > 1))
+
+
+A2A_OVERLAP = LayoutRule(
+    "a2a_overlap", ("a2ao", "ep", "pp", "v"), lambda f, L: ~L.a2ao | a2a_overlap_allowed(L.ep, L.pp, L.v),
+    lambda f, r: "layout.moe_a2a_overlap",
+    lambda f, r: (f"the all-to-all overlap needs expert parallelism (ep > 1, ep is {r['ep']}) and, with pp > 1, "
+                  f"interleaved stages (virtual_stages > 1, pp is {r['pp']}, virtual_stages {r['v']})"),
+    "all-to-all overlap needs ep > 1 and no pipeline or an interleaved one",
+    reset=lambda f, L, broken: {"a2ao": L.a2ao & ~broken}, resets=("a2ao",),
+    note=lambda f, before, after: ("All-to-all overlap turned off: it needs expert parallelism and, with pipelining, "
+                                   "interleaved stages."))
+
 CP_SEQUENCE = LayoutRule(
     "cp_sequence", ("cp",), lambda f, L: f.seq_len % L.cp == 0, lambda f, r: "layout.cp",
     lambda f, r: f"cp={r['cp']} does not divide seq_len={f.seq_len}; valid cp: {listing(divisors(f.seq_len)[:20])}",
@@ -370,7 +387,7 @@ CP_SEQUENCE = LayoutRule(
 
 RULES: tuple[LayoutRule, ...] = (GPUS, TP_WIDTHS, SPLIT, BATCH, EXPERTS_NEED_MOE, EP_DIVIDES_EXPERTS, EXPERT_TP_WIDTH,
                                  EXPERT_GROUPS_FOLD, SHARD_NEEDS_ZERO, SHARD_DIVIDES, RESHARD_ZERO3, OFFLOAD_ZERO,
-                                 TP_OVERLAP, CP_SEQUENCE)
+                                 TP_OVERLAP, A2A_OVERLAP, CP_SEQUENCE)
 
 
 def reading(cols) -> tuple[LayoutRule, ...]:
@@ -394,7 +411,10 @@ def allowed(facts: Facts, cols, rules=RULES) -> np.ndarray:
 def choices(facts: Facts, fixed: dict, **varying) -> np.ndarray:
     """Indices of the candidate rows (varying: columns of equal length) that every rule reading a varying column
     allows with the fixed columns held; the search filters each dimension with this, the Memory page its choices."""
-    rules = reading(varying)
+    # a rule on a flag not yet chosen holds: the flag is off, which its rule always allows (the search sets the MoE
+    # all-to-all overlap after enumerating, where its rule holds)
+    unchosen = set(FLAGS) - set(fixed) - set(varying)
+    rules = tuple(r for r in reading(varying) if not set(r.reads) & unchosen)
     missing = {c for r in rules for c in r.reads} - set(fixed) - set(varying)
     if missing:
         raise ValueError(f"the rules on {sorted(varying)} also read {sorted(missing)}: fix them")

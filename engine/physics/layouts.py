@@ -32,6 +32,7 @@ class Layouts:
     shard: np.ndarray    # ZeRO shard group size (HSDP); equal to dp*cp when sharding over every data-parallel rank
     tpo: np.ndarray      # bool: tensor-parallel communication overlapped with matmuls
     off: np.ndarray      # index into OFFLOAD: what ZeRO-Offload keeps in CPU memory
+    a2ao: np.ndarray     # bool: MoE all-to-all overlapped with another micro-batch's compute
 
     def __len__(self) -> int:
         return len(self.tp)

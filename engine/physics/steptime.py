@@ -74,7 +74,8 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         routed = e * tokens / t * shape.top_k * h
         a2a = all_to_all_s(routed, lay.ep, k_ep, hw)
         etp_ag = all_gather_s(routed * lay.etp, lay.etp, members_per_node(1, lay.etp, g), hw)
-        ep = (a2a + etp_ag) * (4 + 2 * full)
+        ep = np.where(lay.a2ao, a2a_overlap_exposed_s(lt, a2a + etp_ag, lay, training, slow) + (a2a + etp_ag) * 2 * full,
+                      (a2a + etp_ag) * (4 + 2 * full))
     else:
         ep = 0.0 * tp
 
@@ -109,6 +110,24 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
 
     return {"compute": lt.fwd + lt.bwd, "recompute": lt.recompute, "tp_comm": tp, "cp_comm": cp, "ep_comm": ep,
             "zero3_comm": z3, "bwd": lt.bwd + lt.recompute, "fwd": lt.fwd}
+
+
+def a2a_overlap_exposed_s(lt, one, lay: Layouts, training: Training, slow: float) -> np.ndarray:
+    """Exposed seconds of one layer's four all-to-alls (dispatch and combine, forward and backward; `one` each) per
+    micro-batch under the stack's cross-micro-batch overlap (layout.moe_a2a_overlap, Megatron-Core's combined 1F1B):
+    micro-batch i's forward runs beside micro-batch j's backward, and each all-to-all hides behind one block of the
+    other: j's combine (backward) behind i's attention forward, i's dispatch behind j's MLP backward, j's dispatch
+    (backward) behind i's MLP forward, i's combine behind j's attention backward (DeepSeek-V3 technical report, arXiv
+    2412.19437, Fig. 4; the same pairing in Megatron-Core). What outlasts its block, and the overlap slowdown of the
+    block, is exposed. The forward and backward chunks that have no partner (the first forward and last backward
+    without pipelining; the warm-up and cool-down of an interleaved pipeline, about pp of its m micro-batches) pay
+    all four exposed. Under full recompute the recomputed forward's two are exposed (the caller adds them)."""
+    attn_fwd, attn_bwd = np.maximum(lt.fwd - lt.mlp_fwd, 0.0), np.maximum(lt.bwd - lt.mlp_bwd, 0.0)
+    paired = (overlapped_s(attn_fwd, one, slow)[1] + overlapped_s(lt.mlp_bwd, one, slow)[1]
+              + overlapped_s(lt.mlp_fwd, one, slow)[1] + overlapped_s(attn_bwd, one, slow)[1])
+    m = lay.micro_batches(training.global_batch_size)
+    share = np.clip(1.0 - lay.pp / np.maximum(m, 1), 0.0, 1.0)
+    return share * paired + (1.0 - share) * 4 * one
 
 
 def zero3_calls(hw: Hardware, layer_params, matrices) -> tuple[np.ndarray, np.ndarray]:

@@ -274,8 +274,13 @@ def _time_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              "engine.physics.comm.send_recv_s; engine.physics.comm.overlapped_s", "Liu et al. 2023 Ring Attention; " + NCCL),
         Term(sec_n, "ep_comm", bd["ep_comm"], "s",
              f"ep {int(lay.ep[0])}: dispatch and combine all-to-all of top-{shape.top_k} routed token copies, forward and "
-             f"backward, through each GPU's own NIC" if shape.n_moe_layers else "0: no MoE layers",
-             "engine.physics.comm.all_to_all_s", NCCL),
+             f"backward, through each GPU's own NIC"
+             + (", each behind another micro-batch's attention or MLP (moe_a2a_overlap) except what outlasts it and "
+                "the unpaired warm-up and cool-down" if bool(lay.a2ao[0]) else ", exposed")
+             if shape.n_moe_layers else "0: no MoE layers",
+             "engine.physics.comm.all_to_all_s; engine.physics.steptime.a2a_overlap_exposed_s",
+             NCCL + (("; DeepSeek-V3 technical report (arXiv 2412.19437) Fig. 4 pairing, Megatron-Core combined 1F1B")
+                     if bool(lay.a2ao[0]) else "")),
         Term(sec_n, "zero3_comm", bd["zero3_comm"], "s",
              "per layer weight all-gather (again before backward when resharding) and gradient reduce-scatter over the "
              f"shard group in {hw.framework}'s calls (each paying the ring latency), behind the neighbouring layer's "

@@ -141,6 +141,7 @@ def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_spa
 
 
 GROUP = ("tp", "cp", "pp", "dp")
+DERIVED = ("a2ao",)   # set after enumerating, wherever the stack has it and its rule holds (_layouts): no dimension
 BLOCK_DIMENSIONS = (("first", "last", "v"), ("mbs",), ("ep", "etp"), ("zero", "reshard", "shard", "off"), ("rc",),
                     ("sp", "tpo"))      # sequence parallelism and TP overlap: one value per block (search_cluster)
 
@@ -186,7 +187,10 @@ def _experts(facts, tp: int, cp: int, dp: int, quick: bool) -> list[tuple[int, i
     return _allowed(facts, {"tp": tp, "cp": cp, "dp": dp}, options, ("ep", "etp"))
 
 
-def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
+def _layouts(blocks: list[Block], tp_overlap: bool, a2a_overlap: bool = False) -> Layouts:
+    """Every block's product of choices as columns. The overlaps are not enumerated: tensor-parallel overlap is on
+    wherever tp > 1 on a CUDA stack, the MoE all-to-all overlap wherever the stack has it (a2a_overlap) and the rules
+    allow it (layout_rules.a2a_overlap_allowed), since either only hides communication."""
     cols = []
     for b in blocks:
         grid = np.array(np.meshgrid(np.arange(len(b.splits)), b.mbs, np.arange(len(b.experts)),
@@ -200,9 +204,10 @@ def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
                               zero[:, 0], const(b.tp > 1), grid[4], expert[:, 1], split[:, 0], split[:, 1], zero[:, 1],
                               zero[:, 2], const(tp_overlap and b.tp > 1), zero[:, 3]]))
     a = np.concatenate(cols, axis=1) if cols else np.zeros((17, 0), dtype=np.int64)
+    a2ao = np.asarray(a2a_overlap & layout_rules.a2a_overlap_allowed(a[4], a[1], a[6]), dtype=bool)
     return Layouts(tp=a[0], pp=a[1], dp=a[2], cp=a[3], ep=a[4], mbs=a[5], v=a[6], zero=a[7], sp=a[8].astype(bool),
                    rc=a[9], etp=a[10], first=a[11], last=a[12], reshard=a[13].astype(bool), shard=a[14],
-                   tpo=a[15].astype(bool), off=a[16])
+                   tpo=a[15].astype(bool), off=a[16], a2ao=a2ao)
 
 
 def enumerate_layouts(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False) -> Layouts:
@@ -303,7 +308,7 @@ def _search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool, evaluate_
     blocks, rejected = _blocks(scn, n_gpus, ctx.hw.gpus_per_node, allow_span_nodes, acc.software_stack, quick, offload)
     if problems := _over_limit(scn, n_gpus, blocks, rejected):
         raise ScenarioError(problems)
-    lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA")
+    lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA", a2a_overlap=ctx.hw.moe_a2a_overlap)
     reasons = [MEMORY_REASON, DOMINATED_REASON, HEADROOM_REASON.format(headroom_fraction(scn.training)), HOST_REASON]
     reason = np.full(len(lay), -1)
     ev: dict = {}

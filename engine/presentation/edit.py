@@ -102,6 +102,8 @@ def describe_layout(layout: dict) -> str:
         parts.append("sequence parallel")
     if layout.get("tp_comm_overlap"):
         parts.append("TP overlap")
+    if layout.get("moe_a2a_overlap"):
+        parts.append("all-to-all overlap")
     parts.append(f"recompute {layout.get('recompute', 'none')}")
     if layout.get("offload", "none") != "none":
         parts.append(OFFLOAD_SHORT[layout["offload"]])
@@ -162,6 +164,8 @@ def layout_words(layout: dict, gpus_per_node: int) -> str:
     out.append(zero)
     if layout.get("tp_comm_overlap"):
         out.append("tensor-parallel communication runs during the matrix multiplications (overlap)")
+    if layout.get("moe_a2a_overlap"):
+        out.append("each micro-batch's expert all-to-all runs during another micro-batch's compute (overlap)")
     out.append(RECOMPUTE_WORDS[layout.get("recompute", "none")])
     if layout.get("offload", "none") != "none":
         out.append(OFFLOAD_WORDS[layout["offload"]])

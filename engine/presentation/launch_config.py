@@ -162,6 +162,8 @@ def megatron_args(sc: Scenario, lay: Layout, notes: list[str]) -> list[str]:
         args += ["--sequence-parallel"]
     if lay.tp_comm_overlap:
         args += ["--tp-comm-overlap"]
+    if lay.moe_a2a_overlap:
+        args += ["--overlap-moe-expert-parallel-comm"]
     args += ["--micro-batch-size", str(lay.micro_batch_size), "--global-batch-size", str(t.global_batch_size),
              "--seq-length", str(t.seq_len), "--train-iters", str(train_steps(sc))]
     if lay.recompute == "selective":

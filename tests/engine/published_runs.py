@@ -125,6 +125,10 @@ NEMO_MODELS = {"LLAMA3_8B": "llama3.1-8b", "LLAMA3_70B": "llama3.1-70b", "LLAMA3
                "GPT_OSS_120B": "gpt-oss-120b", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b",
                "DeepSeekV3_noMTP": "deepseek-v3"}
 NEMO_PRECISIONS = {"FP8-CS": "fp8", "BF16": "bf16"}
+# The runs whose recipe overlaps the MoE all-to-all across micro-batches (moe_a2a_overlap=True in Megatron-Bridge's
+# scripts/performance/configs/qwen/qwen3_workload_base_configs.py, QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1;
+# the H100 Qwen3-30B-A3B and GPT-OSS-120B presets and DeepSeek-V3's GB200 BF16 one leave it off)
+NEMO_A2A_OVERLAP = {("H100", "Qwen3_235B_a22B")}
 
 
 def _splits(n_layers: int, pp: int, v: int) -> list[tuple[int | None, int | None]]:
@@ -157,6 +161,7 @@ def nemo_25_11() -> list[Run]:
         layouts = [{"tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": r["ep"], "virtual_stages": v,
                     "micro_batch_size": r["micro_batch_size"], "zero_stage": 3 if r["fsdp"] else 1,
                     "sequence_parallel": tp > 1, "tp_comm_overlap": tp > 1, "recompute": rc,
+                    "moe_a2a_overlap": (r["system"], r["model"]) in NEMO_A2A_OVERLAP,
                     **({"expert_tp": 1} if arch.is_moe else {}),
                     **({"first_stage_layers": first, "last_stage_layers": last} if first is not None else {})}
                    for rc in ("none", "selective", "full") for first, last in _splits(arch.n_layers, pp, v)]

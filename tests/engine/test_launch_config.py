@@ -237,3 +237,17 @@ def test_api_export_config_and_as_dict():
     assert doc["format"] == "deepspeed" and doc["framework"] == "deepspeed"
     # 16 sequences = 1 per GPU x 8 data-parallel ranks x 2 accumulation steps
     assert json.loads(doc["text"])["gradient_accumulation_steps"] == 2
+
+
+def test_nemo_qwen3_235b_on_h100_exports_its_all_to_all_overlap():
+    # NeMo 25.11's Qwen3-235B-A22B on 256 H100 (tp2 pp8 vp4 ep32) overlaps its all-to-all (Megatron-Bridge H100
+    # preset moe_a2a_overlap=True): Megatron-LM's --overlap-moe-expert-parallel-comm, beside the layout it needs
+    from tests.engine.published_runs import nemo_25_11
+    run = next(r for r in nemo_25_11() if r.name == "H100 Qwen3_235B_a22B FP8-CS 256")
+    lay = next(x for x in run.layouts if x["recompute"] == "none" and x.get("first_stage_layers") is not None)
+    sc = parse_scenario({**run.scenario, "layout": lay})
+    flags = _flags(megatron_args(sc, sc.layout, []))
+    assert flags["--overlap-moe-expert-parallel-comm"] is True
+    assert (flags["--expert-model-parallel-size"], flags["--pipeline-model-parallel-size"]) == ("32", "8")
+    off = parse_scenario({**run.scenario, "layout": {**lay, "moe_a2a_overlap": False}})
+    assert "--overlap-moe-expert-parallel-comm" not in _flags(megatron_args(off, off.layout, []))
