@@ -411,8 +411,8 @@ def allowed(facts: Facts, cols, rules=RULES) -> np.ndarray:
 def choices(facts: Facts, fixed: dict, **varying) -> np.ndarray:
     """Indices of the candidate rows (varying: columns of equal length) that every rule reading a varying column
     allows with the fixed columns held; the search filters each dimension with this, the Memory page its choices."""
-    # a rule on a flag not yet chosen holds: the flag is off, which its rule always allows (the search sets the MoE
-    # all-to-all overlap after enumerating, where its rule holds)
+    # a rule on a flag not chosen here holds: the flag is off, which its rule always allows (the search leaves the MoE
+    # all-to-all overlap off)
     unchosen = set(FLAGS) - set(fixed) - set(varying)
     rules = tuple(r for r in reading(varying) if not set(r.reads) & unchosen)
     missing = {c for r in rules for c in r.reads} - set(fixed) - set(varying)

@@ -141,7 +141,10 @@ def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_spa
 
 
 GROUP = ("tp", "cp", "pp", "dp")
-DERIVED = ("a2ao",)   # set after enumerating, wherever the stack has it and its rule holds (_layouts): no dimension
+# Flags the search leaves off (a rule on them constrains no dimension): the MoE all-to-all overlap, which NeMo's tuned
+# recipes mostly leave off (on for 1 of its 4 H100 MoE presets; with it on, the search rated GPT-OSS-120B on 64 H100
+# 1.45x NeMo's published run, at ep64 across nodes); a scenario or the Memory page turns it on
+UNSEARCHED = ("a2ao",)
 BLOCK_DIMENSIONS = (("first", "last", "v"), ("mbs",), ("ep", "etp"), ("zero", "reshard", "shard", "off"), ("rc",),
                     ("sp", "tpo"))      # sequence parallelism and TP overlap: one value per block (search_cluster)
 
@@ -187,10 +190,9 @@ def _experts(facts, tp: int, cp: int, dp: int, quick: bool) -> list[tuple[int, i
     return _allowed(facts, {"tp": tp, "cp": cp, "dp": dp}, options, ("ep", "etp"))
 
 
-def _layouts(blocks: list[Block], tp_overlap: bool, a2a_overlap: bool = False) -> Layouts:
-    """Every block's product of choices as columns. The overlaps are not enumerated: tensor-parallel overlap is on
-    wherever tp > 1 on a CUDA stack, the MoE all-to-all overlap wherever the stack has it (a2a_overlap) and the rules
-    allow it (layout_rules.a2a_overlap_allowed), since either only hides communication."""
+def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
+    """Every block's product of choices as columns; tensor-parallel overlap on wherever tp > 1 on a CUDA stack, the
+    flags of UNSEARCHED off."""
     cols = []
     for b in blocks:
         grid = np.array(np.meshgrid(np.arange(len(b.splits)), b.mbs, np.arange(len(b.experts)),
@@ -204,7 +206,7 @@ def _layouts(blocks: list[Block], tp_overlap: bool, a2a_overlap: bool = False) -
                               zero[:, 0], const(b.tp > 1), grid[4], expert[:, 1], split[:, 0], split[:, 1], zero[:, 1],
                               zero[:, 2], const(tp_overlap and b.tp > 1), zero[:, 3]]))
     a = np.concatenate(cols, axis=1) if cols else np.zeros((17, 0), dtype=np.int64)
-    a2ao = np.asarray(a2a_overlap & layout_rules.a2a_overlap_allowed(a[4], a[1], a[6]), dtype=bool)
+    a2ao = np.zeros(a.shape[1], dtype=bool)
     return Layouts(tp=a[0], pp=a[1], dp=a[2], cp=a[3], ep=a[4], mbs=a[5], v=a[6], zero=a[7], sp=a[8].astype(bool),
                    rc=a[9], etp=a[10], first=a[11], last=a[12], reshard=a[13].astype(bool), shard=a[14],
                    tpo=a[15].astype(bool), off=a[16], a2ao=a2ao)
@@ -308,7 +310,7 @@ def _search_cluster(sc: Scenario, n_gpus: int, allow_span_nodes: bool, evaluate_
     blocks, rejected = _blocks(scn, n_gpus, ctx.hw.gpus_per_node, allow_span_nodes, acc.software_stack, quick, offload)
     if problems := _over_limit(scn, n_gpus, blocks, rejected):
         raise ScenarioError(problems)
-    lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA", a2a_overlap=ctx.hw.moe_a2a_overlap)
+    lay = _layouts(blocks, tp_overlap=acc.software_stack == "CUDA")
     reasons = [MEMORY_REASON, DOMINATED_REASON, HEADROOM_REASON.format(headroom_fraction(scn.training)), HOST_REASON]
     reason = np.full(len(lay), -1)
     ev: dict = {}

@@ -8,10 +8,10 @@ import pytest
 from engine.catalog import load_catalog
 from engine.physics import layout_rules
 from engine.physics.layout_rules import RULES, columns, facts_of
-from engine.planning.search import BLOCK_DIMENSIONS, DERIVED, GROUP, enumerate_layouts
+from engine.planning.search import BLOCK_DIMENSIONS, GROUP, UNSEARCHED, enumerate_layouts
 from engine.planning.vendor import compare
 from engine.presentation.edit import apply_edit, default_scenario, layout_choices
-from engine.inputs import parse_scenario
+from engine.inputs import a2a_overlap_offered, parse_scenario
 from engine.scenario import ScenarioError
 
 LLAMA3_405B = {"model": {"preset": "llama3.1-405b"},
@@ -43,23 +43,24 @@ def test_every_rule_reads_only_the_columns_it_declares():
 
 def test_no_rule_couples_two_of_the_searchs_block_dimensions():
     # the search builds a block as the product of each dimension's allowed choices: exact only if no rule reads two
-    # (a rule on a flag the search derives from that rule after enumerating constrains no dimension)
-    for rule in (r for r in RULES if not set(r.reads) & set(DERIVED)):
+    # (a rule on a flag the search leaves off constrains no dimension)
+    for rule in (r for r in RULES if not set(r.reads) & set(UNSEARCHED)):
         touched = [dims for dims in BLOCK_DIMENSIONS if set(dims) & set(rule.reads)]
         assert len(touched) <= 1 and set(rule.reads) <= set(GROUP) | set(sum(touched, ())), rule.name
 
 
-def test_the_search_overlaps_the_all_to_all_exactly_where_megatron_core_can():
+def test_the_all_to_all_overlap_is_offered_where_megatron_core_has_it_and_left_off_by_the_search():
     # Megatron-Core pairs two micro-batches' chunks without pipelining or with the interleaved schedule only
     data = {"model": {"preset": "qwen3-30b-a3b"}, "training": {"seq_len": 4096, "global_batch_size": 512,
                                                              "total_tokens": 1e12, "framework": "megatron_core"},
             "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 16}}
-    lay = enumerate_layouts(parse_scenario(data), 16)
-    expected = (lay.ep > 1) & ((lay.pp == 1) | (lay.v > 1))
-    assert expected.any() and (~expected).any()
-    assert (lay.a2ao == expected).all()
-    fsdp = enumerate_layouts(parse_scenario(data | {"training": data["training"] | {"framework": "pytorch_fsdp2"}}), 16)
-    assert not fsdp.a2ao.any()                  # TorchTitan has no cross-micro-batch all-to-all overlap
+    assert not enumerate_layouts(parse_scenario(data), 16).a2ao.any()
+    offered = {(pp, v): a2a_overlap_offered(parse_scenario(data | {"layout": {"dp": 16 // pp, "pp": pp, "ep": 8,
+                                                                              "virtual_stages": v}}))
+               for pp, v in ((1, 1), (2, 1), (2, 2))}
+    assert offered == {(1, 1): True, (2, 1): False, (2, 2): True}
+    fsdp = data | {"training": data["training"] | {"framework": "pytorch_fsdp2"}, "layout": {"dp": 16, "ep": 8}}
+    assert not a2a_overlap_offered(parse_scenario(fsdp))          # TorchTitan has no cross-micro-batch overlap
     p = problems(data | {"training": data["training"] | {"framework": "pytorch_fsdp2"},
                          "layout": {"dp": 16, "ep": 8, "moe_a2a_overlap": True}})
     assert "no cross-micro-batch all-to-all overlap" in p["layout.moe_a2a_overlap"]

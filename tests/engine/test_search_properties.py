@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, reject, settings
 from hypothesis import strategies as st
 
 from engine.catalog import load_catalog
-from engine.inputs import parse_scenario, scenario_stack
+from engine.inputs import parse_scenario
 from engine.physics import layout_rules
 from engine.physics.layout_rules import divisors, split_choices
 from engine.scenario import PRECISION_DTYPE, ScenarioError
@@ -79,13 +79,12 @@ def rule_space(sc, n: int, allow_span: bool) -> np.ndarray:
     of schedule.split_options with every interleaving degree; ep dividing the experts, expert TP none or tp; ZeRO
     0-3 over the whole data-parallel group, ZeRO-3 without resharding, and ZeRO-1/3 over HSDP groups of one node's
     data-parallel ranks times HSDP_GROWTH. Dominated choices are not in it: sequence parallelism is on wherever
-    tp > 1, TP overlap wherever the stack has it (CUDA), the MoE all-to-all overlap wherever the stack has it and its
-    rule holds, selective recompute only with standard attention. Offload
+    tp > 1, TP overlap wherever the stack has it (CUDA), selective recompute only with standard attention; the MoE
+    all-to-all overlap is off (search.UNSEARCHED). Offload
     is enumerated only where nothing fits without it (tests/engine/test_finetune.py), so not in this space."""
     arch, tr = sc.arch, sc.training
     gpn = sc.gpus_per_node
     cuda = load_catalog().accelerator(sc.cluster.accelerator).software_stack == "CUDA"
-    a2a = scenario_stack(sc).moe_a2a_overlap
     facts = layout_rules.facts_of(arch, tr, n)
     rcs = [0, 1, 2] if tr.attention == "standard" else [0, 2]
     out = [np.zeros((0, len(COLUMNS)), dtype=np.int64)]
@@ -109,8 +108,7 @@ def rule_space(sc, n: int, allow_span: bool) -> np.ndarray:
         cols = layout_rules.columns(tp=t, pp=p, dp=d, cp=c, ep=expert[:, 0], mbs=np.array(mbs)[grid[0]], v=split[:, 2],
                                     zero=zero[:, 0], sp=t > 1, rc=grid[4], etp=expert[:, 1], first=split[:, 0],
                                     last=split[:, 1], reshard=zero[:, 1], shard=zero[:, 2], tpo=cuda and t > 1, off=0,
-                                    a2ao=a2a)
-        cols.a2ao = cols.a2ao & layout_rules.A2A_OVERLAP.holds(facts, cols)
+                                    a2ao=False)
         out.append(_rows(cols)[layout_rules.allowed(facts, cols)])
     return np.concatenate(out)
 
