@@ -95,6 +95,15 @@ def test_a_regime_without_its_own_data_says_what_is_missing_and_gets_a_band_no_n
     assert all(uncal.high / uncal.low >= b["high"] / b["low"] for b in fitted["bands"])
     lora = ranges.band_from(fitted, {**hopper, "method": "lora"})
     assert lora.support == "no data" and "no published LoRA fine-tuning run" in lora.text and lora.level == "widest"
+    # a MoE model where the stack has no MoE run on the family: the MoE physics is borrowed, the widest band
+    moe = ranges.band_from(fitted, {**hopper, "model": "MoE"})
+    assert (moe.support, moe.level, moe.measured) == ("no MoE run", "widest", False)
+    assert "no published pre-training run of a MoE model on Megatron-Core / NeMo and Hopper" in moe.text
+    assert (moe.low, moe.high) == pytest.approx((0.5, 2.0))
+    one = ranges.band_from(ranges.fit(runs + _runs({"f": [1.1, 1.2]}, model="MoE")), {**hopper, "model": "MoE"})
+    assert one.support == "no MoE run" and "come from one source (f)" in one.text       # never measured left out
+    two = ranges.fit(runs + _runs({"f": [1.1, 1.2], "g": [1.0]}, model="MoE"))
+    assert ranges.band_from(two, {**hopper, "model": "MoE"}).support == "measured"
 
 
 def test_the_stored_fit_is_the_fit_of_the_stored_runs():
