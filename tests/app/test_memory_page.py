@@ -125,3 +125,22 @@ def test_the_memory_kept_free_is_an_input_and_a_layout_inside_it_is_warned_about
     assert any(f"uses {fp32.memory_gib.total:.1f} of {fp32.memory_capacity_gib:.1f} GiB" in w
                and "50.0% headroom" in w for w in texts(at.warning)), texts(at.warning)
     assert decode(at.query_params["sc"]).scenario.training.memory_headroom_fraction == 0.5
+
+
+def test_the_all_to_all_overlap_is_offered_for_megatron_core_moe_layouts_and_speeds_the_step():
+    # NeMo's Qwen3-235B-A22B layout on 256 H100 (tp2 pp8 vp4 ep32): Megatron-Core can pair two micro-batches' chunks
+    from engine.inputs import parse_scenario
+    from engine.presentation.share import encode
+    from tests.engine.published_runs import nemo_25_11
+    run = next(r for r in nemo_25_11() if r.name == "H100 Qwen3_235B_a22B FP8-CS 256")
+    lay = next(x for x in run.layouts if x["recompute"] == "none" and x.get("first_stage_layers") is not None)
+    sc = parse_scenario({**run.scenario, "layout": {**lay, "moe_a2a_overlap": False}})
+    at = on_page(run_app({"sc": encode(sc)}), "memory")
+    exposed = estimate(at.session_state["scenario"]).step_time_s
+    at.toggle(key="w:layout.moe_a2a_overlap").set_value(True).run()
+    overlapped = at.session_state["scenario"]
+    assert overlapped.layout.moe_a2a_overlap and estimate(overlapped).step_time_s < 0.8 * exposed
+    assert any("all-to-all overlap" in c for c in texts(at.sidebar.caption))
+    at.selectbox(key="w:layout.virtual_stages").set_value(1).run()       # plain 1F1B: no pairing, the overlap goes
+    assert not at.session_state["scenario"].layout.moe_a2a_overlap
+    assert not [t for t in at.toggle if t.key == "w:layout.moe_a2a_overlap"]
