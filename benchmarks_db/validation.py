@@ -72,6 +72,9 @@ PRECISION_RULES = [
                                           "(theia's own system config is not in the index; its config_common.sh sets "
                                           "FP8 for what stays in 8 bits)"),
     ("v3.0", "Intel-HabanaLabs", "", "bf16", "Intel's v3.0 GPT-3 runs were BF16; FP8 came in v3.1 (311.94 -> 153.58 min)"),
+    ("v3.1", "Google", "cloud-tpu-v5e", "int8", "Google Cloud blog 'Announcing Cloud TPU v5e GA' (2023-11-08): the MLPerf "
+                                        "Training 3.1 GPT-3 175B run used INT8 Accurate Quantized Training (AQT) in "
+                                        "addition to native BF16"),
     ("", "Google", "", "bf16", "no precision published in the MaxText/PAX submissions; BF16 assumed"),
     ("", "", "", "fp8", "NVIDIA's LLM submissions set FP8=True (e.g. v5.1 theia_ngpu512 config_common.sh; LoRA: v4.0 "
                         "config_DGXH100_1x8x4xtp4pp1cp1.sh), as do the partner and Habana v3.1+ submissions and AMD's "
@@ -314,7 +317,8 @@ def diagnosis(row, df: pd.DataFrame) -> str | None:
             reasons.append(f"precision: Google publishes none for this submission; at BF16 the published minutes imply "
                            f"{mfu:.0%} model FLOP utilisation (6N per token, evaluation excluded), more than published "
                            "BF16 runs reach, so the run most likely computed its matmuls in INT8 (Google's accurate "
-                           "quantized training) or FP8, which the engine does not model for TPUs")
+                           "quantized training, precision int8, which Google stated for its v5e GPT-3 run) or FP8; "
+                           "without a published precision it is predicted at BF16")
         else:
             reasons.append("TPU efficiency not calibrated: no TPU matmul measurement or per-step TPU run is public, so "
                            "the catalog's assumed matmul efficiency and the H100's sustained level stand in; the "

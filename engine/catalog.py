@@ -13,7 +13,7 @@ from engine.physics.model import ModelArch
 # data/ at the repository root; installed (pip install .), the same files are package data in engine/data
 _INSTALLED_DATA = Path(__file__).resolve().parent / "data"
 DATA_DIR = _INSTALLED_DATA if _INSTALLED_DATA.is_dir() else Path(__file__).resolve().parent.parent / "data"
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "fp4")
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "fp4", "int8")
 
 
 class Source(BaseModel):
@@ -34,6 +34,8 @@ class PeakTflops(BaseModel):
     mxfp8: float | None = Field(default=None, gt=0, description="OCP MX FP8 (32-element blocks, E8M0 scales); null where the "
                                                                "tensor cores have no microscaling support (Hopper, MI300)")
     fp4: float | None = Field(default=None, gt=0, description="4-bit floating point: NVFP4 on NVIDIA, MXFP4 on AMD and others")
+    int8: float | None = Field(default=None, gt=0, description="dense INT8 matmul peak (TOPS) where training runs it: "
+                                                               "TPUs under AQT (precision int8); null elsewhere")
 
 
 class AttentionRate(BaseModel):

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.catalog import DATA_DIR, DTYPES, Source
 
-Precision = Literal["bf16", "fp16", "fp8", "fp32", "mxfp8", "nvfp4"]
-PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp32", "mxfp8", "nvfp4")
+Precision = Literal["bf16", "fp16", "fp8", "fp32", "mxfp8", "nvfp4", "int8"]
+PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp32", "mxfp8", "nvfp4", "int8")
 
 
 class FormatFigures(BaseModel):
@@ -100,10 +100,11 @@ PRECISION_DTYPE: dict[str, str] = {p: precision(p).peak_dtype for p in PRECISION
 # A precision the accelerator lacks falls back to the nearest one it has, in this order: the block-scaled formats to
 # the per-tensor FP8 of the generation before them (Hopper has no MX tensor cores and runs FP8 recipes with
 # per-tensor scales), FP8 to 16-bit, one 16-bit format to the other and then FP32; FP32 to nothing (a lower precision
-# would be another training run, not a substitute).
+# would be another training run, not a substitute). INT8 (AQT, TPUs only) falls back to 16-bit: the other 8-bit formats
+# are floating point, another recipe.
 FALLBACK: dict[str, tuple[str, ...]] = {"nvfp4": ("mxfp8", "fp8", "bf16", "fp16"), "mxfp8": ("fp8", "bf16", "fp16"),
                                         "fp8": ("bf16", "fp16"), "bf16": ("fp16", "fp32"), "fp16": ("bf16", "fp32"),
-                                        "fp32": ()}
+                                        "fp32": (), "int8": ("bf16", "fp16")}
 
 
 def trained_precision(acc, wanted: str) -> tuple[str | None, str]:

@@ -181,7 +181,7 @@ with inputs:
     binding.bind("training.total_tokens", st.number_input, F["training.total_tokens"], container=cols[2],
                 step=100.0)
     binding.bind("training.precision", st.selectbox, F["training.precision"], container=cols[0],
-                options=["bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"])
+                options=["bf16", "fp16", "fp8", "mxfp8", "nvfp4", "int8", "fp32"])
     binding.bind("training.optimizer", st.selectbox, F["training.optimizer"], container=cols[1],
                 options=["adam", "sgd"])
     binding.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],

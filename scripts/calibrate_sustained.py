@@ -106,9 +106,15 @@ class MlperfRun:
         return 1.0 / (pred["predicted_minutes"] * self.scaling)
 
 
+# (accelerator, precision class) whose results are held out as checks of the borrowing rules (engine.frameworks.resolve)
+# rather than fitted: Google's v3.1 TPU v5e GPT-3 result, the one TPU run in a stated precision (INT8 AQT), which at the
+# borrowed H100 16-bit level comes out at 0.945 of its published minutes (docs/validation.md, TPUs)
+BORROWING_CHECKS = {("TPU-v5e", "8bit"): "Google's v3.1 GPT-3 result in INT8: the check of the borrowed level at 8 bits"}
+
+
 def mlperf_runs(vendors=("AMD", "Google", "Intel", "AWS")) -> list[MlperfRun]:
     """The store's MLPerf results the engine models (GPT-3, Llama 3.1 405B, Llama 2 70B LoRA) on accelerators of these
-    vendors (NVIDIA's are held out: they check the NeMo-fitted levels)."""
+    vendors (NVIDIA's are held out: they check the NeMo-fitted levels; so are BORROWING_CHECKS)."""
     store = open_store(str(Path(tempfile.mkdtemp()) / "calibration.duckdb"))
     seed(store)
     df = validation.predicted_vs_measured(store)
@@ -117,7 +123,7 @@ def mlperf_runs(vendors=("AMD", "Google", "Intel", "AWS")) -> list[MlperfRun]:
     # a result whose log was not read is predicted at the reference run's batch: not the run it measured
     for r in df[(df.status == "predicted") & df.token_basis.map(validation.from_own_log)].itertuples():
         acc = load_catalog().accelerators.get(r.accelerator)
-        if acc is None or acc.vendor not in vendors:
+        if acc is None or acc.vendor not in vendors or (acc.id, fw.precision_class(r.precision)) in BORROWING_CHECKS:
             continue
         seq, gbs, tokens, _ = validation._logged_tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
         args = (r.benchmark, seq, gbs, tokens, r.precision, acc.id, int(r.n_accelerators), r.framework)

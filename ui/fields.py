@@ -78,7 +78,8 @@ F = {
     "training.precision": Field("Precision", "Number format of the matrix arithmetic: bf16 is standard; fp8 and mxfp8 "
                                              "are about twice as fast where supported (mxfp8 needs Blackwell, MI350 or "
                                              "newer); nvfp4 (4-bit, MXFP4 on AMD) about four times, with some layers "
-                                             "kept in bf16."),
+                                             "kept in bf16; int8 is Google's 8-bit training on TPUs (AQT, "
+                                             "MaxText quantization=int8)."),
     "training.framework": Field("Training framework", "The software stack that trains the model: Megatron-Core / "
                                                       "NeMo, PyTorch FSDP2 (TorchTitan), DeepSpeed or JAX / MaxText "
                                                       "(TPU). Each shards, overlaps and recomputes its own way and "

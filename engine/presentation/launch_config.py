@@ -543,8 +543,10 @@ def maxtext_overrides(sc: Scenario, lay: Layout, notes: list[str]) -> dict[str, 
         if acc.vendor in ("NVIDIA", "AMD"):
             out["quantization"] = "fp8" if acc.vendor == "NVIDIA" else "nanoo_fp8"
         else:
-            notes.append(f"fp8: MaxText's 8-bit training on {acc.vendor} is AQT int8 (quantization=int8), which the "
-                         "engine does not model; the command trains in bf16")
+            notes.append(f"fp8: MaxText's 8-bit training on {acc.vendor} is AQT int8 (training.precision int8, "
+                         "quantization=int8); the command trains in bf16")
+    elif t.precision == "int8":
+        out["quantization"] = "int8"
     elif t.precision in ("fp16", "fp32"):
         out["dtype"] = {"fp16": "float16", "fp32": "float32"}[t.precision]
     elif t.precision in ("mxfp8", "nvfp4"):

@@ -251,3 +251,18 @@ def test_nemo_qwen3_235b_on_h100_exports_its_all_to_all_overlap():
     assert (flags["--expert-model-parallel-size"], flags["--pipeline-model-parallel-size"]) == ("32", "8")
     off = parse_scenario({**run.scenario, "layout": {**lay, "moe_a2a_overlap": False}})
     assert "--overlap-moe-expert-parallel-comm" not in _flags(megatron_args(off, off.layout, []))
+
+
+def test_int8_on_a_tpu_exports_maxtexts_aqt_quantization_and_a_gpu_refuses_it():
+    # MaxText quantization=int8 (AQT: forward and both backward matmuls in int8); int8 has a catalog peak on TPUs only
+    data = {"model": {"preset": "llama2-7b"}, "training": {"seq_len": 2048, "global_batch_size": 512,
+                                                         "total_tokens": 1e11, "precision": "int8"},
+            "cluster": {"accelerator": "TPU-v5e", "n_gpus": 256},
+            "layout": {"dp": 256, "zero_stage": 3, "micro_batch_size": 2, "recompute": "full"}}
+    keys = _maxtext_keys(export(parse_scenario(data)).text)
+    assert keys["quantization"] == "int8"
+    bf16 = _maxtext_keys(export(parse_scenario(data | {"training": data["training"] | {"precision": "bf16"}})).text)
+    assert "quantization" not in bf16
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(data | {"cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 256}})
+    assert "no published dense int8 peak" in str(info.value.problems)
