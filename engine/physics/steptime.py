@@ -5,7 +5,8 @@ optimizer update.
 Overlap is never free (engine.physics.comm.overlapped_s): a collective that runs beside compute slows that compute by
 OVERLAP_SLOWDOWN while it runs, and whatever part of it outlasts the compute it hides behind is exposed. Tensor-
 parallel collectives are exposed unless tp_comm_overlap (then they hide behind the layer's matmuls); context-
-parallel KV exchange hides behind the attention core; MoE all-to-all is exposed; ZeRO-3 gathers each layer's
+parallel KV exchange hides behind the attention core; MoE all-to-all is exposed unless the stack overlaps it across
+micro-batches (moe_a2a_overlap, a2a_overlap_exposed_s); ZeRO-3 gathers each layer's
 weights behind the previous layer's compute and reduce-scatters its gradients behind the next one's, so a layer
 whose compute is shorter than its collectives exposes the difference, and a stage's first gather (with the embedding
 and output layer) and last reduce-scatter hide behind nothing; the data-parallel reduction of ZeRO 0-2 hides behind
