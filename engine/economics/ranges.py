@@ -250,18 +250,8 @@ def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> 
     method = METHOD_WORDS.get(regime["method"], regime["method"])
     stack = _stack_name(regime["framework"])
     found = None
-    if calibrated and not moe_measured(fitted, regime):
-        b, sources = fitted["widest"], sorted(moe_sources(fitted, regime))
-        have = (f"published {method} runs of MoE models on {stack} and {regime['family']} come from one source "
-                f"({sources[0]}), so their error was never measured with it left out" if sources else
-                f"no published {method} run of a MoE model on {stack} and {regime['family']} (the per-expert cost and "
-                "the all-to-all were measured on other accelerators)")
-        text = (f"{words}: {have}; the widest band, {b['low']:.2f}-{b['high']:.2f}x the engine's time (the largest "
-                f"spread measured, {b['basis']})")
-        return RegimeBand(regime=regime, measured=False, support="no MoE run", level="widest", n_runs=b["n_runs"],
-                          sources=b["sources"], low=min(b["low"], 1.0), median=b["median"],
-                          high=max(b["high"], 1.0), text=text)
-    if calibrated:
+    moe_ok = moe_measured(fitted, regime)
+    if calibrated and moe_ok:
         for b in fitted["bands"]:
             deeper = found is None or len(b["level"]) > len(found["level"])
             if deeper and b["key"] == {d: regime[d] for d in b["level"]}:
@@ -282,9 +272,19 @@ def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> 
                 f"{'' if cls == 'measured' else f'in the same position ({cls}) '}landed with their source left out)")
         b = found
     else:
-        b, name, cls = fitted["widest"], "widest", "uncalibrated" if not calibrated else "no data"
-        reason = ("the accelerator has no level fitted for this stack and precision (uncalibrated)" if not calibrated
-                  else f"no published {method} run measures the engine's error")
+        b, name = fitted["widest"], "widest"
+        if not calibrated:
+            cls = "uncalibrated"
+            reason = "the accelerator has no level fitted for this stack and precision (uncalibrated)"
+        elif not moe_ok:
+            sources = sorted(moe_sources(fitted, regime))
+            cls, reason = "no MoE run", (
+                f"published {method} runs of MoE models on {stack} and {regime['family']} come from one source "
+                f"({sources[0]}), so their error was never measured with it left out" if sources else
+                f"no published {method} run of a MoE model on {stack} and {regime['family']} (the per-expert cost "
+                "and the all-to-all were measured on other accelerators)")
+        else:
+            cls, reason = "no data", f"no published {method} run measures the engine's error"
         text = (f"{words}: {reason}; the widest band, {b['low']:.2f}-{b['high']:.2f}x the engine's time (what runs "
                 f"on a borrowed level took: the largest spread measured, {fitted['widest']['basis']})")
     return RegimeBand(regime=regime, measured=found is not None and cls == "measured", support=cls, level=name,

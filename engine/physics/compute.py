@@ -38,8 +38,8 @@ class LayerTimes:
     matmul_bwd: np.ndarray
     attn_fwd: np.ndarray     # attention core alone: what context-parallel KV exchange can hide behind
     attn_bwd: np.ndarray
-    mlp_fwd: np.ndarray      # the MLP (or routed and shared experts with their fixed cost) alone: what one micro-batch's
-    mlp_bwd: np.ndarray      # MoE all-to-all hides behind under the stack's overlap (the rest of the layer is attention)
+    mlp_fwd: np.ndarray      # the MLP (or routed and shared experts with their fixed cost) alone: what a micro-
+    mlp_bwd: np.ndarray      # batch's MoE all-to-all hides behind under the overlap (the rest is attention)
 
 
 def attention_keys(shape: Shape, seq_len: int) -> float:
@@ -120,12 +120,12 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     per_token = per_token + hw.cast_bytes * (3 * h / t + ffn)
     elementwise_fwd = stream_s(tokens * per_token, hw.hbm_bytes_per_s)
 
-    fixed = LAYER_FIXED_S + (expert_fixed_s(shape, lay, hw) if moe else 0.0)   # (the experts' part: mlp_fwd)
+    expert_fixed = expert_fixed_s(shape, lay, hw) if moe else 0.0
+    fixed = LAYER_FIXED_S + expert_fixed
     fwd = matmul_fwd + attn_fwd + elementwise_fwd + fixed
     bwd = matmul_bwd + attn_bwd + 2 * elementwise_fwd + 2 * fixed
     selective = selective_recompute_s(attn_fwd, matmul_fwd, elementwise_fwd, flash, hw)
     recompute = np.select([lay.rc == 0, lay.rc == 1], [0.0 * fwd, selective], fwd)
-    expert_fixed = expert_fixed_s(shape, lay, hw) if moe else 0.0
     return LayerTimes(fwd=fwd, bwd=bwd, recompute=recompute, matmul_fwd=matmul_fwd, matmul_bwd=matmul_bwd,
                       attn_fwd=attn_fwd, attn_bwd=attn_bwd, mlp_fwd=mlp_fwd + expert_fixed,
                       mlp_bwd=mlp_bwd + 2 * expert_fixed)

@@ -124,8 +124,7 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         weight_copy_bytes=(1 - high_share) * fmt.weight_copy_bytes,
         framework=fw.stack.id, selective_recompute_matmul_share=fw.stack.selective_recompute_matmul_share,
         tp_overlap_share=fw.stack.tp_overlap_share, calibrated=fw.calibrated,
-        moe_expert_gemm_fixed_s=fw.stack.moe_expert_gemm_fixed_us * 1e-6,
-        framework_detail=fw.detail(),
+        moe_expert_gemm_fixed_s=fw.stack.moe_expert_gemm_fixed_us * 1e-6, framework_detail=fw.detail(),
         grad_reduce_bytes=fw.stack.grad_reduce_bytes,
         frozen_weight_bytes=((1 - high_share) * fmt.weight_copy_bytes + high_share * 2.0)
         if fw.stack.fp8.frozen_base_low_precision_only and fmt.weight_copy_bytes > 0 else None,

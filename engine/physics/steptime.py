@@ -75,8 +75,9 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         routed = e * tokens / t * shape.top_k * h
         a2a = all_to_all_s(routed, lay.ep, k_ep, hw)
         etp_ag = all_gather_s(routed * lay.etp, lay.etp, members_per_node(1, lay.etp, g), hw)
-        ep = np.where(lay.a2ao, a2a_overlap_exposed_s(lt, a2a + etp_ag, lay, training, slow) + (a2a + etp_ag) * 2 * full,
-                      (a2a + etp_ag) * (4 + 2 * full))
+        one = a2a + etp_ag
+        ep = np.where(lay.a2ao, a2a_overlap_exposed_s(lt, one, lay, training, slow) + one * 2 * full,
+                      one * (4 + 2 * full))
     else:
         ep = 0.0 * tp
 
