@@ -171,11 +171,11 @@ def _level_scale(store: Store, accelerator_id: str, framework: str | None, out: 
     """level_scale from trusted step-time runs of this accelerator and stack (benchmarks_db/step_time.py)."""
     from benchmarks_db.step_time import level_calibration
     from engine.catalog import load_catalog
-    from engine.frameworks import frameworks
+    from engine.frameworks import stack_id
     acc = load_catalog().accelerators.get(accelerator_id)
     if acc is None:
         return
-    fw = framework or frameworks().vendor_defaults[acc.vendor].framework
+    fw = stack_id(framework, acc.vendor)
     hit = level_calibration(store, accelerator_id, fw)
     if not len(hit):
         out["missing"]["level_scale"] = f"no trusted step-time log of {fw} on {accelerator_id}"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.catalog import DATA_DIR, Source, load_catalog
 
@@ -88,11 +88,20 @@ class Stack(BaseModel):
         "share of the exposed tensor-parallel communication that the stack's overlap (tp_comm_overlap) hides"))
     tp_overlap_note: str
     attention: Attention
+    moe_expert_kernels: Literal["host_per_expert", "grouped_on_device"] = Field(description=(
+        "how the stack runs a MoE layer's local experts: host_per_expert, the host issues each expert's kernels once "
+        "it has read the tokens per expert back from the device (a fixed cost per local expert); grouped_on_device, "
+        "one grouped kernel per projection reads the per-expert offsets on the device (no per-expert fixed cost)"))
     moe_expert_gemm_fixed_us: float = Field(ge=0, le=1000, description=(
         "time each local expert's GEMM adds beyond its FLOPs and bytes, microseconds: the per-expert kernels around "
         "it (splits, casts, the grouped GEMM's per-expert setup) issued by the host after the token dispatcher's "
-        "device-to-host synchronisation of the tokens per expert, while the GPU waits"))
+        "device-to-host synchronisation of the tokens per expert, while the GPU waits; 0 where the experts run "
+        "grouped on the device"))
     moe_expert_note: str
+    moe_fitted: bool = Field(description=(
+        "the stack's MoE physics (per-expert cost, all-to-all) was fitted on published MoE runs of the stack "
+        "(scripts/calibrate_sustained.py); without, the planner does not choose the stack for a MoE model on its own: "
+        "a stack whose MoE was never measured would win on costs nobody measured it paying (candidates)"))
     moe_a2a_overlap: bool = Field(description=(
         "the stack can overlap one micro-batch's MoE all-to-all with another's compute (layout.moe_a2a_overlap)"))
     moe_a2a_overlap_note: str = Field(min_length=10)
@@ -101,6 +110,13 @@ class Stack(BaseModel):
     grad_reduce_note: str
     fp8: Fp8Recipe
     source: Source
+
+    @model_validator(mode="after")
+    def _grouped_experts_pay_no_host_cost(self) -> "Stack":
+        if self.moe_expert_kernels == "grouped_on_device" and self.moe_expert_gemm_fixed_us:
+            raise ValueError(f"{self.id}: experts grouped on the device pay no per-expert host cost "
+                             f"(moe_expert_gemm_fixed_us {self.moe_expert_gemm_fixed_us}, expected 0)")
+        return self
 
     @property
     def short_name(self) -> str:
@@ -185,17 +201,25 @@ def level_row(doc: Frameworks, framework: str, accelerator: str, pclass: str) ->
                  and lv.precision_class == pclass), None)
 
 
-def candidates(vendor: str, accelerator: str, precision: str) -> tuple[str, ...]:
+def stack_id(framework: str | None, vendor: str) -> str:
+    """The stack a scenario trains on: the one it names, else its accelerator vendor's MLPerf default
+    (stack_id(None, vendor) is the default)."""
+    return framework or frameworks().vendor_defaults[vendor].framework
+
+
+def candidates(vendor: str, accelerator: str, precision: str, moe: bool = False) -> tuple[str, ...]:
     """The stacks the planner weighs when the scenario names none: those that run on the accelerator's vendor
-    (runs_on) and have a level fitted for this accelerator and precision class, the vendor's MLPerf default first (it
-    wins a tie); where none has one, the vendor's default alone, which resolve marks uncalibrated. So an uncalibrated
-    stack never competes on the fallback level borrowed from another stack and accelerator."""
+    (runs_on) and have a level fitted for this accelerator and precision class, and for a MoE model only those whose
+    MoE was fitted on published MoE runs (moe_fitted), the vendor's MLPerf default first (it wins a tie); where none
+    qualifies, the vendor's default alone, which resolve marks uncalibrated. So an uncalibrated stack never competes
+    on the fallback level borrowed from another stack and accelerator, nor an unmeasured MoE implementation on
+    per-expert costs nobody measured."""
     doc = frameworks()
-    default = doc.vendor_defaults[vendor].framework
+    default = stack_id(None, vendor)
     pclass = precision_class(precision)
     order = [default] + [r.id for r in doc.rows if r.id != default]
     fitted = tuple(fw for fw in order if vendor in stack(fw).runs_on.vendors
-                   and level_row(doc, fw, accelerator, pclass) is not None)
+                   and level_row(doc, fw, accelerator, pclass) is not None and (stack(fw).moe_fitted or not moe))
     return fitted or (default,)
 
 
@@ -239,7 +263,7 @@ def resolve(framework: str | None, vendor: str, accelerator: str, precision: str
     and precision class; without one, the documented fallback level, marked uncalibrated."""
     doc = frameworks()
     default = doc.vendor_defaults[vendor]
-    chosen = framework or default.framework
+    chosen = stack_id(framework, vendor)
     pclass = precision_class(precision)
     row = level_row(doc, chosen, accelerator, pclass)
     if row is not None:

@@ -41,7 +41,7 @@ def parse_scenario(data: dict | str | bytes) -> Scenario:
 def scenario_stack(sc: Scenario) -> frameworks.Stack:
     """The scenario's software stack: the one it names, else its accelerator vendor's default."""
     vendor = load_catalog().accelerator(sc.cluster.accelerator).vendor
-    return frameworks.stack(sc.training.framework or frameworks.frameworks().vendor_defaults[vendor].framework)
+    return frameworks.stack(frameworks.stack_id(sc.training.framework, vendor))
 
 
 def a2a_overlap_offered(sc: Scenario) -> bool:

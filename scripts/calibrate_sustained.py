@@ -78,7 +78,7 @@ def clear_caches() -> None:
 def group_of(run) -> tuple[str, str, str]:
     """(stack, accelerator, precision class) of a run: the stack it names, else its vendor's default."""
     vendor = load_catalog().accelerator(run.accelerator).vendor
-    framework = run.framework or fw.frameworks().vendor_defaults[vendor].framework
+    framework = fw.stack_id(run.framework, vendor)
     return framework, run.accelerator, fw.precision_class(run.precision)
 
 
@@ -318,7 +318,9 @@ def write(fitted: dict, share: float, expert_us: float) -> None:
     for row in data["rows"]:
         if row["id"] == "pytorch_fsdp2":
             row["tp_overlap_share"] = share
-        row["moe_expert_gemm_fixed_us"] = expert_us          # measured on Megatron-Core only (each row's note)
+        if row["moe_expert_kernels"] == "host_per_expert":   # measured on Megatron-Core only (each row's note)
+            row["moe_expert_gemm_fixed_us"] = expert_us
+        row["moe_fitted"] = row["id"] == "megatron_core"     # the stack of the MoE runs fit_expert_fixed reads
     FRAMEWORKS_JSON.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {FRAMEWORKS_JSON}")
 

@@ -455,14 +455,14 @@ def _best_on_stack(sc: Scenario, n_gpus: int, objective: str, quick: bool) -> Es
 
 def stacks(sc: Scenario) -> tuple[str | None, ...]:
     """The software stacks a search weighs for the scenario: the one it names; without one, the stacks that run on
-    its accelerator's vendor with a level fitted for it (engine.frameworks.candidates). Where that is the vendor's
-    default alone the scenario is searched as it is (None: the cache key and the answer do not change); the stack
-    becomes part of the key only where there is a choice."""
+    its accelerator's vendor with a level fitted for it, and for a MoE model a MoE fitted on published MoE runs
+    (engine.frameworks.candidates). Where that is the vendor's default alone the scenario is searched as it is (None:
+    the cache key and the answer do not change); the stack becomes part of the key only where there is a choice."""
     if sc.training.framework is not None:
         return (sc.training.framework,)
     acc = load_catalog().accelerator(sc.cluster.accelerator)
-    found = frameworks.candidates(acc.vendor, acc.id, sc.training.precision)
-    return (None,) if found == (frameworks.frameworks().vendor_defaults[acc.vendor].framework,) else found
+    found = frameworks.candidates(acc.vendor, acc.id, sc.training.precision, sc.arch.is_moe)
+    return (None,) if found == (frameworks.stack_id(None, acc.vendor),) else found
 
 
 def on_stack(sc: Scenario, framework: str | None) -> Scenario:
@@ -542,8 +542,8 @@ def pinned(sc: Scenario, best: Estimate | None) -> Scenario:
     fw = (best.framework or {}).get("id") if best is not None else None
     if sc.training.framework is not None or fw is None:
         return sc
-    default = frameworks.frameworks().vendor_defaults[load_catalog().accelerator(sc.cluster.accelerator).vendor]
-    return sc if fw == default.framework else on_stack(sc, fw)
+    default = frameworks.stack_id(None, load_catalog().accelerator(sc.cluster.accelerator).vendor)
+    return sc if fw == default else on_stack(sc, fw)
 
 
 def best_at(sc: Scenario, n_gpus: int, objective: str = "time", quick: bool = False) -> Estimate | None:

@@ -13,10 +13,11 @@ from engine import __main__ as commands
 from engine import frameworks
 from engine.planning.estimate import estimate
 from engine.planning.plan import plan
-from engine.planning.search import best_at, search
+from engine.planning.search import best_at, search, stacks
 from engine.presentation.answer import answer_scenario, stack_text
 from engine.presentation.edit import adopt_layout, default_scenario
 from engine.presentation.summary import summary_html
+from tests.engine.helpers import parse
 
 DATA = json.loads((Path(__file__).resolve().parents[2] / "data" / "frameworks.json").read_text())
 
@@ -46,6 +47,19 @@ def test_on_tpu_only_jax_maxtext_is_weighed_and_an_uncalibrated_stack_never_comp
     # MI300X fp8: PyTorch (AMD's MLPerf stack) has the fitted level; Megatron-Core runs on ROCm but has none there
     assert "AMD" in frameworks.stack("megatron_core").runs_on.vendors
     assert frameworks.candidates("AMD", "MI300X", "fp8") == ("pytorch_fsdp2",)
+
+
+def test_for_a_moe_model_only_a_stack_whose_moe_was_measured_competes():
+    # TorchTitan's grouped experts pay no per-expert host cost, but no published MoE run measured that stack: on
+    # H100 only Megatron-Core (fitted on NeMo's H100 MoE runs) is weighed for a MoE model, both for a dense one
+    assert frameworks.stack("megatron_core").moe_fitted and not frameworks.stack("pytorch_fsdp2").moe_fitted
+    assert frameworks.candidates("NVIDIA", "H100-SXM5-80GB", "bf16", moe=True) == ("megatron_core",)
+    assert frameworks.candidates("NVIDIA", "H100-SXM5-80GB", "bf16") == ("megatron_core", "pytorch_fsdp2")
+    # AMD: no stack's MoE is measured there; the vendor's default alone, as for an uncalibrated accelerator
+    assert frameworks.candidates("AMD", "MI300X", "fp8", moe=True) == ("pytorch_fsdp2",)
+    moe = parse(**{"model.preset": "qwen3-30b-a3b", "layout": None})
+    dense = parse(**{"layout": None})
+    assert stacks(moe) == (None,) and stacks(dense) == ("megatron_core", "pytorch_fsdp2")
 
 
 def test_on_h100_the_stack_with_the_higher_fitted_level_is_chosen_and_the_gap_is_said():

@@ -111,3 +111,30 @@ def test_a_4bit_recipe_borrows_its_stacks_fp8_level_on_the_same_accelerator():
     assert gb300.stand_in == "the level of megatron_core on GB300 at 8bit"
     b300 = frameworks.resolve(None, "NVIDIA", "B300-SXM-270GB", "nvfp4")          # its die's (GB300) FP8 level
     assert b300.level == _level("megatron_core", "GB300", "8bit") and "on GB300 at 8bit" in b300.stand_in
+
+
+OLMOE = {"n_layers": 16, "hidden_size": 2048, "n_heads": 16, "ffn_hidden_size": 1024, "vocab_size": 50304,
+         "ffn_type": "swiglu", "n_experts": 64, "experts_per_token": 8}   # OLMoE-1B-7B config.json
+
+
+@pytest.mark.parametrize("stack, kernels", [("megatron_core", "host_per_expert"), ("deepspeed", "host_per_expert"),
+                                            ("pytorch_fsdp2", "grouped_on_device")])
+def test_only_stacks_that_issue_each_experts_kernels_from_the_host_pay_the_per_expert_cost(stack, kernels):
+    # Transformer Engine's GroupedLinear takes the tokens per expert as a host list and DeepSpeed-MoE loops over its
+    # experts in Python; TorchTitan's torch._grouped_mm reads the offsets on the device: 64 local experts (OLMoE on
+    # 8 H100 without expert parallelism) cost Megatron-Core 2 GEMMs x 64 x 189.7 us in each layer's forward
+    from engine.physics.compute import expert_fixed_s
+    from engine.physics.hardware import resolve_hardware
+    from engine.physics.layouts import Layouts
+    from engine.physics.model import shape_of
+    sc = parse_scenario(scenario(**{"model": OLMOE, "training.framework": stack, "layout.zero_stage": 3}))
+    hw = resolve_hardware(sc)
+    assert frameworks.stack(stack).moe_expert_kernels == kernels
+    fixed = float(expert_fixed_s(shape_of(sc.model), Layouts.of([sc.layout]), hw)[0])
+    assert fixed == (pytest.approx(2 * 64 * 189.7e-6, rel=1e-3) if kernels == "host_per_expert" else 0.0)
+
+
+def test_a_stack_with_experts_grouped_on_the_device_and_a_per_expert_cost_is_refused():
+    row = frameworks.stack("pytorch_fsdp2").model_dump()
+    with pytest.raises(ValueError, match="pay no per-expert host cost"):
+        frameworks.Stack.model_validate({**row, "moe_expert_gemm_fixed_us": 189.7})
