@@ -282,7 +282,7 @@ def band_from(fitted: dict, regime: dict[str, str], calibrated: bool = True) -> 
                 f"published {method} runs of MoE models on {stack} and {regime['family']} come from one source "
                 f"({sources[0]}), so their error was never measured with it left out" if sources else
                 f"no published {method} run of a MoE model on {stack} and {regime['family']} (the per-expert cost "
-                "and the all-to-all were measured on other accelerators)")
+                "and the all-to-all were measured on another stack or accelerator)")
         else:
             cls, reason = "no data", f"no published {method} run measures the engine's error"
         text = (f"{words}: {reason}; the widest band, {b['low']:.2f}-{b['high']:.2f}x the engine's time (what runs "
