@@ -264,9 +264,8 @@ async def _link_session(browser, url: str, token: str, timeout_ms: float) -> tup
         await _idle(page)
         seconds = time.perf_counter() - t
         await _assert_no_exception(page)
-        busy = await page.get_by_text("The planner is busy").count()
         chosen = await page.get_by_text("Layout chosen:").count()
-        return seconds, "busy, said so" if busy else "layout chosen" if chosen else "opened"
+        return seconds, await _refusal(page) or ("layout chosen" if chosen else "opened")
 
 
 async def _bomb_session(browser, url: str, data: bytes, timeout_ms: float) -> tuple[float, str]:
@@ -284,8 +283,15 @@ async def _bomb_session(browser, url: str, data: bytes, timeout_ms: float) -> tu
         seconds = time.perf_counter() - t
         await _assert_no_exception(page)
         bomb = await page.get_by_text("decompression bomb").count()
-        busy = await page.get_by_text("The planner is busy").count()
-        return seconds, "refused as a bomb" if bomb else "busy, said so" if busy else "refused"
+        return seconds, "refused as a bomb" if bomb else await _refusal(page) or "refused"
+
+
+async def _refusal(page) -> str | None:
+    """How the work limit refused this session's job, as the page says it (engine.work_limits: the requester over
+    its share of jobs, or every slot busy past the wait), or None."""
+    if await page.get_by_text("jobs running or waiting").count():
+        return "over its share, said so"
+    return "busy, said so" if await page.get_by_text("The planner is busy").count() else None
 
 
 async def _other_session(browser, url: str, timeout_ms: float) -> tuple[float, str]:

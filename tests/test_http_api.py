@@ -259,14 +259,17 @@ def test_work_beyond_the_limit_gets_429_with_retry_after(tmp_path):
     """One slot, and one requester may have at most 8 jobs running or waiting (engine/work_limits.py): of 12
     searches sent at once from one address, at least 4 are refused with 429 and Retry-After, the others answer.
     Each asks a different batch, so none is answered from the search cache (a cached answer would free its place
-    within milliseconds and let a late request in), and all 12 leave together at a barrier."""
+    within milliseconds and let a late request in), and all 12 leave together at a barrier. Each is a MoE search of
+    about 4 s on an idle core (Mixtral 8x7B on 256 H100): a 70B dense search (0.6 s) could end before a loaded
+    machine had admitted the twelfth request, which then took the freed place (CI: 3 refused)."""
     proc, url = start(tmp_path, APP_MAX_CONCURRENT_WORK="1")
     results = []
     lock = threading.Lock()
     together = threading.Barrier(12)
 
     def one(i):
-        question = LLAMA_70B | {"training": LLAMA_70B["training"] | {"global_batch_size": 128 * (i + 2)}}
+        question = {"model": {"preset": "mixtral-8x7b"}, "cluster": LLAMA_70B["cluster"],
+                    "training": LLAMA_70B["training"] | {"seq_len": 4096, "global_batch_size": 256 * (i + 2)}}
         together.wait()
         status, doc, headers = post(url, "/v1/search?top=1", question)
         with lock:

@@ -56,7 +56,10 @@ def test_layout_less_links_and_zip_bombs_keep_the_server_answering(server):
     print(f"\nhostile load against {server.what}:\n{figures.report()}")
     assert figures.errors == []
     assert len(figures.seconds["other"]) == 4                       # everybody else got every page
-    assert set(figures.outcomes["link"]) <= {"layout chosen", "busy, said so"} and len(figures.outcomes["link"]) == 8
-    assert set(figures.outcomes["bomb"]) <= {"refused as a bomb", "busy, said so"} and len(figures.outcomes["bomb"]) == 4
+    # all 16 sessions come from one address, one requester with 8 jobs at most (engine.work_limits): a job past that
+    # share is refused with its message, as is one that waited past the slots
+    refused = {"busy, said so", "over its share, said so"}
+    assert set(figures.outcomes["link"]) <= {"layout chosen", *refused} and len(figures.outcomes["link"]) == 8
+    assert set(figures.outcomes["bomb"]) <= {"refused as a bomb", *refused} and len(figures.outcomes["bomb"]) == 4
     assert load_test.lock_errors(server.log()) == []
     assert figures.peak_rss_mib < PEAK_RSS_LIMIT_MIB
