@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.catalog import DATA_DIR, DTYPES, Source
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32", "mxfp8", "nvfp4", "int8"]
-PRECISIONS: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp32", "mxfp8", "nvfp4", "int8")
+PRECISIONS: tuple[str, ...] = get_args(Precision)
 
 
 class FormatFigures(BaseModel):

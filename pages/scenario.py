@@ -8,6 +8,7 @@ from engine.frameworks import FRAMEWORKS, stack
 from engine.economics.cost import PRICING, price_table
 from engine.presentation.edit import CALIBRATION_FIELDS, apply_edit, default_scenario, describe_layout, with_layout
 from engine.hf_config import MAX_CONFIG_BYTES, HFConfigError, parse_hf_config
+from engine.precision import PRECISIONS
 from engine.regions import region_choices
 from engine.presentation.figures import published_training_note
 from engine.presentation.formatting import JOB_NAMES, model_size_text
@@ -181,7 +182,7 @@ with inputs:
     binding.bind("training.total_tokens", st.number_input, F["training.total_tokens"], container=cols[2],
                 step=100.0)
     binding.bind("training.precision", st.selectbox, F["training.precision"], container=cols[0],
-                options=["bf16", "fp16", "fp8", "mxfp8", "nvfp4", "int8", "fp32"])
+                options=[p for p in PRECISIONS if p != "fp32"] + ["fp32"])      # the full-precision one last
     binding.bind("training.optimizer", st.selectbox, F["training.optimizer"], container=cols[1],
                 options=["adam", "sgd"])
     binding.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],

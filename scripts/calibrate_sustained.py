@@ -200,11 +200,15 @@ def fit_async_tp() -> float:
     return share
 
 
+# the stack whose MoE runs (NeMo 25.11's on H100) fit the per-expert cost: the only one with moe_fitted
+MOE_STACK = "megatron_core"
+
+
 def fit_expert_fixed(moe_runs: list, levels: dict, lo: float = 0.0, hi: float = 400.0) -> float:
-    """megatron_core moe_expert_gemm_fixed_us minimising the squared log errors of the MoE runs, at the levels
+    """MOE_STACK's moe_expert_gemm_fixed_us minimising the squared log errors of the MoE runs, at the levels
     fitted on dense runs (golden section)."""
     def loss(c: float) -> float:
-        with overridden(levels, {"megatron_core": {"moe_expert_gemm_fixed_us": c}}):
+        with overridden(levels, {MOE_STACK: {"moe_expert_gemm_fixed_us": c}}):
             return sum(math.log(r.figure(r.predict()) / r.published) ** 2 for r in moe_runs)
 
     g = (math.sqrt(5) - 1) / 2
@@ -249,13 +253,13 @@ def main() -> None:
     moe_fit = [r for g in dense_groups for r in groups[g] if is_moe(r) and r.source == "nemo_25_11"]
     levels = {g: fitted[g] for g in dense_groups}
     expert_us = fit_expert_fixed(moe_fit, levels)
-    stacks["megatron_core"] = {"moe_expert_gemm_fixed_us": expert_us}
-    print(f"megatron_core moe_expert_gemm_fixed_us {expert_us:g} fitted on {len(moe_fit)} runs: "
+    stacks[MOE_STACK] = {"moe_expert_gemm_fixed_us": expert_us}
+    print(f"{MOE_STACK} moe_expert_gemm_fixed_us {expert_us:g} fitted on {len(moe_fit)} runs: "
           + ", ".join(r.name for r in moe_fit))
     for r in moe_fit:
         others = [x for x in moe_fit if x is not r]
         c = fit_expert_fixed(others, levels)
-        with overridden(levels, {**stacks, "megatron_core": {"moe_expert_gemm_fixed_us": c}}):
+        with overridden(levels, {**stacks, MOE_STACK: {"moe_expert_gemm_fixed_us": c}}):
             e = r.figure(r.predict()) / r.published - 1
         print(f"    leave-one-out: {r.name} with {c:g} us fitted on the others: error {e:+.1%}")
     lines, err, loo_err = [], defaultdict(list), defaultdict(list)
@@ -318,9 +322,9 @@ def write(fitted: dict, share: float, expert_us: float) -> None:
     for row in data["rows"]:
         if row["id"] == "pytorch_fsdp2":
             row["tp_overlap_share"] = share
-        if row["moe_expert_kernels"] == "host_per_expert":   # measured on Megatron-Core only (each row's note)
+        if row["moe_expert_kernels"] == "host_per_expert":   # measured on MOE_STACK only (each row's note)
             row["moe_expert_gemm_fixed_us"] = expert_us
-        row["moe_fitted"] = row["id"] == "megatron_core"     # the stack of the MoE runs fit_expert_fixed reads
+        row["moe_fitted"] = row["id"] == MOE_STACK
     FRAMEWORKS_JSON.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {FRAMEWORKS_JSON}")
 

@@ -7,6 +7,10 @@ import pytest
 from engine import frameworks
 from engine.inputs import parse_scenario
 from engine.physics.comm import members_per_node, placed_domain
+from engine.physics.compute import expert_fixed_s
+from engine.physics.hardware import resolve_hardware
+from engine.physics.layouts import Layouts
+from engine.physics.model import shape_of
 from engine.planning.estimate import estimate
 from engine.scenario import ScenarioError
 from tests.engine.helpers import scenario
@@ -123,10 +127,6 @@ def test_only_stacks_that_issue_each_experts_kernels_from_the_host_pay_the_per_e
     # Transformer Engine's GroupedLinear takes the tokens per expert as a host list and DeepSpeed-MoE loops over its
     # experts in Python; TorchTitan's torch._grouped_mm reads the offsets on the device: 64 local experts (OLMoE on
     # 8 H100 without expert parallelism) cost Megatron-Core 2 GEMMs x 64 x 189.7 us in each layer's forward
-    from engine.physics.compute import expert_fixed_s
-    from engine.physics.hardware import resolve_hardware
-    from engine.physics.layouts import Layouts
-    from engine.physics.model import shape_of
     sc = parse_scenario(scenario(**{"model": OLMOE, "training.framework": stack, "layout.zero_stage": 3}))
     hw = resolve_hardware(sc)
     assert frameworks.stack(stack).moe_expert_kernels == kernels
