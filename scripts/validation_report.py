@@ -20,7 +20,7 @@ from engine.planning.estimate import estimate  # noqa: E402
 from engine.inputs import parse_scenario  # noqa: E402
 from engine.planning.search import search  # noqa: E402
 from engine.scenario import Layout  # noqa: E402
-from tests.engine.published_runs import h100_weak_scaling, megatron_table1  # noqa: E402
+from tests.engine.published_runs import h100_weak_scaling, megatron_table1, nemo_25_11  # noqa: E402
 
 
 def layout_text(layout: Layout) -> str:
@@ -39,7 +39,7 @@ def table(title: str, runs, predictions) -> list[str]:
     out = [f"### {title}", "", "| Run | Published | Predicted | Error | Layout |", "|---|---|---|---|---|"]
     errors = []
     for run, est in zip(runs, predictions):
-        pred = getattr(est, run.metric)
+        pred = run.figure(est)
         errors.append(pred / run.published - 1)
         out.append(f"| {run.name} | {run.published:.1f} | {pred:.1f} | {errors[-1]:+.1%} | {layout_text(est.layout)} |")
     out += ["", f"Median |error| {statistics.median(abs(e) for e in errors):.1%}, worst {max(abs(e) for e in errors):.1%}.", ""]
@@ -142,6 +142,9 @@ def main() -> None:
                    [r.predict() for r in ws])
     lines += table("Search realism: the search's best layout for each weak-scaling job (layout free)", ws,
                    [r.search_best() for r in ws])
+    nemo = nemo_25_11()
+    lines += table("Search realism: NeMo 25.11, the search's best layout for each job (layout free; tokens/s per GPU)",
+                   nemo, [r.search_best() for r in nemo])
     lines += korthikanti() + flash_attention_2() + llama3_table4() + llama3_whole_run() + mlperf()
     print("\n".join(lines))
 

@@ -5,6 +5,8 @@ runs achieved. Each test prints its table (run with -s to see it; docs/validatio
 - Megatron-LM's H100 weak-scaling table (2024): 9 runs on 48-6,144 H100, published layouts.
 - Search realism: for the same 9 jobs (model, GPUs, sequence, batch fixed, layout free) the search's best layout is
   predicted within 15% of the tuned run's published throughput.
+  The same for NVIDIA's NeMo 25.11 recipes on H100, B200, GB200 and GB300 (15 jobs): within 15% except the two
+  small-expert MoE runs on H100, whose known over-rating is held in a stated band.
 - NeMo 25.11 (Megatron-Core, FP8 current scaling) on H100, B200, GB200 and GB300 and TorchTitan (PyTorch FSDP2, Dec
   2024) on H100: tokens/s per GPU with the published layouts. The tolerances are what leaving one run out of each
   level's fit supports (scripts/calibrate_sustained.py: NeMo dense median 3.8%, worst 13.7%; TorchTitan compiled
@@ -75,6 +77,26 @@ def test_nemo_dense_runs_on_four_nvidia_generations(capsys):
     errors = _table(runs, [r.predict() for r in runs], capsys, "NeMo 25.11, tokens/s per GPU, dense FP8 runs")
     assert statistics.median(abs(e) for e in errors) <= 0.10
     assert max(abs(e) for e in errors) <= 0.20
+
+
+# Small-expert MoE on H100, where the search's layout (micro-batch 8, Megatron-FSDP, full recompute) amortises the
+# fitted per-expert host cost over four times the tokens of NVIDIA's recipe (micro-batch 1-2, pp with vp): rated
+# 1.29-1.55x the published run (docs/validation.md, "Search realism: NeMo 25.11"), shown, not asserted
+SMALL_EXPERTS_ON_H100 = ("H100 Qwen3_30B_a3B FP8-CS 16", "H100 Qwen3_235B_a22B FP8-CS 256")
+
+
+def test_search_best_layout_matches_nvidia_tuned_runs(capsys):
+    # NVIDIA's tuned recipes on four generations, model, GPUs, sequence and batch fixed, layout free: the search's best
+    # is within 15% of what the tuned run published (the weak-scaling check's bound), never far above it
+    runs = nemo_25_11()
+    best = [r.search_best() for r in runs]
+    errors = _table(runs, best, capsys, "Search realism: the search's best layout for each NeMo 25.11 job")
+    for run, est, error in zip(runs, best, errors):
+        assert est.fits and est.mfu < 0.75
+        if run.name in SMALL_EXPERTS_ON_H100:
+            assert 1.15 < error + 1 < 1.7          # the known over-rating; a change that moves it updates the docs
+        else:
+            assert abs(error) <= 0.15, run.name
 
 
 @pytest.mark.parametrize("name, published, tolerance", [
