@@ -81,6 +81,11 @@ class Stack(BaseModel):
     name: str
     runs_on: RunsOn
     sharding: str
+    zero_stages: tuple[Literal[0, 1, 2, 3], ...] = Field(min_length=1, description=(
+        "the data-parallel sharding modes the stack offers, as ZeRO stages (layout.zero_stage), ascending: the layout "
+        "rules refuse the others (engine.physics.layout_rules STACK_ZERO), so the search never tries them and the "
+        "Memory page does not offer them"))
+    zero_stages_note: str = Field(min_length=10, description="the stack's own names for those modes, with the source")
     recompute: Recompute
     selective_recompute_matmul_share: float = Field(ge=0, le=1, description=(
         "share of the forward matmuls (and, when above 0, every element-wise op) that selective recompute runs again"))
@@ -110,6 +115,12 @@ class Stack(BaseModel):
     grad_reduce_note: str
     fp8: Fp8Recipe
     source: Source
+
+    @model_validator(mode="after")
+    def _zero_stages_ascending(self) -> "Stack":
+        if list(self.zero_stages) != sorted(set(self.zero_stages)):
+            raise ValueError(f"{self.id}: zero_stages {list(self.zero_stages)} must be distinct and ascending")
+        return self
 
     @model_validator(mode="after")
     def _grouped_experts_pay_no_host_cost(self) -> "Stack":

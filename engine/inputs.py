@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from engine import frameworks, json_input
+from engine import json_input
 from engine.catalog import load_catalog
 from engine.economics.cost import price_problems
 from engine.economics.energy import region_problem
 from engine.physics import layout_rules
 from engine.scenario import (Scenario, ScenarioError, SchemaError, catalog_problems, layout_problems,
-                             raw_catalog_problems, schema_problems, training_problems)
+                             raw_catalog_problems, scenario_stack, schema_problems, training_problems)
 
 
 def parse_scenario(data: dict | str | bytes) -> Scenario:
@@ -36,12 +36,6 @@ def parse_scenario(data: dict | str | bytes) -> Scenario:
     if problems:
         raise ScenarioError(problems)
     return sc
-
-
-def scenario_stack(sc: Scenario) -> frameworks.Stack:
-    """The scenario's software stack: the one it names, else its accelerator vendor's default."""
-    vendor = load_catalog().accelerator(sc.cluster.accelerator).vendor
-    return frameworks.stack(frameworks.stack_id(sc.training.framework, vendor))
 
 
 def a2a_overlap_offered(sc: Scenario) -> bool:

@@ -8,6 +8,7 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 
 from engine.catalog import load_catalog
+from engine import frameworks
 from engine.frameworks import Framework
 from engine.physics import finetune
 from engine.physics.model import ModelArch, shape_of
@@ -328,6 +329,18 @@ def training_problems(sc: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
+def scenario_stack(sc: Scenario) -> frameworks.Stack:
+    """The scenario's software stack: the one it names, else its accelerator vendor's default."""
+    vendor = load_catalog().accelerator(sc.cluster.accelerator).vendor
+    return frameworks.stack(frameworks.stack_id(sc.training.framework, vendor))
+
+
+def rule_facts(sc: Scenario, n_gpus: int) -> layout_rules.Facts:
+    """What the layout rules read from the scenario on n_gpus accelerators, its stack's ZeRO stages included."""
+    return layout_rules.facts_of(sc.arch, sc.training, n_gpus, scenario_stack(sc))
+
+
 def layout_problems(sc: Scenario, lay: Layout) -> list[tuple[str, str]]:
-    """Why this layout cannot run this model on this cluster (empty when it can): engine.physics.layout_rules."""
-    return layout_rules.problems(layout_rules.facts_of(sc.arch, sc.training, sc.cluster.n_gpus), lay)
+    """Why this layout cannot run this model on this cluster and stack (empty when it can):
+    engine.physics.layout_rules."""
+    return layout_rules.problems(rule_facts(sc, sc.cluster.n_gpus), lay)

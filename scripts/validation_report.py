@@ -20,7 +20,7 @@ from engine.planning.estimate import estimate  # noqa: E402
 from engine.inputs import parse_scenario  # noqa: E402
 from engine.planning.search import search  # noqa: E402
 from engine.scenario import Layout  # noqa: E402
-from tests.engine.published_runs import h100_weak_scaling, megatron_table1, nemo_25_11  # noqa: E402
+from tests.engine.published_runs import h100_weak_scaling, megatron_table1, nemo_25_11, torchtitan_2024_12  # noqa: E402,E501
 
 
 def layout_text(layout: Layout) -> str:
@@ -145,6 +145,9 @@ def main() -> None:
     nemo = nemo_25_11()
     lines += table("Search realism: NeMo 25.11, the search's best layout for each job (layout free; tokens/s per GPU)",
                    nemo, [r.search_best() for r in nemo])
+    titan = torchtitan_2024_12()
+    lines += table("Search realism: TorchTitan Dec 2024, the search's best layout for each job on FSDP2 (layout free; "
+                   "tokens/s per GPU)", titan, [r.search_best() for r in titan])
     lines += korthikanti() + flash_attention_2() + llama3_table4() + llama3_whole_run() + mlperf()
     print("\n".join(lines))
 

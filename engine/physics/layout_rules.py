@@ -25,6 +25,7 @@ from engine.physics.model import ModelArch, shape_of
 from engine.physics.schedule import SplitError, split_options, stage_layers
 
 RECOMPUTE = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
 OFFLOAD = ("none", "optimizer", "optimizer_and_params")
 UNSET = -1            # first/last stage layers not given: even split
 
@@ -94,16 +95,20 @@ class Facts:
     expert_width: int                              # ffn_hidden_size of one routed expert
     global_batch: int
     seq_len: int
+    zero_stages: tuple[int, ...] = ZERO_STAGES     # the software stack's data-parallel sharding modes
+    stack: str = "the stack"                       # its name and its own words for them, for the message
+    zero_note: str = ""
 
     @property
     def moe(self) -> bool:
         return self.n_experts > 1
 
 
-def facts_of(arch: ModelArch, training, n_gpus: int) -> Facts:
+def facts_of(arch: ModelArch, training, n_gpus: int, stack=None) -> Facts:
     """The scenario's side of the rules. Tensor parallelism splits the attention heads, the key/value heads, the
     dense MLP where the model has dense layers (all of a dense model; the leading or interleaved dense layers of an
-    MoE model) and the shared experts; the routed experts follow expert_tp."""
+    MoE model) and the shared experts; the routed experts follow expert_tp. stack (engine.frameworks.Stack, None:
+    any) gives the ZeRO stages the software stack offers."""
     shape = shape_of(arch)
     widths = [("n_heads", arch.n_heads, "attention heads"), ("n_kv_heads", arch.kv_heads, "key/value heads")]
     if shape.n_dense_layers:
@@ -112,7 +117,9 @@ def facts_of(arch: ModelArch, training, n_gpus: int) -> Facts:
         widths.append(("n_shared_experts*shared_expert_ffn_hidden_size", shape.shared_ffn, "shared-expert width"))
     return Facts(n_gpus=n_gpus, n_layers=arch.n_layers, n_heads=arch.n_heads, tp_widths=tuple(widths),
                  n_experts=arch.n_experts, expert_width=arch.ffn_hidden_size,
-                 global_batch=training.global_batch_size, seq_len=training.seq_len)
+                 global_batch=training.global_batch_size, seq_len=training.seq_len,
+                 **({} if stack is None else {"zero_stages": tuple(stack.zero_stages), "stack": stack.short_name,
+                                              "zero_note": stack.zero_stages_note}))
 
 
 @dataclass(frozen=True)
@@ -332,6 +339,22 @@ RESHARD_ZERO3 = LayoutRule(
                                    "to ZeRO-3 only."))
 
 
+def _stack_zero_reset(f: Facts, L, broken: np.ndarray) -> dict:
+    """A stage the stack lacks becomes the next one it offers that shards at least as much (else its last)."""
+    offered = np.asarray(f.zero_stages)
+    above = offered[np.searchsorted(offered, L.zero).clip(max=len(offered) - 1)]
+    return {"zero": np.where(broken, np.where(above >= L.zero, above, offered[-1]), L.zero)}
+
+
+STACK_ZERO = LayoutRule(
+    "stack_zero", ("zero",), lambda f, L: np.isin(L.zero, f.zero_stages), lambda f, r: "layout.zero_stage",
+    lambda f, r: (f"{f.stack} has no zero_stage {r['zero']}; it offers zero_stage {listing(f.zero_stages)}"
+                  + (f" ({f.zero_note})" if f.zero_note else "")),
+    "the software stack has no such ZeRO stage", reset=_stack_zero_reset, resets=("zero",),
+    note=lambda f, before, after: (f"ZeRO stage set to {after['zero']}: {f.stack} has no ZeRO-{before['zero']} "
+                                   f"(it offers {listing(f.zero_stages)})."))
+
+
 # ---- offload (ZeRO-Offload / ZeRO-Infinity) -------------------------------------------------------------------------
 
 def _offload_holds(f: Facts, L) -> np.ndarray:
@@ -386,8 +409,8 @@ CP_SEQUENCE = LayoutRule(
 
 
 RULES: tuple[LayoutRule, ...] = (GPUS, TP_WIDTHS, SPLIT, BATCH, EXPERTS_NEED_MOE, EP_DIVIDES_EXPERTS, EXPERT_TP_WIDTH,
-                                 EXPERT_GROUPS_FOLD, SHARD_NEEDS_ZERO, SHARD_DIVIDES, RESHARD_ZERO3, OFFLOAD_ZERO,
-                                 TP_OVERLAP, A2A_OVERLAP, CP_SEQUENCE)
+                                 EXPERT_GROUPS_FOLD, STACK_ZERO, SHARD_NEEDS_ZERO, SHARD_DIVIDES, RESHARD_ZERO3,
+                                 OFFLOAD_ZERO, TP_OVERLAP, A2A_OVERLAP, CP_SEQUENCE)
 
 
 def reading(cols) -> tuple[LayoutRule, ...]:

@@ -25,7 +25,7 @@ from engine.planning.results import Estimate, ParetoPoint, SearchResult
 from engine.physics.layouts import RECOMPUTE, Layouts
 from engine.physics.memory import headroom_fraction
 from engine.planning.evaluation import host_memory_bytes
-from engine.scenario import Scenario, ScenarioError, divisors
+from engine.scenario import Scenario, ScenarioError, divisors, rule_facts
 
 OBJECTIVES = {"time": "wall_s", "cost": "cost_usd", "energy": "energy_mwh"}
 SPAN_REASON = "tensor-parallel group would span nodes (allow_span_nodes to permit)"
@@ -66,11 +66,12 @@ def _zero_options(facts, dp: int, cp: int, tp: int, gpus_per_node: int, quick: b
                   offload: bool = False) -> list[tuple[int, bool, int, int]]:
     """(zero stage, reshard, shard group, offload) choices: ZeRO 0-3 over the whole data-parallel group, FSDP without
     resharding, and hybrid sharding (HSDP) over groups of one or a few nodes' data-parallel ranks, replicated across
-    groups (quick: ZeRO-1 and ZeRO-3 only); with offload, each also with the optimizer offloaded and ZeRO-3 with the
-    parameters too; those the rules allow."""
+    groups (quick: ZeRO-1, or plain data parallelism where the stack has no ZeRO-1, and ZeRO-3 only); with offload,
+    each also with the optimizer offloaded and ZeRO-3 with the parameters too; those the rules allow (the stack's
+    stages among them)."""
     dp_group = dp * cp
     if quick:
-        out = [(1, True, dp_group), (3, True, dp_group)]
+        out = [(1 if 1 in facts.zero_stages else 0, True, dp_group), (3, True, dp_group)]
     else:
         out = [(0, True, dp_group), (1, True, dp_group), (2, True, dp_group), (3, True, dp_group), (3, False, dp_group)]
         per_node = max(1, gpus_per_node // tp)
@@ -100,7 +101,7 @@ def _blocks(sc: Scenario, n_gpus: int, gpus_per_node: int, allow_span_nodes: boo
     is counted as rejected under that rule's reason. The search space itself is bounded here (enumeration limits
     and dominated choices, each named where it is set). The enumeration reads only the rules' facts, so it is cached
     per facts and size: every accelerator with the same node size shares it (the plan sizes them all)."""
-    blocks, rejected = _blocks_of(layout_rules.facts_of(sc.arch, sc.training, n_gpus), sc.training.attention, n_gpus,
+    blocks, rejected = _blocks_of(rule_facts(sc, n_gpus), sc.training.attention, n_gpus,
                                   gpus_per_node, allow_span_nodes, quick, offload)
     return list(blocks), list(rejected)          # the cached tuples stay as they are
 

@@ -25,7 +25,7 @@ import numpy as np
 from engine.physics import layout_rules
 from engine.planning.results import ClusterSearch, Estimate, NearestFit
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, best_at
-from engine.scenario import Scenario, ScenarioError, divisors
+from engine.scenario import Scenario, ScenarioError, divisors, rule_facts
 
 MAX_GPUS = 1 << 20
 WINDOW = 1.5        # the fine search covers every size within this factor of the coarse search's boundary
@@ -113,7 +113,7 @@ def layout_sizes(sc: Scenario, max_gpus: int = MAX_GPUS) -> tuple[int, ...]:
     MIN_TOKENS_PER_CP_RANK tokens per rank, dp the global batch, pp stages that split the layers), in whole nodes
     (or a fraction of one node that divides it). A count outside this set has no valid layout; one inside may still
     have none (the rules reading two degrees, memory)."""
-    facts = layout_rules.facts_of(sc.arch, sc.training, 1)
+    facts = rule_facts(sc, 1)
     return _layout_sizes(facts, sc.gpus_per_node, max_gpus)
 
 

@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import ValidationError
 
+from engine import frameworks
 from engine.catalog import load_catalog
 from engine.inputs import parse_scenario
 from engine.physics import layout_rules
 from engine.precision import trained_precision
 from engine.presentation.formatting import fmt_num
-from engine.scenario import Cost, Layout, PresetRef, ReliabilityInputs, Scenario, ScenarioError, Site, divisors
+from engine.scenario import (Cost, Layout, PresetRef, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
+                             rule_facts, scenario_stack)
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, pinned, search, search_cluster
 
 DEFAULT_SCENARIO = {
@@ -28,6 +30,7 @@ DEFAULT_SCENARIO = {
 CALIBRATION_FIELDS = ("matmul_efficiency", "intra_node_busbw_gbs", "inter_node_busbw_gbs", "intra_node_latency_us",
                       "inter_node_latency_us", "level_scale")
 DERIVES_DP = ("cluster.n_gpus", "layout.tp", "layout.pp", "layout.cp")
+CHANGES_STACK = ("training.framework", "cluster.accelerator")   # the stack (its vendor's default when unnamed)
 PRESET_TRAINING = {"seq_len": "sequence length", "global_batch_size": "global batch",
                    "total_tokens": "training tokens"}      # what picking a preset sets: its authors' training setup
 
@@ -280,8 +283,8 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
         rest = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", 1)
         if data["cluster"]["n_gpus"] % rest == 0:
             layout["dp"] = data["cluster"]["n_gpus"] // rest
-    if layout and (path.startswith("layout.") or path in DERIVES_DP):
-        notes += _follow_layout(current, path, layout, data["cluster"]["n_gpus"])
+    if layout and (path.startswith("layout.") or path in DERIVES_DP or path in CHANGES_STACK):
+        notes += _follow_layout(current, path, layout, data["cluster"]["n_gpus"], _stack_of(data, current))
     try:
         return Edit(parse_scenario(data), notes=notes)
     except ScenarioError as err:
@@ -302,18 +305,28 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
     return Edit(repaired.scenario, notes=notes)
 
 
-def _follow_layout(current: Scenario, path: str, layout: dict, n_gpus) -> list[str]:
+def _stack_of(data: dict, current: Scenario):
+    """The software stack of the edited scenario (its framework, else its accelerator vendor's default); the current
+    one where the edit names an unknown accelerator or stack (parse_scenario names the problem)."""
+    accelerator, framework = data["cluster"].get("accelerator"), data["training"].get("framework")
+    if accelerator not in load_catalog().accelerators or framework not in (None, *frameworks.FRAMEWORKS):
+        return scenario_stack(current)
+    return frameworks.stack(frameworks.stack_id(framework, load_catalog().accelerator(accelerator).vendor))
+
+
+def _follow_layout(current: Scenario, path: str, layout: dict, n_gpus, stack) -> list[str]:
     """Settings that only apply with another one follow it when an edit breaks their rule (in place), with a note
-    each: the resets of engine.physics.layout_rules (kept ZeRO-3 weights and shard groups with the ZeRO stage, TP
-    overlap with TP and sequence parallel, the pipeline split and interleaving with the number of stages). The
-    edited field itself is never reset: a value that breaks a rule is refused at its field."""
+    each: the resets of engine.physics.layout_rules (the ZeRO stage with the software stack, kept ZeRO-3 weights and
+    shard groups with the ZeRO stage, TP overlap with TP and sequence parallel, the pipeline split and interleaving
+    with the number of stages). The edited field itself is never reset: a value that breaks a rule is refused at its
+    field."""
     try:
         lay = Layout.model_validate(layout)
     except ValidationError:
         return []                                      # parse_scenario names the problem
     if not isinstance(n_gpus, int):
         return []
-    facts = layout_rules.facts_of(current.arch, current.training, n_gpus)
+    facts = layout_rules.facts_of(current.arch, current.training, n_gpus, stack)
     before = layout_rules.row(lay)
     edited = {layout_rules.COLUMN[path.removeprefix("layout.")]} if path.startswith("layout.") else set()
     after, applied = layout_rules.follow(facts, layout_rules.columns(**before), edited)
@@ -345,7 +358,7 @@ def layout_choices(sc: Scenario) -> dict[str, list]:
     own rule (the batch) speaks when the edit is applied, and the resets of engine.physics.layout_rules. The
     pipeline split as (first, last) stage layers, None for the even split."""
     arch, tr, n = sc.arch, sc.training, sc.cluster.n_gpus
-    facts = layout_rules.facts_of(arch, tr, n)
+    facts = rule_facts(sc, n)
     lay = sc.layout or Layout(dp=n)
     base = layout_rules.row(lay)
     divs = divisors(n)

@@ -117,6 +117,22 @@ def test_torchtitan_runs_on_h100(capsys):
     assert max(abs(e) for e in errors) <= 0.20
 
 
+def test_search_on_fsdp2_beats_torchtitans_demonstration_layouts_but_not_nvidias_tuned_stack(capsys):
+    # TorchTitan's tables demonstrate its parallelisms (405B: 8 pipeline stages, full recompute); the search's FSDP2
+    # layouts are faster, within 15% for the compiled 8B jobs, and never above what NeMo's tuned Megatron-Core run
+    # of 405B publishes per H100 (292 tokens/s on 1,024), which FSDP2's lower fitted level must stay under
+    runs = [r for r in torchtitan_2024_12() if not r.notes]
+    best = [r.search_best() for r in runs]
+    errors = _table(runs, best, capsys, "Search realism: the search's best FSDP2 layout for each TorchTitan job")
+    for run, est, error in zip(runs, best, errors):
+        assert est.fits and est.framework["id"] == "pytorch_fsdp2"
+        assert est.layout.zero_stage in (0, 3)                     # TorchTitan has no ZeRO-1/2
+        if "-8b-" in run.name:
+            assert abs(error) <= 0.15, run.name
+        if "-405b-" in run.name:
+            assert run.figure(est) < _named(nemo_25_11())["H100 LLAMA3.1_405B FP8-CS 1024"].published == 292
+
+
 def test_torchtitan_8b_fsdp_and_its_fp8_speed_up():
     runs = _named(torchtitan_2024_12())
     eager, compiled, fp8 = (runs[n] for n in ("tt24-t1-8b-8gpu-fsdp", "tt24-t1-8b-8gpu-fsdp_compile",

@@ -111,9 +111,11 @@ def test_torchtitan_selective_is_per_op():
 
 
 def test_what_the_stack_cannot_express_is_a_note_not_a_silent_drop():
-    sc = parse(**{"layout.zero_stage": 1, "training.framework": "pytorch_fsdp2"})
-    cfg = export(sc)
+    # a Megatron-Core layout with ZeRO-1 written as TorchTitan's config (which has no ZeRO-1: FSDP2 shards all)
+    sc = parse(**{"layout.zero_stage": 1})
+    cfg = export(sc, "torchtitan")
     assert any("zero_stage 1" in n and "ZeRO-3" in n for n in cfg.notes)
+    assert any("the estimate assumed megatron_core" in n for n in cfg.notes)
     assert all(f"# note: {n}" in cfg.text for n in cfg.notes)
     ds = export(parse(**{"layout.tp": 2, "layout.dp": 4, "layout.zero_stage": 2}), "deepspeed")
     doc = json.loads(ds.text)

@@ -68,6 +68,30 @@ def test_the_all_to_all_overlap_is_offered_where_megatron_core_has_it_and_left_o
     assert "interleaved stages" in p["layout.moe_a2a_overlap"]
 
 
+def test_a_zero_stage_the_stack_lacks_is_refused_never_searched_and_followed_on_a_stack_change():
+    # TorchTitan's data parallelism is DDP (replicate) or FSDP2 (shard: weights, gradients and optimizer states
+    # together); it has no ZeRO-1/2. Megatron-Core has all four (distributed optimizer; Megatron-FSDP's strategies)
+    data = {"model": {"preset": "llama3.1-8b"},
+            "training": {"seq_len": 8192, "global_batch_size": 128, "total_tokens": 1e12,
+                         "framework": "pytorch_fsdp2"},
+            "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 64}}
+    for stage in (1, 2):
+        p = problems(data | {"layout": {"dp": 64, "zero_stage": stage}})
+        assert p["layout.zero_stage"].startswith(f"PyTorch FSDP2 has no zero_stage {stage}; it offers zero_stage 0, 3")
+    assert parse_scenario(data | {"layout": {"dp": 64, "zero_stage": 3, "reshard_after_forward": False}})
+    fsdp = parse_scenario(data)
+    assert set(enumerate_layouts(fsdp, 64).zero.tolist()) == {0, 3}
+    assert layout_choices(parse_scenario(data | {"layout": {"dp": 64}}))["zero_stage"] == [0, 3]
+    megatron = parse_scenario(data | {"training": data["training"] | {"framework": "megatron_core"}})
+    assert set(enumerate_layouts(megatron, 64).zero.tolist()) == {0, 1, 2, 3}
+    # naming TorchTitan for a ZeRO-1 layout moves it to the stage that shards at least as much, and says so
+    zero1 = parse_scenario(data | {"training": data["training"] | {"framework": "megatron_core"},
+                                   "layout": {"dp": 64, "zero_stage": 1}})
+    edit = apply_edit(zero1, "training.framework", "pytorch_fsdp2")
+    assert edit.scenario.layout.zero_stage == 3 and edit.scenario.training.framework == "pytorch_fsdp2"
+    assert any(n.startswith("ZeRO stage set to 3: PyTorch FSDP2 has no ZeRO-1") for n in edit.notes)
+
+
 def test_meta_405b_interleaved_one_layer_per_chunk_passes_and_its_neighbours_do_not():
     # Dubey et al. 2024 sec. 3.3.2: 126 layers on 16 stages, 7 on the first and last, 8 on the others, v = 8
     sc = parse_scenario(LLAMA3_405B)

@@ -15,7 +15,7 @@ from engine.catalog import load_catalog
 from engine.inputs import parse_scenario
 from engine.physics import layout_rules
 from engine.physics.layout_rules import divisors, split_choices
-from engine.scenario import PRECISION_DTYPE, ScenarioError
+from engine.scenario import PRECISION_DTYPE, ScenarioError, rule_facts
 from engine.physics.schedule import stage_layers
 from engine.planning.search import (HSDP_GROWTH, MAX_MICRO_BATCH_TOKENS, MIN_TOKENS_PER_CP_RANK, enumerate_layouts,
                                     search, search_cluster)
@@ -85,7 +85,7 @@ def rule_space(sc, n: int, allow_span: bool) -> np.ndarray:
     arch, tr = sc.arch, sc.training
     gpn = sc.gpus_per_node
     cuda = load_catalog().accelerator(sc.cluster.accelerator).software_stack == "CUDA"
-    facts = layout_rules.facts_of(arch, tr, n)
+    facts = rule_facts(sc, n)          # the scenario's stack's ZeRO stages included
     rcs = [0, 1, 2] if tr.attention == "standard" else [0, 2]
     out = [np.zeros((0, len(COLUMNS)), dtype=np.int64)]
     for t, c, p in product(divisors(n), repeat=3):
