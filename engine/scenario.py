@@ -64,6 +64,11 @@ class Training(BaseModel):
         "setting; PEFT target_modules='all-linear', the output layer excluded)"))
     epochs: float = Field(default=1.0, gt=0, le=1_000_000, description=(
         "passes over the data: the tokens trained are total_tokens (the dataset's tokens) x epochs"))
+    expert_load_ratio: float = Field(default=1.0, ge=1.0, le=1024.0, description=(
+        "MoE routing: tokens the busiest routed expert receives over the mean expert's, per layer and micro-batch; "
+        "1 = balanced, as NeMo's and MLPerf's benchmarks force it (and as the calibration runs ran). The busiest "
+        "expert-parallel rank then computes, stores and receives more than the others, and every rank waits for it. "
+        "At most n_experts / experts_per_token; MoE models only"))
     memory_headroom_fraction: float | None = Field(default=None, ge=0, le=0.5, description=(
         "share of each accelerator's memory that recommended layouts keep free for the allocator's reserve and "
         "transient peaks, beyond the estimate; default: from published measurements (data/memory_headroom.json)"))
@@ -308,14 +313,32 @@ def catalog_problems(sc: Scenario) -> list[tuple[str, str]]:
 
 
 
+def _expert_load_problems(sc: Scenario) -> list[tuple[str, str]]:
+    """An expert load ratio on a dense model, or above what top-k routing allows (each token picks experts_per_token
+    distinct experts, so one expert receives at most every token: n_experts / experts_per_token times the mean)."""
+    ratio = sc.training.expert_load_ratio
+    if ratio == 1.0 or (isinstance(sc.model, PresetRef) and sc.model.preset not in load_catalog().models):
+        return []                                            # an unknown preset is named by catalog_problems
+    arch = sc.arch
+    if not arch.is_moe:
+        return [("training.expert_load_ratio", f"expert_load_ratio={ratio:g} applies to mixture-of-experts models; "
+                                               "this model has no routed experts: leave it at 1")]
+    most = arch.n_experts / arch.experts_per_token
+    if ratio > most:
+        return [("training.expert_load_ratio", f"expert_load_ratio={ratio:g} exceeds {most:g}: with {arch.n_experts} "
+                                               f"experts and {arch.experts_per_token} per token one expert receives at "
+                                               f"most every token, {most:g} times the mean; choose 1-{most:g}")]
+    return []
+
+
 def training_problems(sc: Scenario) -> list[tuple[str, str]]:
     """What the fine-tuning method cannot do with this model (engine.physics.finetune): a LoRA rank at or above the
     narrowest targeted matrix's dimension is no low-rank adapter (Hu et al. 2021: r << min(d_in, d_out)), and QLoRA
     computes in a 16-bit or fp32 type (bitsandbytes bnb_4bit_compute_dtype), not in fp8 or fp4."""
     tr = sc.training
+    problems = _expert_load_problems(sc)
     if not tr.adapters:
-        return []
-    problems = []
+        return problems
     shape = shape_of(sc.arch)
     narrowest = finetune.smallest_target(shape, tr)
     if tr.lora_rank >= narrowest[1]:

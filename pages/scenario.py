@@ -187,9 +187,13 @@ with inputs:
                 options=["adam", "sgd"])
     binding.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],
                 options=["flash", "standard"])
-    binding.bind("training.framework", st.selectbox, F["training.framework"], container=st.columns([2, 1])[0],
+    cols = st.columns([2, 1])
+    binding.bind("training.framework", st.selectbox, F["training.framework"], container=cols[0],
                 options=[F["training.framework"].blank, *FRAMEWORKS],
                 format_func=lambda v: v if v == F["training.framework"].blank else stack(v).short_name)
+    if sc.arch.is_moe:
+        binding.bind("training.expert_load_ratio", st.number_input, F["training.expert_load_ratio"],
+                     container=cols[1], step=0.1)
 
     st.subheader("Cluster")
     cols = st.columns([2, 1, 1])

@@ -73,6 +73,11 @@ F = {
     "training.lora_targets": Field("Adapted matrices", "attention: the query, key, value and output projections "
                                                        "(MLPerf's reference); all_linear: also every MLP matrix "
                                                        "(QLoRA's recipe), more adapters and slightly more memory."),
+    "training.expert_load_ratio": Field("Busiest expert's load (x mean)", "Mixture-of-experts routing: tokens the "
+                                                                       "busiest expert receives over the average "
+                                                                       "expert's. 1 is perfectly balanced, as vendor "
+                                                                       "benchmarks force it; real routers run above "
+                                                                       "1, and every GPU waits for the busiest one."),
     "training.epochs": Field("Epochs", "Passes over the fine-tuning data: the tokens trained are the dataset's "
                                        "tokens times the epochs."),
     "training.precision": Field("Precision", "Number format of the matrix arithmetic: bf16 is standard; fp8 and mxfp8 "

@@ -18,7 +18,7 @@ from engine.physics.hardware import Hardware
 from engine.physics.kernels import flash_attention_s, gemm_s, linear_s, stream_s
 from engine.physics.layouts import Layouts
 from engine.physics.memory import bytes_per_element
-from engine.physics.model import Shape
+from engine.physics.model import Shape, busiest_rank_load
 from engine.scenario import Training
 
 # Fixed time per transformer layer and micro-batch in the forward pass (the backward pays twice): kernel launches
@@ -55,15 +55,23 @@ def attention_keys(shape: Shape, seq_len: int) -> float:
     return total / len(windows)
 
 
-def _mlp_shapes(shape: Shape, lay: Layouts, tokens, moe: bool):
-    """(count, M, K, N) of the forward matmuls of the MLP part of a layer on one GPU."""
+def tokens_per_local_expert(shape: Shape, training: Training, lay: Layouts, tokens):
+    """Routed token copies each local expert of the busiest expert-parallel rank receives in a micro-batch of
+    `tokens` tokens per GPU (split by expert tensor parallelism; busiest_rank_load)."""
+    return (tokens * shape.top_k * lay.ep * lay.etp / (lay.tp * shape.n_experts)
+            * busiest_rank_load(shape, training.expert_load_ratio, lay.ep))
+
+
+def _mlp_shapes(shape: Shape, training: Training, lay: Layouts, tokens, moe: bool):
+    """(count, M, K, N) of the forward matmuls of the MLP part of a layer on one GPU (the busiest expert-parallel
+    rank's, for a MoE layer)."""
     t = lay.tp
     up = 2 if shape.gated else 1
     if not moe:
         f = shape.dense_ffn
         return [(1, tokens, shape.hidden, up * f / t), (1, tokens, f / t, shape.hidden)]
     et, ep = lay.etp, lay.ep
-    per_expert = tokens * shape.top_k * ep * et / (t * shape.n_experts)   # tokens each local expert receives
+    per_expert = tokens_per_local_expert(shape, training, lay, tokens)
     local = shape.n_experts / ep
     f = shape.expert_ffn
     out = [(local, per_expert, shape.hidden, up * f / et), (local, per_expert, f / et, shape.hidden),
@@ -83,7 +91,7 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
                                                                    hw.matmul_input_bytes, b["grad"]))
     out_proj = a * shape.v_head_dim
     gemms = [(1, tokens, h, (shape.attn_params - out_proj * h) / h / t), (1, tokens, out_proj / t, h)]
-    gemms += _mlp_shapes(shape, lay, tokens, moe)
+    gemms += _mlp_shapes(shape, training, lay, tokens, moe)
     times = [mm(*g) for g in gemms]
     matmul_fwd = sum(x[0] for x in times)
     matmul_bwd = sum(x[1] for x in times)
@@ -110,12 +118,13 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     # the activation function (gelu: read+write f; swiglu: read 2f, write f), MoE token permutation
     sp_div = np.where(lay.sp, t, 1)
     if moe:
-        ffn = shape.top_k * shape.expert_ffn * (lay.etp / t) + shape.shared_ffn / t
+        routed = shape.top_k * busiest_rank_load(shape, training.expert_load_ratio, lay.ep)   # copies per token
+        ffn = routed * shape.expert_ffn * (lay.etp / t) + shape.shared_ffn / t
     else:
         ffn = shape.dense_ffn / t
     per_token = (2 * 2 * e * h + 2 * (3 * e + (1 if shape.dropout else 0)) * h) / sp_div + (3 if shape.gated else 2) * e * ffn
     if moe:
-        per_token = per_token + 4 * e * h * shape.top_k / t            # permute and un-permute the routed copies
+        per_token = per_token + 4 * e * h * routed / t                  # permute and un-permute the routed copies
     # low-precision training quantizes each matmul input (read 16-bit, write the element and its share of the scales)
     per_token = per_token + hw.cast_bytes * (3 * h / t + ffn)
     elementwise_fwd = stream_s(tokens * per_token, hw.hbm_bytes_per_s)

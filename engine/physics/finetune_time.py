@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from engine.physics.comm import overlapped_s
-from engine.physics.compute import LayerTimes
+from engine.physics.compute import LayerTimes, tokens_per_local_expert
 from engine.physics.finetune import NF4_BYTES, OFFLOAD_OPTIMIZER, OFFLOAD_PARAMS, ROW_PARALLEL, host, targets
 from engine.physics.kernels import linear_s, stream_s
 from engine.physics.layouts import Layouts
@@ -30,7 +30,7 @@ def layer_times(lt: LayerTimes, shape: Shape, training: Training, hw, lay: Layou
     r = training.lora_rank
     groups = [(1.0, tokens, lay.tp, m) for m in matrices]
     if moe and t.expert:            # routed experts: the tokens each local expert receives, split by expert tp
-        per_expert = tokens * shape.top_k * lay.ep * lay.etp / (lay.tp * shape.n_experts)
+        per_expert = tokens_per_local_expert(shape, training, lay, tokens)
         groups += [(shape.n_experts / lay.ep, per_expert, lay.etp, m) for m in t.expert]
     for count, rows, split, (name, d_in, d_out) in groups:
         k, n = (d_in / split, d_out) if name in ROW_PARALLEL else (d_in, d_out / split)

@@ -312,3 +312,17 @@ def shape_of(arch: ModelArch) -> Shape:
         shared_matrices=mlp_matrices(h, shared_ffn, gated, arch.n_shared_experts) if moe else (),
         router_matrices=(("router", h, arch.n_experts),) if moe else (),
     )
+
+
+def busiest_rank_load(shape: Shape, expert_load_ratio: float, ep):
+    """Routed tokens of the busiest expert-parallel rank over the mean rank's (1 with balanced routing), for a MoE
+    layer whose busiest expert receives expert_load_ratio times the mean expert's tokens while the other n - 1 share
+    the rest evenly: the rank holding it with L - 1 others (L = n / ep local experts) carries
+    (r + (L - 1)(n - r) / (n - 1)) / L of the mean rank's load, r with one expert per rank and 1 with every expert on
+    one rank. A lower bound on a real router's (its other hot experts may share the rank); every rank waits for it at
+    the all-to-all, so it sets the layer's expert time, its received bytes and its stored activations."""
+    n, r = shape.n_experts, expert_load_ratio
+    if n <= 1 or r == 1.0:
+        return 1.0 + 0.0 * ep
+    local = n / ep
+    return (r + (local - 1) * (n - r) / (n - 1)) / local

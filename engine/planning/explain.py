@@ -14,6 +14,7 @@ from engine.physics.comm import members_per_node
 from engine.physics.compute import LAYER_FIXED_S
 from engine.physics.hardware import GIB
 from engine.physics import finetune
+from engine.physics.model import busiest_rank_load
 from engine.physics.layouts import OFFLOAD as OFFLOAD_NAMES, RECOMPUTE, Layouts
 from engine.physics.memory import (FRAGMENTATION, FRAMEWORK_OVERHEAD_BYTES, allocator_reserve_fraction,
                                    bytes_per_element, fsdp2_gradient_bytes, gradient_text, headroom_fraction,
@@ -275,6 +276,8 @@ def _time_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
         Term(sec_n, "ep_comm", bd["ep_comm"], "s",
              f"ep {int(lay.ep[0])}: dispatch and combine all-to-all of top-{shape.top_k} routed token copies, forward and "
              f"backward, through each GPU's own NIC"
+             + (f", x{float(busiest_rank_load(shape, tr.expert_load_ratio, lay.ep[0])):.3f} on the busiest rank "
+                f"(expert_load_ratio {tr.expert_load_ratio:g})" if tr.expert_load_ratio != 1.0 else "")
              + (", each behind another micro-batch's attention or MLP (moe_a2a_overlap) except what outlasts it and "
                 "the unpaired warm-up and cool-down" if bool(lay.a2ao[0]) else ", exposed")
              if shape.n_moe_layers else "0: no MoE layers",

@@ -278,6 +278,9 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
             notes.append(f"{cat.accelerators[value].name} has no {data['training']['precision']} support; "
                          f"precision set to {fallback}.")
             data["training"]["precision"] = fallback
+    if path.startswith("model.") and data["training"].get("expert_load_ratio", 1.0) != 1.0 and not _is_moe(data):
+        data["training"].pop("expert_load_ratio")
+        notes.append("Busiest expert's load reset to 1: the model has no routed experts.")
     layout = data.get("layout")
     if path in DERIVES_DP and layout:
         rest = layout.get("tp", 1) * layout.get("pp", 1) * layout.get("cp", 1)
@@ -303,6 +306,15 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
     reason = problems[0][1]
     notes.append(f"The layout {describe_layout(old)} no longer works ({reason}). " + repaired.notes[0])
     return Edit(repaired.scenario, notes=notes)
+
+
+def _is_moe(data: dict) -> bool:
+    """Whether the edited scenario's model routes to experts (True where the model cannot be read yet: parse_scenario
+    names its problem)."""
+    try:
+        return Scenario.model_validate(data).arch.is_moe
+    except (ValidationError, KeyError):
+        return True
 
 
 def _stack_of(data: dict, current: Scenario):

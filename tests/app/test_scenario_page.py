@@ -286,3 +286,20 @@ def test_a_preset_switch_asks_before_replacing_a_batch_and_tokens_set_by_hand():
     assert (sc.model.preset, sc.training.global_batch_size, sc.training.total_tokens) == \
         ("llama3.1-70b", published.global_batch_size, published.total_tokens)
     assert not any(w.startswith("You set") for w in texts(at.warning))
+
+
+def test_a_moe_model_takes_the_busiest_experts_load_and_a_dense_one_drops_it():
+    at = run_app()
+    assert not [w for w in at.number_input if w.key == "w:training.expert_load_ratio"]     # dense default model
+    at.selectbox(key="w:model.preset").set_value("mixtral-8x7b").run()
+    before = estimate(scenario_of(at))
+    at.number_input(key="w:training.expert_load_ratio").set_value(1.5).run()
+    sc = scenario_of(at)
+    assert sc.training.expert_load_ratio == 1.5 and not at.error
+    assert estimate(sc).step_time_s > before.step_time_s          # every rank waits for the busiest expert's
+    at.number_input(key="w:training.expert_load_ratio").set_value(9.0).run()   # 8 experts, 2 per token: at most 4
+    assert any("exceeds 4" in t for t in texts(at.error)) and scenario_of(at).training.expert_load_ratio == 1.5
+    at.number_input(key="w:training.expert_load_ratio").set_value(1.5).run()
+    at.selectbox(key="w:model.preset").set_value("llama3.1-8b").run()
+    assert scenario_of(at).training.expert_load_ratio == 1.0
+    assert any("Busiest expert's load reset to 1" in n for n in texts(at.info))

@@ -13,6 +13,7 @@ from engine.physics.kernels import gemm_s
 from engine.inputs import parse_scenario
 from engine.scenario import PRECISION_DTYPE, ScenarioError
 from engine.physics.layout_rules import virtual_stage_options
+from engine.physics.model import busiest_rank_load, shape_of
 from engine.physics.schedule import SplitError, pipeline_slots, split_options, stage_layers
 from engine.planning.search import _best_json as best_layout_cache, search   # the cache behind best_at
 from engine.physics.steptime import OVERLAP_SLOWDOWN, zero3_calls
@@ -256,3 +257,28 @@ def test_whole_run_adds_evaluation_and_phases():
     after = best_layout_cache.cache_info()
     assert after.misses == before.misses and after.hits == before.hits + 1
     assert other.whole_run["phases"] == phased.whole_run["phases"]
+
+
+def test_the_busiest_expert_parallel_rank_carries_the_hot_expert_and_its_share_of_the_rest():
+    shape = shape_of(load_catalog().models["qwen3-30b-a3b"].arch)            # 128 experts
+    assert busiest_rank_load(shape, 2.0, 128) == 2.0                        # one expert per rank: its own load
+    assert abs(busiest_rank_load(shape, 2.0, 1) - 1.0) < 1e-12              # every expert on one rank: the mean
+    # 16 local experts: (2 + 15 x (128 - 2) / 127) / 16, the other 127 sharing the remaining 126 expert-loads
+    assert abs(busiest_rank_load(shape, 2.0, 8) - (2 + 15 * 126 / 127) / 16) < 1e-12
+    assert busiest_rank_load(shape, 1.0, 8) == 1.0
+
+
+def test_an_unbalanced_router_slows_and_fills_the_busiest_rank():
+    # Mixtral 8x7B with one expert per GPU (ep 8): the busiest rank receives twice the mean's token copies at
+    # ratio 2, so its all-to-all moves twice the bytes (the latency stays) and its expert activations double
+    data = {"model": {"preset": "mixtral-8x7b"}, "training": {"seq_len": 4096, "global_batch_size": 64,
+                                                            "total_tokens": 1e9},
+            "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8},
+            "layout": {"dp": 8, "ep": 8, "micro_batch_size": 1, "zero_stage": 1, "recompute": "full"}}
+    balanced = estimate(parse_scenario(data))
+    hot = estimate(parse_scenario(data | {"training": data["training"] | {"expert_load_ratio": 2.0}}))
+    ratio = hot.time_breakdown_s["ep_comm"] / balanced.time_breakdown_s["ep_comm"]
+    assert 1.9 < ratio <= 2.0
+    assert hot.time_breakdown_s["compute"] > 1.3 * balanced.time_breakdown_s["compute"]   # experts are most of it
+    assert hot.memory_gib.total > balanced.memory_gib.total
+    assert hot.tokens_per_s < balanced.tokens_per_s and hot.mfu < balanced.mfu

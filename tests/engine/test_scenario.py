@@ -101,3 +101,18 @@ def test_new_precisions_run_where_the_hardware_has_them_and_are_refused_elsewher
         raise AssertionError("Hopper has no MX tensor cores")
     except ScenarioError as err:
         assert err.problems[0][0] == "training.precision" and "no published dense mxfp8 peak" in err.problems[0][1]
+
+
+def test_an_expert_load_ratio_needs_routed_experts_and_at_most_every_token():
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(scenario(**{"training.expert_load_ratio": 1.3}))          # a dense model
+    assert "applies to mixture-of-experts models" in dict(err.value.problems)["training.expert_load_ratio"]
+    moe = {"model": {"preset": "mixtral-8x7b"}, "training": {"seq_len": 4096, "global_batch_size": 64,
+                                                           "total_tokens": 1e9, "expert_load_ratio": 4.5},
+           "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8}}
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(moe)                      # 8 experts, 2 per token: one expert gets at most 8 / 2 = 4x the mean
+    assert "exceeds 4: with 8 experts and 2 per token" in dict(err.value.problems)["training.expert_load_ratio"]
+    assert parse_scenario(moe | {"training": moe["training"] | {"expert_load_ratio": 4.0}})
+    with pytest.raises(ScenarioError):
+        parse_scenario(moe | {"training": moe["training"] | {"expert_load_ratio": 0.9}})   # below balanced
