@@ -335,3 +335,24 @@ def test_a_saved_scenario_is_private_to_its_owner_or_shared_with_everybody(signe
         finally:
             alice_ctx.close()
             bob_ctx.close()
+
+
+def test_a_moe_planner_sets_the_busiest_experts_load_and_sees_the_step_slow_down(app_url, page):
+    open_page(page, app_url)
+    choose(page, "Model", "Mixtral 8x7B")
+    before = metrics(page)["Step time"]
+    field = page.get_by_role("spinbutton", name="Busiest expert's load (x mean)")
+    for ratio, fits in (("1.2", True), ("2", False)):    # the busiest rank stores more: at 2x the layout overflows
+        field.fill(ratio)
+        field.press("Enter")
+        wait_for_app(page)
+        no_exception(page)
+        sc = scenario_in_url(page)
+        assert sc.training.expert_load_ratio == float(ratio)        # the link carries it
+        assert estimate(sc).fits is fits
+        if fits:
+            assert metrics(page)["Step time"] == f"{estimate(sc).step_time_s:.2f} s" != before
+        else:
+            assert page.get_by_text("Does not fit:").count() == 1
+            assert page.get_by_text("What fits on these 1,024 accelerators").count() == 1
+    screenshot(page, "scenario-moe-expert-load")
