@@ -229,8 +229,8 @@ def candidates(vendor: str, accelerator: str, precision: str, moe: bool = False)
     default = stack_id(None, vendor)
     pclass = precision_class(precision)
     order = [default] + [r.id for r in doc.rows if r.id != default]
-    fitted = tuple(fw for fw in order if vendor in stack(fw).runs_on.vendors
-                   and level_row(doc, fw, accelerator, pclass) is not None and (stack(fw).moe_fitted or not moe))
+    fitted = tuple(row.id for row in map(stack, order) if vendor in row.runs_on.vendors
+                   and level_row(doc, row.id, accelerator, pclass) is not None and (row.moe_fitted or not moe))
     return fitted or (default,)
 
 
