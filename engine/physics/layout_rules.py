@@ -14,7 +14,7 @@ tpo off (index into OFFLOAD) a2ao, with the optional fields filled (expert tp = 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from types import SimpleNamespace
 from typing import Callable
@@ -96,8 +96,10 @@ class Facts:
     global_batch: int
     seq_len: int
     zero_stages: tuple[int, ...] = ZERO_STAGES     # the software stack's data-parallel sharding modes
-    stack: str = "the stack"                       # its name and its own words for them, for the message
-    zero_note: str = ""
+    # its name and its own words for them, for the message only: facts that differ in nothing else are equal (the
+    # search's enumeration is cached per facts, shared by every stack with the same stages)
+    stack: str = field(default="the stack", compare=False)
+    zero_note: str = field(default="", compare=False)
 
     @property
     def moe(self) -> bool:
