@@ -352,10 +352,15 @@ def training_problems(sc: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
+def stack_on(framework: str | None, accelerator: str) -> frameworks.Stack:
+    """The software stack a scenario runs: the framework it names, else its accelerator vendor's default."""
+    vendor = load_catalog().accelerator(accelerator).vendor
+    return frameworks.stack(frameworks.stack_id(framework, vendor))
+
+
 def scenario_stack(sc: Scenario) -> frameworks.Stack:
-    """The scenario's software stack: the one it names, else its accelerator vendor's default."""
-    vendor = load_catalog().accelerator(sc.cluster.accelerator).vendor
-    return frameworks.stack(frameworks.stack_id(sc.training.framework, vendor))
+    """The scenario's software stack (stack_on)."""
+    return stack_on(sc.training.framework, sc.cluster.accelerator)
 
 
 def rule_facts(sc: Scenario, n_gpus: int) -> layout_rules.Facts:

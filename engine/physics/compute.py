@@ -18,7 +18,7 @@ from engine.physics.hardware import Hardware
 from engine.physics.kernels import flash_attention_s, gemm_s, linear_s, stream_s
 from engine.physics.layouts import Layouts
 from engine.physics.memory import bytes_per_element
-from engine.physics.model import Shape, busiest_rank_load
+from engine.physics.model import Shape, routed_copies
 from engine.scenario import Training
 
 # Fixed time per transformer layer and micro-batch in the forward pass (the backward pays twice): kernel launches
@@ -57,9 +57,8 @@ def attention_keys(shape: Shape, seq_len: int) -> float:
 
 def tokens_per_local_expert(shape: Shape, training: Training, lay: Layouts, tokens):
     """Routed token copies each local expert of the busiest expert-parallel rank receives in a micro-batch of
-    `tokens` tokens per GPU (split by expert tensor parallelism; busiest_rank_load)."""
-    return (tokens * shape.top_k * lay.ep * lay.etp / (lay.tp * shape.n_experts)
-            * busiest_rank_load(shape, training.expert_load_ratio, lay.ep))
+    `tokens` tokens per GPU (split by expert tensor parallelism; routed_copies)."""
+    return tokens * routed_copies(shape, training.expert_load_ratio, lay.ep) * lay.ep * lay.etp / (lay.tp * shape.n_experts)
 
 
 def _mlp_shapes(shape: Shape, training: Training, lay: Layouts, tokens, moe: bool):
@@ -118,7 +117,7 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     # the activation function (gelu: read+write f; swiglu: read 2f, write f), MoE token permutation
     sp_div = np.where(lay.sp, t, 1)
     if moe:
-        routed = shape.top_k * busiest_rank_load(shape, training.expert_load_ratio, lay.ep)   # copies per token
+        routed = routed_copies(shape, training.expert_load_ratio, lay.ep)   # copies per token
         ffn = routed * shape.expert_ffn * (lay.etp / t) + shape.shared_ffn / t
     else:
         ffn = shape.dense_ffn / t

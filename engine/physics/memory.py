@@ -27,7 +27,7 @@ from engine.frameworks import stack
 from engine.physics import finetune
 from engine.physics.hardware import GIB
 from engine.physics.layouts import Layouts
-from engine.physics.model import Shape, busiest_rank_load
+from engine.physics.model import Shape, routed_copies
 from engine.physics.schedule import Stage, stages_of
 from engine.scenario import Training
 
@@ -290,8 +290,8 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
     # kept whole on every TP rank unless sequence-parallel: both norm inputs, QKV and MLP inputs (4 tensors) + 2 dropout masks
     replicated = (4 * e + 2 * mask) * h
     acts_per_ffn = 3 if shape.gated else 2                      # gate, up, product  |  fc1 output, activation output
-    if moe:      # the busiest expert-parallel rank's routed copies (busiest_rank_load)
-        routed = shape.top_k * busiest_rank_load(shape, training.expert_load_ratio, lay.ep)
+    if moe:      # the busiest expert-parallel rank's routed copies
+        routed = routed_copies(shape, training.expert_load_ratio, lay.ep)
         mlp = (routed * acts_per_ffn * shape.expert_ffn + acts_per_ffn * shape.shared_ffn + routed * h) * e \
               + 4 * shape.n_experts                              # + dispatched token copies, fp32 router logits
     else:

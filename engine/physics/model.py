@@ -326,3 +326,9 @@ def busiest_rank_load(shape: Shape, expert_load_ratio: float, ep):
         return 1.0 + 0.0 * ep
     local = n / ep
     return (r + (local - 1) * (n - r) / (n - 1)) / local
+
+
+def routed_copies(shape: Shape, expert_load_ratio: float, ep):
+    """Routed token copies per token the busiest expert-parallel rank processes, over its share of the tokens: top_k
+    with balanced routing, scaled by busiest_rank_load."""
+    return shape.top_k * busiest_rank_load(shape, expert_load_ratio, ep)

@@ -26,7 +26,7 @@ from engine.physics.hardware import Hardware
 from engine.physics.layouts import Layouts
 from engine.physics.memory import (DEEPSPEED_PREFETCH_BUCKET, DEEPSPEED_REDUCE_BUCKET, StageParams, bytes_per_element,
                                    outer_params, shard_groups)
-from engine.physics.model import Shape, busiest_rank_load
+from engine.physics.model import Shape, routed_copies
 from engine.physics.schedule import pipeline_slots
 from engine.scenario import Training
 
@@ -72,7 +72,7 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     if moe:
         # dispatch and combine, forward and backward: each GPU's routed token copies of its sequence-parallel share
         k_ep = members_per_node(lay.etp, lay.ep, g)
-        routed = e * tokens / t * shape.top_k * h * busiest_rank_load(shape, training.expert_load_ratio, lay.ep)
+        routed = e * tokens / t * h * routed_copies(shape, training.expert_load_ratio, lay.ep)
         a2a = all_to_all_s(routed, lay.ep, k_ep, hw)
         etp_ag = all_gather_s(routed * lay.etp, lay.etp, members_per_node(1, lay.etp, g), hw)
         one = a2a + etp_ag

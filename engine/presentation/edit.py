@@ -17,7 +17,7 @@ from engine.physics import layout_rules
 from engine.precision import trained_precision
 from engine.presentation.formatting import fmt_num
 from engine.scenario import (Cost, Layout, PresetRef, ReliabilityInputs, Scenario, ScenarioError, Site, divisors,
-                             rule_facts, scenario_stack)
+                             rule_facts, scenario_stack, stack_on)
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, pinned, search, search_cluster
 
 DEFAULT_SCENARIO = {
@@ -323,7 +323,7 @@ def _stack_of(data: dict, current: Scenario):
     accelerator, framework = data["cluster"].get("accelerator"), data["training"].get("framework")
     if accelerator not in load_catalog().accelerators or framework not in (None, *frameworks.FRAMEWORKS):
         return scenario_stack(current)
-    return frameworks.stack(frameworks.stack_id(framework, load_catalog().accelerator(accelerator).vendor))
+    return stack_on(framework, accelerator)
 
 
 def _follow_layout(current: Scenario, path: str, layout: dict, n_gpus, stack) -> list[str]:
