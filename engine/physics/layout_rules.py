@@ -78,9 +78,11 @@ def layout_fields(r: dict) -> dict:
 def columns(**cols) -> SimpleNamespace:
     """Columns as equal-length numpy arrays (scalars broadcast; the flags sp, reshard, tpo as bool), for the
     predicates."""
-    arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, dtype=bool if k in FLAGS else np.int64))
-                                   for k, v in cols.items()))
-    return SimpleNamespace(**dict(zip(cols, arrays)))
+    arrays = {k: np.atleast_1d(np.asarray(v, dtype=bool if k in FLAGS else np.int64)) for k, v in cols.items()}
+    n = max((len(a) for a in arrays.values()), default=1)
+    if any(len(a) != n for a in arrays.values()):
+        arrays = dict(zip(arrays, np.broadcast_arrays(*arrays.values())))
+    return SimpleNamespace(**arrays)
 
 
 @dataclass(frozen=True)
@@ -438,12 +440,22 @@ def choices(facts: Facts, fixed: dict, **varying) -> np.ndarray:
     allows with the fixed columns held; the search filters each dimension with this, the Memory page its choices."""
     # a rule on a flag not chosen here holds: the flag is off, which its rule always allows (the search leaves the MoE
     # all-to-all overlap off)
-    unchosen = set(FLAGS) - set(fixed) - set(varying)
+    rules, read = _rules_on(frozenset(fixed), frozenset(varying))
+    given = {**fixed, **varying}
+    return np.flatnonzero(allowed(facts, columns(**{c: given[c] for c in read}), rules))
+
+
+@lru_cache(maxsize=256)
+def _rules_on(fixed: frozenset, varying: frozenset) -> tuple[tuple[LayoutRule, ...], tuple[str, ...]]:
+    """choices' rules for these column names, and the columns they read (the search asks the same few questions
+    thousands of times)."""
+    unchosen = set(FLAGS) - fixed - varying
     rules = tuple(r for r in reading(varying) if not set(r.reads) & unchosen)
-    missing = {c for r in rules for c in r.reads} - set(fixed) - set(varying)
+    read = {c for r in rules for c in r.reads}
+    missing = read - fixed - varying
     if missing:
         raise ValueError(f"the rules on {sorted(varying)} also read {sorted(missing)}: fix them")
-    return np.flatnonzero(allowed(facts, columns(**fixed, **varying), rules))
+    return rules, tuple(sorted(read | varying))
 
 
 def problems(facts: Facts, layout) -> list[tuple[str, str]]:

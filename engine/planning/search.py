@@ -194,19 +194,18 @@ def _experts(facts, tp: int, cp: int, dp: int, quick: bool) -> list[tuple[int, i
 def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
     """Every block's product of choices as columns; tensor-parallel overlap on wherever tp > 1 on a CUDA stack, the
     flags of UNSEARCHED off."""
-    cols = []
+    a = np.empty((17, sum(b.count for b in blocks)), dtype=np.int64)
+    start = 0
     for b in blocks:
-        grid = np.array(np.meshgrid(np.arange(len(b.splits)), b.mbs, np.arange(len(b.experts)),
-                                    np.arange(len(b.zero)), b.rc, indexing="ij")).reshape(5, -1)
-        split = np.array(b.splits)[grid[0]]
-        expert = np.array(b.experts)[grid[2]]
-        zero = np.array(b.zero, dtype=np.int64)[grid[3]]
-        n = grid.shape[1]
-        const = lambda value: np.full(n, value, dtype=np.int64)
-        cols.append(np.stack([const(b.tp), const(b.pp), const(b.dp), const(b.cp), expert[:, 0], grid[1], split[:, 2],
-                              zero[:, 0], const(b.tp > 1), grid[4], expert[:, 1], split[:, 0], split[:, 1], zero[:, 1],
-                              zero[:, 2], const(tp_overlap and b.tp > 1), zero[:, 3]]))
-    a = np.concatenate(cols, axis=1) if cols else np.zeros((17, 0), dtype=np.int64)
+        grid = np.indices((len(b.splits), len(b.mbs), len(b.experts), len(b.zero), len(b.rc))).reshape(5, -1)
+        block = a[:, start:start + grid.shape[1]]
+        start += grid.shape[1]
+        split, expert = np.array(b.splits)[grid[0]].T, np.array(b.experts)[grid[2]].T
+        zero = np.array(b.zero, dtype=np.int64)[grid[3]].T
+        block[[0, 1, 2, 3, 8, 15]] = np.array([[b.tp], [b.pp], [b.dp], [b.cp], [b.tp > 1], [tp_overlap and b.tp > 1]])
+        block[[4, 10]], block[[6, 11, 12]] = expert, split[[2, 0, 1]]
+        block[[7, 13, 14, 16]] = zero
+        block[5], block[9] = np.array(b.mbs)[grid[1]], np.array(b.rc)[grid[4]]
     a2ao = np.zeros(a.shape[1], dtype=bool)
     return Layouts(tp=a[0], pp=a[1], dp=a[2], cp=a[3], ep=a[4], mbs=a[5], v=a[6], zero=a[7], sp=a[8].astype(bool),
                    rc=a[9], etp=a[10], first=a[11], last=a[12], reshard=a[13].astype(bool), shard=a[14],
