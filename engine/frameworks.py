@@ -103,6 +103,11 @@ class Stack(BaseModel):
         "device-to-host synchronisation of the tokens per expert, while the GPU waits; 0 where the experts run "
         "grouped on the device"))
     moe_expert_note: str
+    moe_expert_gemm_fixed_us_by_architecture: dict[str, float] = Field(default_factory=dict, description=(
+        "moe_expert_gemm_fixed_us where the stack's tuned recipes for an accelerator architecture (catalog "
+        "`architecture`) run the MoE layer otherwise, microseconds; the other architectures take "
+        "moe_expert_gemm_fixed_us"))
+    moe_expert_by_architecture_note: str = ""
     moe_fitted: bool = Field(description=(
         "the stack's MoE physics (per-expert cost, all-to-all) was fitted on published MoE runs of the stack "
         "(scripts/calibrate_sustained.py); without, the planner does not choose the stack for a MoE model on its own: "
@@ -128,6 +133,23 @@ class Stack(BaseModel):
             raise ValueError(f"{self.id}: experts grouped on the device pay no per-expert host cost "
                              f"(moe_expert_gemm_fixed_us {self.moe_expert_gemm_fixed_us}, expected 0)")
         return self
+
+    @model_validator(mode="after")
+    def _per_architecture_cost_is_host_issued(self) -> "Stack":
+        if self.moe_expert_gemm_fixed_us_by_architecture and not self.moe_expert_by_architecture_note:
+            raise ValueError(f"{self.id}: moe_expert_gemm_fixed_us_by_architecture needs its "
+                             "moe_expert_by_architecture_note (which recipes, fitted on what)")
+        if self.moe_expert_kernels == "grouped_on_device" and any(self.moe_expert_gemm_fixed_us_by_architecture.values()):
+            raise ValueError(f"{self.id}: experts grouped on the device pay no per-expert host cost on any architecture")
+        for arch, us in self.moe_expert_gemm_fixed_us_by_architecture.items():
+            if not 0 <= us <= 1000:
+                raise ValueError(f"{self.id}: moe_expert_gemm_fixed_us_by_architecture[{arch!r}] = {us} is outside 0-1000")
+        return self
+
+    def moe_expert_fixed_us(self, architecture: str) -> float:
+        """The per-expert fixed cost on this accelerator architecture (moe_expert_gemm_fixed_us unless the stack's
+        recipes for it differ)."""
+        return self.moe_expert_gemm_fixed_us_by_architecture.get(architecture, self.moe_expert_gemm_fixed_us)
 
     @property
     def short_name(self) -> str:

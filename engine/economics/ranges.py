@@ -238,7 +238,8 @@ def moe_measured(fitted: dict, regime: dict[str, str]) -> bool:
     """False for a MoE regime unless MoE runs of its method and stack on its accelerator family come from two sources
     or more: with one, leaving it out leaves no MoE run, so the MoE-only physics (the per-expert cost fitted on NeMo's
     H100 runs, the all-to-all) was never measured out of source, and a dense regime's spread says nothing of it
-    (NeMo's held-out Blackwell MoE runs lie at 0.43-1.36x the engine, docs/validation.md)."""
+    (NeMo's Blackwell MoE rows lay at 0.43-1.36x the engine before their recipes' per-expert cost was fitted on
+    them, docs/validation.md)."""
     return regime["model"] != "MoE" or len(moe_sources(fitted, regime)) >= 2
 
 

@@ -60,7 +60,7 @@ class Hardware:
     selective_recompute_matmul_share: float = 0.0   # forward matmuls selective recompute runs again (per-op SAC: 0.5)
     tp_overlap_share: float = 1.0     # share of the exposed tensor-parallel communication tp_comm_overlap hides
     calibrated: bool = True           # a level fitted for this stack, accelerator and precision class
-    moe_expert_gemm_fixed_s: float = 0.0  # per local expert and GEMM (engine.frameworks Stack.moe_expert_gemm_fixed_us)
+    moe_expert_gemm_fixed_s: float = 0.0  # per local expert and GEMM (engine.frameworks Stack.moe_expert_fixed_us)
     grad_reduce_bytes: float = 0.0    # the stack's gradient-reduction format where it overrides the gradients' (fp32: 4)
     frozen_weight_bytes: float | None = None  # LoRA's frozen base per weight where the stack keeps it in the
     #                                           low-precision format only (Stack.fp8.frozen_base_low_precision_only)
@@ -124,7 +124,7 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         weight_copy_bytes=(1 - high_share) * fmt.weight_copy_bytes,
         framework=fw.stack.id, selective_recompute_matmul_share=fw.stack.selective_recompute_matmul_share,
         tp_overlap_share=fw.stack.tp_overlap_share, calibrated=fw.calibrated,
-        moe_expert_gemm_fixed_s=fw.stack.moe_expert_gemm_fixed_us * 1e-6, framework_detail=fw.detail(),
+        moe_expert_gemm_fixed_s=fw.stack.moe_expert_fixed_us(acc.architecture) * 1e-6, framework_detail=fw.detail(),
         grad_reduce_bytes=fw.stack.grad_reduce_bytes,
         frozen_weight_bytes=((1 - high_share) * fmt.weight_copy_bytes + high_share * 2.0)
         if fw.stack.fp8.frozen_base_low_precision_only and fmt.weight_copy_bytes > 0 else None,

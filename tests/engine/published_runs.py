@@ -123,8 +123,11 @@ def h100_weak_scaling() -> list[Run]:
 NEMO_SYSTEMS = {"H100": "H100-SXM5-80GB", "B200": "B200-SXM-180GB", "GB200": "GB200", "GB300": "GB300"}
 NEMO_MODELS = {"LLAMA3_8B": "llama3.1-8b", "LLAMA3_70B": "llama3.1-70b", "LLAMA3.1_405B": "llama3.1-405b",
                "GPT_OSS_120B": "gpt-oss-120b", "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b",
-               "DeepSeekV3_noMTP": "deepseek-v3"}
-NEMO_PRECISIONS = {"FP8-CS": "fp8", "BF16": "bf16"}
+               "DeepSeekV3_noMTP": "deepseek-v3", "DeepSeekV3": "deepseek-v3", "Mixtral_8x7B": "mixtral-8x7b",
+               "LLAMA4_Scout": "llama4-scout"}
+NEMO_PRECISIONS = {"FP8-CS": "fp8", "BF16": "bf16", "FP8-MX": "mxfp8"}
+# NeMo performance-summary rows public-validation-cases.json does not carry (tests/data/nemo-more-rows.json)
+NEMO_MORE = json.loads((DATA / "nemo-more-rows.json").read_text())
 # The runs whose recipe overlaps the MoE all-to-all across micro-batches (moe_a2a_overlap=True in Megatron-Bridge's
 # scripts/performance/configs/qwen/qwen3_workload_base_configs.py, QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V1;
 # the H100 Qwen3-30B-A3B and GPT-OSS-120B presets and DeepSeek-V3's GB200 BF16 one leave it off)
@@ -138,16 +141,18 @@ def _splits(n_layers: int, pp: int, v: int) -> list[tuple[int | None, int | None
     return [s for s in split_options(n_layers, pp) if s != (None, None)]
 
 
-def nemo_25_11() -> list[Run]:
+def nemo_25_11(table: dict | None = None) -> list[Run]:
     """NVIDIA NeMo 25.11 performance summary (Megatron-Core, tuned recipes): tokens/s per GPU with the published
     parallel layout; fsdp 1 = Megatron-FSDP (ZeRO-3), else the distributed optimizer (ZeRO-1); TP with sequence
     parallelism and communication overlap; routed experts without tensor parallelism (expert_tp 1, the recipes'
     default); recompute is 'per recipe' (unpublished), so the fastest candidate: the published run ran, so its
     memory fit (NeMo keeps FP8 weights only, and offloads activations on Grace where the recipe says so), whatever
-    the engine's memory model says (`require_fit` False; public_case_predictions reports both)."""
-    cols = CASES["nemo_25_11_cases"]["columns"]
+    the engine's memory model says (`require_fit` False; public_case_predictions reports both). table: other rows
+    of NeMo's tables in the same columns (nemo_more_rows)."""
+    table = table or CASES["nemo_25_11_cases"]
+    cols = table["columns"]
     runs = []
-    for values in CASES["nemo_25_11_cases"]["rows"]:
+    for values in table["rows"]:
         r = dict(zip(cols, values))
         preset = NEMO_MODELS[r["model"]]
         arch = load_catalog().models[preset].arch
@@ -169,6 +174,15 @@ def nemo_25_11() -> list[Run]:
         runs.append(Run(name, NEMO_SYSTEMS[r["system"]], r["tokens_per_s_per_gpu"], "tokens_per_s_per_gpu", scenario,
                         layouts, require_fit=False, source="nemo_25_11"))
     return runs
+
+
+def nemo_more_rows(keep=lambda row: True) -> list[Run]:
+    """The rows of NeMo's performance tables that public-validation-cases.json does not carry
+    (tests/data/nemo-more-rows.json: the 25.11 table's FP8-MX and Blackwell MoE rows, earlier containers' MoE rows
+    with few experts per GPU), those `keep` (a dict of the columns) selects, predicted like nemo_25_11's."""
+    cols = NEMO_MORE["columns"]
+    rows = [r for r in NEMO_MORE["rows"] if keep(dict(zip(cols, r)))]
+    return nemo_25_11({"columns": cols, "rows": rows})
 
 
 TORCHTITAN_MODELS = {"Llama 3.1 8B": "llama3.1-8b", "Llama 3.1 70B": "llama3.1-70b", "Llama 3.1 405B": "llama3.1-405b"}

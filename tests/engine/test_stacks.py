@@ -12,6 +12,7 @@ from engine.physics.hardware import resolve_hardware
 from engine.physics.layouts import Layouts
 from engine.physics.model import shape_of
 from engine.planning.estimate import estimate
+from engine.planning.explain import explain
 from engine.scenario import ScenarioError
 from tests.engine.helpers import scenario
 
@@ -132,6 +133,37 @@ def test_only_stacks_that_issue_each_experts_kernels_from_the_host_pay_the_per_e
     assert frameworks.stack(stack).moe_expert_kernels == kernels
     fixed = float(expert_fixed_s(shape_of(sc.model), Layouts.of([sc.layout]), hw)[0])
     assert fixed == (pytest.approx(2 * 64 * 189.7e-6, rel=1e-3) if kernels == "host_per_expert" else 0.0)
+
+
+@pytest.mark.parametrize("accelerator, us", [("H100-SXM5-80GB", 189.7), ("B200-SXM-180GB", 56.5), ("GB200", 56.5),
+                                             ("GB300", 56.5), ("B300-SXM-270GB", 56.5), ("A100-SXM4-80GB", 189.7)])
+def test_megatron_core_pays_the_per_expert_cost_of_nvidias_recipes_for_the_architecture(accelerator, us):
+    # NeMo's Blackwell presets graph the router and the MoE preprocessing (fitted on the 25.11 table's six FP8-MX
+    # Blackwell MoE rows: 56.5 us); its H100 presets do not (fitted on its three H100 MoE rows: 189.7 us); other
+    # architectures, with no tuned MoE recipe in the data, take the H100 presets' figure
+    sc = parse_scenario(scenario(**{"model": OLMOE, "training.framework": "megatron_core", "layout.zero_stage": 3,
+                                    "cluster.accelerator": accelerator}))
+    fixed = float(expert_fixed_s(shape_of(sc.model), Layouts.of([sc.layout]), resolve_hardware(sc))[0])
+    assert fixed == pytest.approx(2 * 64 * us * 1e-6, rel=1e-3)
+
+
+def test_explain_names_the_per_expert_cost_the_moe_layers_pay():
+    # OLMoE on 8 GPUs without expert parallelism: 64 local experts; the figure of the accelerator's architecture
+    for accelerator, us in (("H100-SXM5-80GB", "189.7"), ("GB200", "56.5")):
+        sc = parse_scenario(scenario(**{"model": OLMOE, "training.framework": "megatron_core", "layout.zero_stage": 3,
+                                        "cluster.accelerator": accelerator}))
+        compute = next(t for t in explain(sc) if t.name == "compute")
+        assert f"64 local experts x 2 GEMMs pay {us} us each forward" in compute.formula, compute.formula
+
+
+def test_a_per_architecture_expert_cost_needs_its_note_and_host_issued_experts():
+    row = frameworks.stack("megatron_core").model_dump()
+    with pytest.raises(ValueError, match="needs its moe_expert_by_architecture_note"):
+        frameworks.Stack.model_validate({**row, "moe_expert_by_architecture_note": ""})
+    grouped = frameworks.stack("pytorch_fsdp2").model_dump()
+    with pytest.raises(ValueError, match="pay no per-expert host cost on any architecture"):
+        frameworks.Stack.model_validate({**grouped, "moe_expert_gemm_fixed_us_by_architecture": {"Blackwell": 50.0},
+                                         "moe_expert_by_architecture_note": "a note long enough"})
 
 
 def test_a_stack_with_experts_grouped_on_the_device_and_a_per_expert_cost_is_refused():
