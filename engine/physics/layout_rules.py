@@ -14,7 +14,7 @@ tpo off (index into OFFLOAD) a2ao, with the optional fields filled (expert tp = 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import SimpleNamespace
 from typing import Callable
@@ -107,6 +107,15 @@ class Facts:
     def moe(self) -> bool:
         return self.n_experts > 1
 
+    def any_size(self) -> "Facts":
+        """These facts for every cluster size (n_gpus ANY_SIZE): what the rules on a layout's other dimensions read,
+        so the search's per-dimension choices are shared by every size it tries; a rule that reads the size
+        (reads_size) refuses them (choices)."""
+        return replace(self, n_gpus=ANY_SIZE)
+
+
+ANY_SIZE = 0          # Facts.n_gpus of facts for no size in particular
+
 
 def facts_of(arch: ModelArch, training, n_gpus: int, stack=None) -> Facts:
     """The scenario's side of the rules. Tensor parallelism splits the attention heads, the key/value heads, the
@@ -142,6 +151,7 @@ class LayoutRule:
     reset: Callable | None = None
     resets: tuple[str, ...] = ()
     note: Callable | None = None
+    reads_size: bool = False       # holds reads facts.n_gpus (not answerable for Facts.any_size)
 
 
 def _valid(rule: LayoutRule, facts: Facts, r: dict, column: str, candidates) -> list[int]:
@@ -184,7 +194,7 @@ def _gpus_message(f: Facts, r: dict) -> str:
 
 GPUS = LayoutRule(
     "gpus", ("tp", "pp", "dp", "cp"), lambda f, L: L.tp * L.pp * L.dp * L.cp == f.n_gpus,
-    lambda f, r: "layout.dp", _gpus_message, "tp*pp*dp*cp != n_gpus")
+    lambda f, r: "layout.dp", _gpus_message, "tp*pp*dp*cp != n_gpus", reads_size=True)
 
 
 # ---- the pipeline split (engine.physics.schedule.stage_layers is the rule) ---------------------------------------
@@ -441,6 +451,8 @@ def choices(facts: Facts, fixed: dict, **varying) -> np.ndarray:
     # a rule on a flag not chosen here holds: the flag is off, which its rule always allows (the search leaves the MoE
     # all-to-all overlap off)
     rules, read = _rules_on(frozenset(fixed), frozenset(varying))
+    if facts.n_gpus == ANY_SIZE and any(r.reads_size for r in rules):
+        raise ValueError(f"the rules on {sorted(varying)} read the cluster size: ask with the scenario's facts")
     given = {**fixed, **varying}
     return np.flatnonzero(allowed(facts, columns(**{c: given[c] for c in read}), rules))
 

@@ -62,6 +62,7 @@ class Block:
         return len(self.splits) * len(self.mbs) * len(self.experts) * len(self.zero) * len(self.rc)
 
 
+@lru_cache(maxsize=8192)
 def _zero_options(facts, dp: int, cp: int, tp: int, gpus_per_node: int, quick: bool = False,
                   offload: bool = False) -> list[tuple[int, bool, int, int]]:
     """(zero stage, reshard, shard group, offload) choices: ZeRO 0-3 over the whole data-parallel group, FSDP without
@@ -123,11 +124,12 @@ def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_spa
     group_rules = layout_rules.within(GROUP)
     cols = layout_rules.columns(**dict(zip(GROUP, groups.T))) if len(groups) else None
     group_bad = [np.zeros(0, bool) if cols is None else ~rule.holds(facts, cols) for rule in group_rules]
+    any_size = facts.any_size()          # each dimension's choices, cached for every size the planner tries
     blocks, rejected = [], []
     for j, (t, c, p, d) in enumerate(groups.tolist()):
         span_bad = not allow_span_nodes and (t > gpus_per_node or gpus_per_node % t)
-        splits = _splits(facts, p, quick)
-        mbss = _micro_batches(facts, d, facts.seq_len // c, quick)
+        splits = _splits(any_size, p, quick)
+        mbss = _micro_batches(any_size, d, facts.seq_len // c, quick)
         reason = next((rule.reason for rule, bad in zip(group_rules, group_bad) if bad[j]), None)
         reason = reason or (layout_rules.BATCH.reason if not mbss else SPAN_REASON if span_bad
                             else layout_rules.SPLIT.reason if not splits else None)
@@ -136,8 +138,8 @@ def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_spa
                 count = max(len(splits), 1) * n_batch_divs * len(rcs) * 5 * (2 if facts.moe else 1)
                 rejected.append(({"tp": t, "cp": c, "pp": p, "dp": d}, count, reason))
             continue
-        blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=_experts(facts, t, c, d, quick),
-                            zero=_zero_options(facts, d, c, t, gpus_per_node, quick, offload), rc=rcs))
+        blocks.append(Block(tp=t, cp=c, pp=p, dp=d, splits=splits, mbs=mbss, experts=_experts(any_size, t, c, d, quick),
+                            zero=_zero_options(any_size, d, c, t, gpus_per_node, quick, offload), rc=rcs))
     return tuple(blocks), tuple(rejected)
 
 

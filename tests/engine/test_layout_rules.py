@@ -41,6 +41,36 @@ def test_every_rule_reads_only_the_columns_it_declares():
         assert rule.holds(facts, Only(full, rule.reads)).shape == (1,), rule.name   # AttributeError otherwise
 
 
+class SizeFree:
+    """Facts that refuse to give the cluster size."""
+
+    def __init__(self, facts):
+        self._facts = facts
+
+    def __getattr__(self, name):
+        if name == "n_gpus":
+            raise AttributeError("n_gpus")
+        return getattr(self._facts, name)
+
+
+def test_every_rule_that_reads_the_cluster_size_says_so():
+    # the search caches each dimension's choices on Facts.any_size, shared by every size the planner tries: only a rule
+    # that does not read the size may answer there
+    facts = facts_of(default_scenario().arch, default_scenario().training, 1024)
+    full = columns(**layout_rules.row(default_scenario().layout))
+    for rule in RULES:
+        if rule.reads_size:
+            with pytest.raises(AttributeError):
+                rule.holds(SizeFree(facts), full)
+        else:
+            assert rule.holds(SizeFree(facts), full).shape == (1,), rule.name
+    assert [r.name for r in RULES if r.reads_size] == ["gpus"]
+    with pytest.raises(ValueError, match="read the cluster size"):
+        layout_rules.choices(facts.any_size(), {"tp": 8, "dp": 128, "cp": 1, "v": 1, "first": -1, "last": -1},
+                             pp=np.array([1]))
+    assert list(layout_rules.choices(facts.any_size(), {"dp": 4}, mbs=np.array([1, 3, 4]))) == [0, 2]   # batch 1024
+
+
 def test_no_rule_couples_two_of_the_searchs_block_dimensions():
     # the search builds a block as the product of each dimension's allowed choices: exact only if no rule reads two
     # (a rule on a flag the search leaves off constrains no dimension)
