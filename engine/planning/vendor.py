@@ -14,6 +14,7 @@ from engine import frameworks
 from engine.catalog import ANNOUNCED_NOTE, DATA_DIR, load_catalog
 from engine.economics import ranges
 from engine.precision import trained_precision
+from engine.readable import fmt_usd
 from engine.scenario import Scenario, ScenarioError
 from engine.planning.results import Comparison, Estimate
 from engine.planning.search import pinned, search
@@ -247,10 +248,6 @@ UNKNOWN_LABEL = {"cost": "cost (no price: enter one)", "energy": "energy (no pow
                  "co2": "CO2 (no power figure)"}
 
 
-def _fmt_money(x):
-    return f"${x / 1e6:,.2f}M" if x >= 1e6 else f"${x:,.0f}"
-
-
 def _why_first(r: dict, fitting: list[dict], target: Target | None = None) -> str:
     def place(key, lower=True):
         vals = sorted((x[key] for x in fitting if x.get(key) is not None), reverse=not lower)
@@ -262,7 +259,7 @@ def _why_first(r: dict, fitting: list[dict], target: Target | None = None) -> st
     else:
         head = f"{r['name']} ranks first with a decision score of {r['decision_score']:.2f}:"
     parts = [head, f"{r['wall_days']:.1f} days on {r['n_gpus']:,} GPUs{place('wall_days')}"]
-    parts.append(f"costs {_fmt_money(r['cost_usd'])}{place('cost_usd')}" if r.get("cost_usd") is not None
+    parts.append(f"costs {fmt_usd(r['cost_usd'])}{place('cost_usd')}" if r.get("cost_usd") is not None
                  else "no price: enter one (ranked " + ("after every priced accelerator, by GPU-hours)" if target
                                                         else "on what is known)"))
     if r.get("co2_t") is not None:
