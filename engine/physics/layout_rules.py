@@ -448,8 +448,6 @@ def allowed(facts: Facts, cols, rules=RULES) -> np.ndarray:
 def choices(facts: Facts, fixed: dict, **varying) -> np.ndarray:
     """Indices of the candidate rows (varying: columns of equal length) that every rule reading a varying column
     allows with the fixed columns held; the search filters each dimension with this, the Memory page its choices."""
-    # a rule on a flag not chosen here holds: the flag is off, which its rule always allows (the search leaves the MoE
-    # all-to-all overlap off)
     rules, read = _rules_on(frozenset(fixed), frozenset(varying))
     if facts.n_gpus == ANY_SIZE and any(r.reads_size for r in rules):
         raise ValueError(f"the rules on {sorted(varying)} read the cluster size: ask with the scenario's facts")
@@ -461,6 +459,8 @@ def choices(facts: Facts, fixed: dict, **varying) -> np.ndarray:
 def _rules_on(fixed: frozenset, varying: frozenset) -> tuple[tuple[LayoutRule, ...], tuple[str, ...]]:
     """choices' rules for these column names, and the columns they read (the search asks the same few questions
     thousands of times)."""
+    # a rule on a flag not chosen here holds: the flag is off, which its rule always allows (the search leaves the MoE
+    # all-to-all overlap off)
     unchosen = set(FLAGS) - fixed - varying
     rules = tuple(r for r in reading(varying) if not set(r.reads) & unchosen)
     read = {c for r in rules for c in r.reads}
