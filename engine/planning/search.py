@@ -123,16 +123,20 @@ def _blocks_of(facts, attention: str, n_gpus: int, gpus_per_node: int, allow_spa
                        if n_gpus % (t * c * p) == 0], dtype=np.int64).reshape(-1, 4)
     group_rules = layout_rules.within(GROUP)
     cols = layout_rules.columns(**dict(zip(GROUP, groups.T))) if len(groups) else None
-    group_bad = [np.zeros(0, bool) if cols is None else ~rule.holds(facts, cols) for rule in group_rules]
+    bad = np.array([np.zeros(len(groups), bool) if cols is None else ~rule.holds(facts, cols)
+                    for rule in group_rules]).reshape(len(group_rules), len(groups))
+    first_bad = np.where(bad.any(axis=0), bad.argmax(axis=0), -1).tolist()   # the first group rule each breaks
     any_size = facts.any_size()          # each dimension's choices, cached for every size the planner tries
     blocks, rejected = [], []
     for j, (t, c, p, d) in enumerate(groups.tolist()):
+        if quick and first_bad[j] >= 0:  # the quick space is for sizing; nobody reads its rejections
+            continue
         span_bad = not allow_span_nodes and (t > gpus_per_node or gpus_per_node % t)
         splits = _splits(any_size, p, quick)
         mbss = _micro_batches(any_size, d, facts.seq_len // c, quick)
-        reason = next((rule.reason for rule, bad in zip(group_rules, group_bad) if bad[j]), None)
-        reason = reason or (layout_rules.BATCH.reason if not mbss else SPAN_REASON if span_bad
-                            else layout_rules.SPLIT.reason if not splits else None)
+        reason = group_rules[first_bad[j]].reason if first_bad[j] >= 0 else (
+            layout_rules.BATCH.reason if not mbss else SPAN_REASON if span_bad
+            else layout_rules.SPLIT.reason if not splits else None)
         if reason is not None:
             if not quick:                    # the quick space is for sizing; nobody reads its rejections
                 count = max(len(splits), 1) * n_batch_divs * len(rcs) * 5 * (2 if facts.moe else 1)
