@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -103,7 +103,8 @@ class Stack(BaseModel):
         "device-to-host synchronisation of the tokens per expert, while the GPU waits; 0 where the experts run "
         "grouped on the device"))
     moe_expert_note: str
-    moe_expert_gemm_fixed_us_by_architecture: dict[str, float] = Field(default_factory=dict, description=(
+    moe_expert_gemm_fixed_us_by_architecture: dict[str, Annotated[float, Field(ge=0, le=1000)]] = Field(
+        default_factory=dict, description=(
         "moe_expert_gemm_fixed_us where the stack's tuned recipes for an accelerator architecture (catalog "
         "`architecture`) run the MoE layer otherwise, microseconds; the other architectures take "
         "moe_expert_gemm_fixed_us"))
@@ -129,21 +130,15 @@ class Stack(BaseModel):
 
     @model_validator(mode="after")
     def _grouped_experts_pay_no_host_cost(self) -> "Stack":
-        if self.moe_expert_kernels == "grouped_on_device" and self.moe_expert_gemm_fixed_us:
-            raise ValueError(f"{self.id}: experts grouped on the device pay no per-expert host cost "
-                             f"(moe_expert_gemm_fixed_us {self.moe_expert_gemm_fixed_us}, expected 0)")
-        return self
-
-    @model_validator(mode="after")
-    def _per_architecture_cost_is_host_issued(self) -> "Stack":
-        if self.moe_expert_gemm_fixed_us_by_architecture and not self.moe_expert_by_architecture_note:
+        by_architecture = self.moe_expert_gemm_fixed_us_by_architecture
+        if self.moe_expert_kernels == "grouped_on_device" and (self.moe_expert_gemm_fixed_us
+                                                               or any(by_architecture.values())):
+            raise ValueError(f"{self.id}: experts grouped on the device pay no per-expert host cost on any "
+                             f"architecture (moe_expert_gemm_fixed_us {self.moe_expert_gemm_fixed_us}, by "
+                             f"architecture {by_architecture}, expected 0)")
+        if by_architecture and not self.moe_expert_by_architecture_note:
             raise ValueError(f"{self.id}: moe_expert_gemm_fixed_us_by_architecture needs its "
                              "moe_expert_by_architecture_note (which recipes, fitted on what)")
-        if self.moe_expert_kernels == "grouped_on_device" and any(self.moe_expert_gemm_fixed_us_by_architecture.values()):
-            raise ValueError(f"{self.id}: experts grouped on the device pay no per-expert host cost on any architecture")
-        for arch, us in self.moe_expert_gemm_fixed_us_by_architecture.items():
-            if not 0 <= us <= 1000:
-                raise ValueError(f"{self.id}: moe_expert_gemm_fixed_us_by_architecture[{arch!r}] = {us} is outside 0-1000")
         return self
 
     def moe_expert_fixed_us(self, architecture: str) -> float:
