@@ -361,18 +361,18 @@ def write(fitted: dict, share: float, expert_us: float, blackwell_us: float, bla
         if row["moe_expert_kernels"] == "host_per_expert":   # measured on MOE_STACK only (each row's note)
             row["moe_expert_gemm_fixed_us"] = expert_us
         if row["id"] == MOE_STACK:            # written after moe_expert_note, the figure they qualify
-            after = list(row).index("moe_expert_note") + 1
-            keep = {k: v for k, v in row.items() if not k.startswith("moe_expert_") or k in list(row)[:after]}
+            fields = {"moe_expert_gemm_fixed_us_by_architecture": {a: blackwell_us for a in BLACKWELL_RECIPES},
+                      "moe_expert_by_architecture_note": (
+                          "NeMo's Blackwell presets (Megatron-Bridge scripts/performance/configs) run the MoE layer "
+                          "with CUDA graphs over the router and the MoE preprocessing and the HybridEP dispatcher, "
+                          "where the H100 presets the figure above is fitted on run no CUDA graph; fitted by "
+                          f"scripts/calibrate_sustained.py on NeMo 25.11's {len(blackwell_fit)} MoE rows on Blackwell "
+                          "at the FP8 levels fitted on dense runs (tests/data/nemo-more-rows.json: "
+                          f"{', '.join(r.name for r in blackwell_fit)})")}
+            items = [(k, v) for k, v in row.items() if k not in fields]
+            at = [k for k, _ in items].index("moe_expert_note") + 1
             row.clear()
-            row.update(list(keep.items())[:after])
-            row["moe_expert_gemm_fixed_us_by_architecture"] = {a: blackwell_us for a in BLACKWELL_RECIPES}
-            row["moe_expert_by_architecture_note"] = (
-                "NeMo's Blackwell presets (Megatron-Bridge scripts/performance/configs) run the MoE layer with CUDA "
-                "graphs over the router and the MoE preprocessing and the HybridEP dispatcher, where the H100 presets "
-                "the figure above is fitted on run no CUDA graph; fitted by scripts/calibrate_sustained.py on NeMo "
-                f"25.11's {len(blackwell_fit)} MoE rows on Blackwell at the FP8 levels fitted on dense runs "
-                f"(tests/data/nemo-more-rows.json: {', '.join(r.name for r in blackwell_fit)})")
-            row.update(list(keep.items())[after:])
+            row.update(items[:at] + list(fields.items()) + items[at:])
         row["moe_fitted"] = row["id"] == MOE_STACK
     FRAMEWORKS_JSON.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {FRAMEWORKS_JSON}")

@@ -250,7 +250,7 @@ def _time_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              f"layer) + embedding and output layer"
              + (f"; each MoE layer's {shape.n_experts / float(lay.ep[0]):g} local experts x 2 GEMMs pay "
                 f"{hw.moe_expert_gemm_fixed_s * 1e6:g} us each forward and twice that backward ({hw.framework}'s "
-                "per-expert cost on this accelerator: data/frameworks.json moe_expert_gemm_fixed_us)"
+                "per-expert cost on this accelerator's architecture: data/frameworks.json Stack.moe_expert_fixed_us)"
                 if shape.n_moe_layers and hw.moe_expert_gemm_fixed_s else ""),
              "engine.physics.compute.layer_times; engine.physics.compute.expert_fixed_s; " + st,
              "MAMF (ml-engineering), Shah et al. 2024 FlashAttention-3, BabelStream (engine/physics/kernels.py)"),
