@@ -281,9 +281,13 @@ async def _bomb_session(browser, url: str, data: bytes, timeout_ms: float) -> tu
         await page.get_by_role("button", name="Check and add to the store").click()
         await page.get_by_text("Refused bomb.zip").wait_for()
         seconds = time.perf_counter() - t
+        await _idle(page)           # the reasons are drawn after the "Refused" line: read them once the run is over
         await _assert_no_exception(page)
         bomb = await page.get_by_text("decompression bomb").count()
-        return seconds, "refused as a bomb" if bomb else await _refusal(page) or "refused"
+        if bomb:
+            return seconds, "refused as a bomb"
+        reason = " ".join((await page.get_by_test_id("stMain").inner_text()).split())
+        return seconds, await _refusal(page) or f"refused: {reason[reason.find('Refused bomb.zip'):][:300]}"
 
 
 async def _refusal(page) -> str | None:
