@@ -190,10 +190,10 @@ class SearchResult(Result):
         return not self.best and self.feasible > 0
 
 
-class VendorRow(Result):
-    """One accelerator in a comparison: its best layout and figures (None where it has none: no layout fits, the run
-    never finishes, no price or power figure), the scores that ranked it, its rank (None: not ranked, see reason) and
-    why, in words."""
+class VendorEntry(Result):
+    """Which accelerator a comparison row is about and how its evaluation came out: the precision it trains in,
+    whether its level is calibrated, whether a layout fits and on how many GPUs, whether it meets the question's
+    target, and why it cannot be ranked (None: it can)."""
     accelerator: str
     name: str
     vendor: str
@@ -202,9 +202,17 @@ class VendorRow(Result):
     precision_note: str
     calibrated: bool
     status: str = Field(default="shipping", description="shipping, or announced: figures from the vendor's announcement")
-    fits: bool
-    n_gpus: int | None
-    meets_target: bool | None = Field(description="meets the question's target (None: no target, a fixed cluster)")
+    fits: bool = False
+    n_gpus: int | None = None
+    meets_target: bool | None = Field(default=None, description="meets the question's target (None: no target, a "
+                                                                "fixed cluster)")
+    reason: str | None = None
+
+
+class VendorRow(VendorEntry):
+    """One accelerator in a comparison: its best layout and figures (None where it has none: no layout fits, the run
+    never finishes, no price or power figure), the scores that ranked it, its rank (None: not ranked, see reason) and
+    why, in words."""
     layout: Layout | None = None
     train_days: float | None = None
     wall_days: float | None = None
@@ -221,7 +229,6 @@ class VendorRow(Result):
     framework: dict[str, Any] | None = Field(default=None, description="the best layout's software stack and whether "
                                                                       "its level is calibrated (Estimate.framework)")
     time_range: RegimeBand | None = Field(default=None, description="the best layout's regime band (its ranges)")
-    reason: str | None = None
     ecosystem_score: float
     ecosystem_levels: dict[str, str]
     scores: dict[str, float | None] | None = None

@@ -10,13 +10,15 @@ import json
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from pydantic import Field
+
 from engine import frameworks
 from engine.catalog import ANNOUNCED_NOTE, DATA_DIR, load_catalog
 from engine.economics import ranges
 from engine.precision import trained_precision
 from engine.readable import fmt_usd
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.results import Comparison, Estimate
+from engine.planning.results import Comparison, Estimate, VendorEntry
 from engine.planning.search import pinned, search
 from engine.planning.sizing import Sizing, Target, ranked, size_for, target_key
 
@@ -145,26 +147,11 @@ def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list
     return found
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One accelerator evaluated for the comparison: the precision it trains in, its cluster size and best layout's
-    row (None where it has none), whether it meets the question's target (None: no target) and why it cannot be
-    ranked."""
-
-    accelerator: str
-    name: str
-    vendor: str
-    software_stack: str
-    precision: str | None
-    precision_note: str
-    calibrated: bool
-    status: str = "shipping"
-    fits: bool = False
-    n_gpus: int | None = None
-    best: Estimate | None = None
-    meets_target: bool | None = None
-    reason: str | None = None
-    efficiency: str = "tuned"
+class Candidate(VendorEntry):
+    """One accelerator evaluated for the comparison: its entry, with its best layout's estimate (None where it has
+    none) and the stack's efficiency (tuned or typical) its figures are read at."""
+    best: Estimate | None = Field(default=None, exclude=True)
+    efficiency: str = Field(default="tuned", exclude=True)
 
     def as_row(self) -> dict:
         """The comparison's JSON row (before scores and rank): figures None where there are none, the
@@ -180,12 +167,7 @@ class Candidate:
             "memory_headroom": b.memory_headroom, "framework": b.framework, "time_range": b.time_range,
             "ranges": {key: ranges.band(getattr(b, key), b.time_range, self.efficiency)
                        for key in ("wall_days", "cost_usd", "energy_mwh", "co2_t")}}
-        return {"accelerator": self.accelerator, "name": self.name, "vendor": self.vendor,
-                "software_stack": self.software_stack, "precision": self.precision,
-                "precision_note": self.precision_note, "calibrated": self.calibrated, "status": self.status,
-                "fits": self.fits,
-                "n_gpus": self.n_gpus, "meets_target": self.meets_target, **figures,
-                **({"reason": self.reason} if self.reason is not None else {})}
+        return {**self.model_dump(), **figures}
 
 
 def _evaluate_accelerator(sc, acc, target: Target | None, batches: list[int], overrides, objective,
@@ -200,30 +182,30 @@ def _evaluate_accelerator(sc, acc, target: Target | None, batches: list[int], ov
             note = (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
                     "workstation with unified memory and no scale-up fabric, fine for development, fine-tuning and "
                     "inference on one machine, not competitive for training at scale")
-        return replace(base, reason=note)
+        return base.model_copy(update={"reason": note})
     if elsewhere := frameworks.not_run_on(sc.training.framework, acc.vendor):
-        return replace(base, reason=elsewhere)
+        return base.model_copy(update={"reason": elsewhere})
     if target is not None:
         # the plan's option for this accelerator (its sizing, batch and row), so both give the same figures
         o = sized_option(sc, acc, target, factor, batches, objective, overrides)
         if not o.met:
-            return replace(base, fits=o.best is not None, meets_target=False, reason=o.reason)
-        return _with_best(replace(base, n_gpus=o.sizing.n_gpus, meets_target=True), o.best)
+            return base.model_copy(update={"fits": o.best is not None, "meets_target": False, "reason": o.reason})
+        return _with_best(base.model_copy(update={"n_gpus": o.sizing.n_gpus, "meets_target": True}), o.best)
     n = sc.cluster.n_gpus
     out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                  summaries=False)
     if out.never_finishes:                          # layouts fit, but no run on this cluster finishes
-        return replace(base, fits=True, n_gpus=n, reason=out.problem)
+        return base.model_copy(update={"fits": True, "n_gpus": n, "reason": out.problem})
     if not out.best:
         main = max(out.rejected.items(), key=lambda kv: kv[1])[0] if out.rejected else "no valid layout"
-        return replace(base, n_gpus=n, reason=f"no layout fits on {n} GPUs ({main})")
-    return _with_best(replace(base, n_gpus=n), out.best[0])
+        return base.model_copy(update={"n_gpus": n, "reason": f"no layout fits on {n} GPUs ({main})"})
+    return _with_best(base.model_copy(update={"n_gpus": n}), out.best[0])
 
 
 def _with_best(c: Candidate, best: Estimate) -> Candidate:
     """A candidate with its best layout; one whose run never finishes (failures outpace recovery) has nothing to be
     ranked on and says why."""
-    return replace(c, fits=True, best=best, reason=best.problem if best.never_finishes else None)
+    return c.model_copy(update={"fits": True, "best": best, "reason": best.problem if best.never_finishes else None})
 
 
 def _score(rows: list[dict], weights: dict[str, float]) -> None:
