@@ -53,11 +53,50 @@ def _tree_latency(n, k, hw: Hardware):
                                                + np.log2(nodes) * hw.inter_latency_s)
 
 
-def all_reduce_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
+class Collective:
+    """One collective's time model: `terms(n, k, hw)` gives each algorithm NCCL may pick as (latency seconds, seconds
+    per byte) for groups of n ranks with k per node. Called as collective(nbytes, n, k, hw) it is the seconds of
+    nbytes; on(n, k, hw) keeps the terms for several message sizes on the same groups (buckets, their last one)."""
+
+    def __init__(self, terms):
+        self.terms = terms
+
+    def on(self, n, k, hw: Hardware) -> OnGroups:
+        return OnGroups(self.terms(n, k, hw), np.asarray(n) > 1)
+
+    def __call__(self, nbytes, n, k, hw: Hardware) -> np.ndarray:
+        return self.on(n, k, hw).seconds(nbytes)
+
+
+class OnGroups:
+    """A collective's algorithms on given groups: the fastest one's seconds for a message size, 0 on one rank."""
+
+    def __init__(self, terms, active):
+        self.terms, self.active = terms, active
+
+    def seconds(self, nbytes) -> np.ndarray:
+        (latency, per_byte), *others = self.terms
+        t = latency + per_byte * nbytes
+        for latency, per_byte in others:
+            t = np.minimum(t, latency + per_byte * nbytes)
+        return np.where(self.active, t, 0.0)
+
+    def in_calls_s(self, nbytes, calls) -> np.ndarray:
+        """nbytes issued as `calls` separate calls (buckets, per-module gathers): every call pays the library's
+        latency, the bytes move once. calls may be fractional: a bucket larger than the unit it is counted per (a
+        layer) fires once every several units, so a unit pays that share of one latency:
+        time = calls x latency + bytes / bus bandwidth."""
+        return self.seconds(nbytes) + (calls - 1.0) * self.seconds(0.0)
+
+
+def _all_reduce_terms(n, k, hw: Hardware):
+    """Ring: 2(n-1) steps, 2(n-1)/n of the bytes over the bus bandwidth; (double binary) tree: its latency, twice
+    the bytes at the bus bandwidth."""
     bw = _ring_bw(k, n, hw)
-    ring = _ring_latency(2, n, k, hw) + 2 * (n - 1) / n * nbytes / bw
-    tree = _tree_latency(n, k, hw) + 2 * nbytes / bw
-    return np.where(n > 1, np.minimum(ring, tree), 0.0)
+    return (_ring_latency(2, n, k, hw), 2 * (n - 1) / n / bw), (_tree_latency(n, k, hw), 2 / bw)
+
+
+all_reduce_s = Collective(_all_reduce_terms)
 
 
 def step_latencies_from(latency_s: float, op: str, n: int, k: int, hw: Hardware) -> tuple[str, float]:
@@ -78,21 +117,18 @@ def step_latencies_from(latency_s: float, op: str, n: int, k: int, hw: Hardware)
     return "inter", tree if tree_default < ring_default else ring       # the algorithm the model picks at these sizes
 
 
-def all_gather_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
-    """Also the time of a reduce-scatter of the same (total) size; nbytes is the gathered size."""
-    bw = _ring_bw(k, n, hw)
-    return np.where(n > 1, _ring_latency(1, n, k, hw) + (n - 1) / n * nbytes / bw, 0.0)
+def _all_gather_terms(n, k, hw: Hardware):
+    """Ring: n-1 steps, (n-1)/n of the (gathered) bytes over the bus bandwidth."""
+    return ((_ring_latency(1, n, k, hw), (n - 1) / n / _ring_bw(k, n, hw)),)
 
 
-reduce_scatter_s = all_gather_s
+all_gather_s = Collective(_all_gather_terms)          # nbytes: the gathered size
+reduce_scatter_s = all_gather_s                     # the same time for the same (total) size
 
 
-def in_calls_s(collective, nbytes, calls, n, k, hw: Hardware) -> np.ndarray:
-    """`collective` of nbytes issued as `calls` separate calls (buckets, per-module gathers): every call pays the
-    library's latency (engine.physics.comm's NCCL model), the bytes move once. calls may be fractional: a bucket
-    larger than the unit it is counted per (a layer) fires once every several units, so a unit pays that share of
-    one latency: time = calls x latency + bytes / bus bandwidth."""
-    return collective(nbytes, n, k, hw) + (calls - 1.0) * collective(0.0 * nbytes, n, k, hw)
+def in_calls_s(collective: Collective, nbytes, calls, n, k, hw: Hardware) -> np.ndarray:
+    """`collective` of nbytes issued as `calls` separate calls (OnGroups.in_calls_s)."""
+    return collective.on(n, k, hw).in_calls_s(nbytes, calls)
 
 
 def all_to_all_s(nbytes, n, k, hw: Hardware) -> np.ndarray:

@@ -215,8 +215,9 @@ def _data_parallel(shape: Shape, training: Training, hw: Hardware, lay: Layouts,
         """(whole, one bucket) seconds of a collective over the shard groups of the stage's non-expert and expert
         parameters: the whole issued in calls of `bucket` parameters, and the last (first) bucket alone."""
         def both(params, grp, k):
-            whole = in_calls_s(collective, nbytes_per_param * params, np.maximum(params / bucket, 1.0), grp, k, hw)
-            return whole, collective(edge_share * nbytes_per_param * params, grp, k, hw)
+            on = collective.on(grp, k, hw)
+            return (on.in_calls_s(nbytes_per_param * params, np.maximum(params / bucket, 1.0)),
+                    on.seconds(edge_share * nbytes_per_param * params))
         whole, edge = both(ne / (shard if replicated else 1.0), group,
                            members_per_node(lay.tp * (shard if replicated else 1), group, g))
         if moe:
