@@ -198,24 +198,31 @@ def _experts(facts, tp: int, cp: int, dp: int, quick: bool) -> list[tuple[int, i
 
 
 def _layouts(blocks: list[Block], tp_overlap: bool) -> Layouts:
-    """Every block's product of choices as columns; tensor-parallel overlap on wherever tp > 1 on a CUDA stack, the
-    flags of UNSEARCHED off."""
-    a = np.empty((17, sum(b.count for b in blocks)), dtype=np.int64)
-    start = 0
-    for b in blocks:
-        grid = np.indices((len(b.splits), len(b.mbs), len(b.experts), len(b.zero), len(b.rc))).reshape(5, -1)
-        block = a[:, start:start + grid.shape[1]]
-        start += grid.shape[1]
-        split, expert = np.array(b.splits)[grid[0]].T, np.array(b.experts)[grid[2]].T
-        zero = np.array(b.zero, dtype=np.int64)[grid[3]].T
-        block[[0, 1, 2, 3, 8, 15]] = np.array([[b.tp], [b.pp], [b.dp], [b.cp], [b.tp > 1], [tp_overlap and b.tp > 1]])
-        block[[4, 10]], block[[6, 11, 12]] = expert, split[[2, 0, 1]]
-        block[[7, 13, 14, 16]] = zero
-        block[5], block[9] = np.array(b.mbs)[grid[1]], np.array(b.rc)[grid[4]]
-    a2ao = np.zeros(a.shape[1], dtype=bool)
-    return Layouts(tp=a[0], pp=a[1], dp=a[2], cp=a[3], ep=a[4], mbs=a[5], v=a[6], zero=a[7], sp=a[8].astype(bool),
-                   rc=a[9], etp=a[10], first=a[11], last=a[12], reshard=a[13].astype(bool), shard=a[14],
-                   tpo=a[15].astype(bool), off=a[16], a2ao=a2ao)
+    """Every block's product of choices as columns, block after block, each in the order (split, micro-batch,
+    experts, ZeRO option, recompute), recompute innermost; tensor-parallel overlap on wherever tp > 1 on a CUDA
+    stack, the flags of UNSEARCHED off. One pass over all blocks: each layout's block and its index in every
+    choice list, read from the blocks' choices laid end to end."""
+    dims = np.array([(len(b.splits), len(b.mbs), len(b.experts), len(b.zero), len(b.rc)) for b in blocks],
+                    dtype=np.int64).reshape(-1, 5)
+    counts = dims.prod(axis=1)
+    block = np.repeat(np.arange(len(blocks)), counts)
+    local = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    step = np.cumprod(dims[:, :0:-1], axis=1)[:, ::-1]         # layouts per step of each choice but the innermost
+    starts = np.cumsum(dims, axis=0) - dims                     # where each block's list starts in the joined lists
+
+    def chosen(j: int, field: str, width: int) -> np.ndarray:
+        """Each layout's choice of the block's j-th list (its index there, read from the lists laid end to end)."""
+        index = (local // step[:, j][block] if j < 4 else local) % dims[:, j][block]
+        table = np.array([v for b in blocks for v in getattr(b, field)], dtype=np.int64).reshape(-1, width)
+        return table[index + starts[:, j][block]]
+    split, mbs, expert = chosen(0, "splits", 3), chosen(1, "mbs", 1)[:, 0], chosen(2, "experts", 2)
+    zero, rc = chosen(3, "zero", 4), chosen(4, "rc", 1)[:, 0]
+    group = np.array([(b.tp, b.pp, b.dp, b.cp) for b in blocks], dtype=np.int64).reshape(-1, 4)[block]
+    tp = group[:, 0]
+    return Layouts(tp=tp, pp=group[:, 1], dp=group[:, 2], cp=group[:, 3], ep=expert[:, 0], mbs=mbs, v=split[:, 2],
+                   zero=zero[:, 0], sp=tp > 1, rc=rc, etp=expert[:, 1], first=split[:, 0], last=split[:, 1],
+                   reshard=zero[:, 1].astype(bool), shard=zero[:, 2], tpo=(tp > 1) & tp_overlap, off=zero[:, 3],
+                   a2ao=np.zeros(len(tp), dtype=bool))
 
 
 def enumerate_layouts(sc: Scenario, n_gpus: int, allow_span_nodes: bool = False) -> Layouts:
