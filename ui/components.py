@@ -3,6 +3,8 @@ what the last change did), figures as metrics with their ranges, what fits inste
 progress bar for background work."""
 from __future__ import annotations
 
+import logging
+
 import streamlit as st
 
 from engine.presentation.edit import apply_edit, describe_layout
@@ -115,6 +117,20 @@ def show_what_fits(sc: Scenario) -> None:
                 if o.fits and o.changes and o.option in FIT_OPTIONS:
                     st.button(f"Use {FIT_OPTIONS[o.option]}", key=f"use_fit:{o.option}", on_click=_use_fit,
                               args=(o.changes, o.layout.model_dump(exclude_none=True)))
+
+
+class _LatePollFilter(logging.Filter):
+    """Drops Streamlit's line for a fragment rerun that arrives after a full rerun removed the fragment. _poll's end
+    starts a full rerun, which clears the session's fragments at once; the browser's 0.3 s timer goes on asking for
+    the fragment until that rerun is drawn (seconds under load), and Streamlit ignores each such request
+    (runtime/app_session.py, at INFO). Everything else the module logs is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.INFO and str(record.msg).startswith("The fragment with id "))
+
+
+LATE_POLLS = _LatePollFilter()
+logging.getLogger("streamlit.runtime.app_session").addFilter(LATE_POLLS)     # once: addFilter skips a filter it has
 
 
 @st.fragment(run_every=0.3)
