@@ -126,11 +126,6 @@ all_gather_s = Collective(_all_gather_terms)          # nbytes: the gathered siz
 reduce_scatter_s = all_gather_s                     # the same time for the same (total) size
 
 
-def in_calls_s(collective: Collective, nbytes, calls, n, k, hw: Hardware) -> np.ndarray:
-    """`collective` of nbytes issued as `calls` separate calls (OnGroups.in_calls_s)."""
-    return collective.on(n, k, hw).in_calls_s(nbytes, calls)
-
-
 def all_to_all_s(nbytes, n, k, hw: Hardware) -> np.ndarray:
     """nbytes is what one rank holds before the exchange; it keeps 1/n, sends (k-1)/n to ranks in its node over
     the scale-up link and (n-k)/n to other nodes through its own network interface."""

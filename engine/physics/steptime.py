@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.physics.comm import (all_gather_s, all_reduce_s, all_to_all_s, in_calls_s, members_per_node, overlapped_s,
+from engine.physics.comm import (all_gather_s, all_reduce_s, all_to_all_s, members_per_node, overlapped_s,
                                  reduce_scatter_s, send_recv_s)
 from engine.physics import finetune, finetune_time
 from engine.physics.compute import embedding_times, head_times, layer_times, optimizer_step_s
@@ -92,18 +92,17 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         stored = finetune.frozen_linear_bytes(training, b["weight"], hw.frozen_weight_bytes)   # NF4 under QLoRA
         matrices = len(shape.attn_matrices) + len(shape.shared_matrices if moe else shape.dense_mlp_matrices)
         gathers, scatters = zero3_calls(hw, layer_ne, matrices)
-        gather = in_calls_s(all_gather_s, stored * layer_ne, gathers, shard, k, hw)
+        ring = all_gather_s.on(shard, k, hw)     # the shard group's ring: a reduce-scatter times as this all-gather
+        gather = ring.in_calls_s(stored * layer_ne, gathers)
         reduced = reduce_bytes(training, hw)
-        scatter = in_calls_s(reduce_scatter_s, reduced * finetune.trainable_share(shape, training, moe) * layer_ne,
-                             scatters, shard, k, hw)
+        scatter = ring.in_calls_s(reduced * finetune.trainable_share(shape, training, moe) * layer_ne, scatters)
         if moe:
             layer_ex = (shape.n_experts / lay.ep) * shape.expert_params / lay.etp
-            k_e = members_per_node(lay.etp * lay.ep, expert_shard, g)
+            ring = all_gather_s.on(expert_shard, members_per_node(lay.etp * lay.ep, expert_shard, g), hw)
             gathers, scatters = zero3_calls(hw, layer_ex, (shape.n_experts / lay.ep) * len(shape.expert_matrices))
-            gather = gather + in_calls_s(all_gather_s, stored * layer_ex, gathers, expert_shard, k_e, hw)
-            scatter = scatter + in_calls_s(reduce_scatter_s, reduced * finetune.trainable_share(shape, training, moe,
-                                                                                                expert=True)
-                                           * layer_ex, scatters, expert_shard, k_e, hw)
+            gather = gather + ring.in_calls_s(stored * layer_ex, gathers)
+            scatter = scatter + ring.in_calls_s(reduced * finetune.trainable_share(shape, training, moe, expert=True)
+                                                * layer_ex, scatters)
         bwd_comm = np.where(lay.reshard, gather, 0.0) + scatter
         # under full recompute the layer's forward runs again inside its backward on the weights gathered for it
         # (FSDP2's pre-backward unshard; DeepSpeed keeps them within stage3_max_reuse_distance): no third gather
@@ -167,7 +166,8 @@ def zero3_edges_s(shape: Shape, training: Training, hw: Hardware, lay: Layouts, 
         first = last = outer + layer
     stored = finetune.frozen_linear_bytes(training, b["weight"], hw.frozen_weight_bytes)
     reduced = reduce_bytes(training, hw) * finetune.trainable_share(shape, training, moe=False)
-    edges = all_gather_s(stored * first, shard, k, hw) + reduce_scatter_s(reduced * last, shard, k, hw)
+    ring = all_gather_s.on(shard, k, hw)         # a reduce-scatter times as the all-gather of its size
+    edges = ring.seconds(stored * first) + ring.seconds(reduced * last)
     return np.where(lay.zero >= 3, edges, 0.0)
 
 

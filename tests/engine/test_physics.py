@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from engine.catalog import load_catalog
-from engine.physics.comm import all_gather_s, all_to_all_s, in_calls_s, overlapped_s
+from engine.physics.comm import all_gather_s, all_to_all_s, overlapped_s
 from engine.planning.estimate import context, estimate
 from engine.physics.hardware import resolve_hardware
 from engine.physics.kernels import gemm_s
@@ -118,7 +118,7 @@ def test_every_call_of_a_ring_collective_pays_the_ring_latency():
     n, k, nbytes = np.array([384]), np.array([8]), np.array([2e8])
     one = all_gather_s(nbytes, n, k, hw)
     assert float(all_gather_s(0.0 * nbytes, n, k, hw)[0]) == pytest.approx(1808.8e-6)
-    assert float((in_calls_s(all_gather_s, nbytes, 7.0, n, k, hw) - one)[0]) == pytest.approx(6 * 1808.8e-6)
+    assert float((all_gather_s.on(n, k, hw).in_calls_s(nbytes, 7.0) - one)[0]) == pytest.approx(6 * 1808.8e-6)
 
 
 def test_deepspeed_zero3_gathers_by_prefetch_bucket_and_reduces_by_reduce_bucket():
