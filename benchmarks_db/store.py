@@ -19,11 +19,17 @@ always bound by the driver, never formatted into SQL by this code. Migrations ru
 starting together apply each one once. JSON columns come back as text and timestamps as naive UTC on both.
 
 `health()` says whether the store answers now.
+
+Every use of a connection is counted, and `close()` (and, when the process exits, `close_all()`, run by atexit before
+the interpreter stops its daemon threads) refuses new uses and waits for those in flight: CPython ends a daemon thread
+that is inside DuckDB's C++ at exit by unwinding it, which aborts the whole process ("terminate called after throwing
+an instance of ''"), so a server stopped by SIGTERM while a background job reads the store would exit with a crash.
 """
 from __future__ import annotations
 
-import logging
+import atexit
 import fcntl
+import logging
 import os
 import re
 import threading
@@ -52,6 +58,7 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_TIMEOUT_S = 10
 POOL_IDLE_MAX = 8                 # PostgreSQL connections a Store keeps open between uses
 MIGRATION_LOCK_KEY = 0x706C616E   # pg_advisory_lock key of the store's migrations ("plan")
+CLOSE_WAIT_S = 5                  # how long close() waits for the queries in flight (this app's take milliseconds)
 
 
 def utc_now() -> datetime:
@@ -233,6 +240,12 @@ class Cursor:
     def fetchall(self) -> list[tuple]:
         return self.raw.fetchall()
 
+    def close(self) -> None:
+        """Close the driver's cursor and drop it, so that it is freed now (DuckDB: inside Store's count of calls in
+        flight, not later by whoever still holds this object)."""
+        raw, self.raw = self.raw, None
+        raw.close()
+
     def fetchone(self) -> tuple | None:
         return self.raw.fetchone()
 
@@ -269,6 +282,9 @@ class Store:
         self._con_lock = threading.Lock()     # DuckDB: the connection is swapped under it after a fatal error
         self._broken: str | None = None       # DuckDB: the fatal error, until the file is reopened
         self._write_lock = threading.Lock()
+        self._uses = threading.Condition()    # guards _in_use and _closed
+        self._in_use = 0                      # calls inside the driver now (close() waits for them)
+        self._closed = False
         self._idle: list[psycopg.Connection] = []        # PostgreSQL: connections waiting for their next use
         self._con = self._connect()           # PostgreSQL: the first connection, which says at once if the URL is wrong
         if self.postgres:
@@ -310,6 +326,21 @@ class Store:
                     f"{self.location} is running and reachable.")
         return (f"The benchmark store cannot be used right now ({why.splitlines()[0][:300]}); the planner retries on "
                 "the next request. If the disk is full, its administrator must free space.")
+
+    @contextmanager
+    def _use(self):
+        """One call into the driver, counted for close(); StoreUnavailable once the store is closed."""
+        with self._uses:
+            if self._closed:
+                raise StoreUnavailable(f"The benchmark store {self.location} is closed: the planner is stopping. "
+                                       "Try again once it has restarted.")
+            self._in_use += 1
+        try:
+            yield
+        finally:
+            with self._uses:
+                self._in_use -= 1
+                self._uses.notify_all()
 
     @contextmanager
     def _fatal(self):
@@ -355,16 +386,16 @@ class Store:
         if self.postgres:
             for retry in (True, False):
                 try:
-                    with self._fatal(), self._connection() as con, con.cursor() as cur:
+                    with self._use(), self._fatal(), self._connection() as con, con.cursor() as cur:
                         return fetch(Cursor(cur, True).execute(sql, params))
                 except StoreUnavailable:
-                    if not retry:
+                    if not retry or self._closed:
                         raise
                     self._drop_idle()
-        with self._fatal():
-            cur = self.cursor()
+        with self._use(), self._fatal():
+            cur = Cursor(self.cursor(), False)
             try:
-                return fetch(Cursor(cur, False).execute(sql, params))
+                return fetch(cur.execute(sql, params))
             finally:
                 cur.close()
 
@@ -379,18 +410,18 @@ class Store:
         """Everything inside commits together or not at all (DuckDB: one writer at a time in this process;
         PostgreSQL: the server orders the writers of every replica)."""
         if self.postgres:
-            with self._fatal(), self._connection() as con, con.transaction(), con.cursor() as cur:
+            with self._use(), self._fatal(), self._connection() as con, con.transaction(), con.cursor() as cur:
                 yield Cursor(cur, True)
             return
-        with self._write_lock, self._fatal():
-            cur = self.cursor()
-            cur.execute("BEGIN TRANSACTION")
+        with self._write_lock, self._use(), self._fatal():
+            cur = Cursor(self.cursor(), False)
+            cur.raw.execute("BEGIN TRANSACTION")
             try:
-                yield Cursor(cur, False)
-                cur.execute("COMMIT")
+                yield cur
+                cur.raw.execute("COMMIT")
             except BaseException:
                 try:
-                    cur.execute("ROLLBACK")
+                    cur.raw.execute("ROLLBACK")
                 except duckdb.Error:       # a failed COMMIT ended it already, or the database is gone: the first
                     pass                   # error is the one to report
                 raise
@@ -451,13 +482,21 @@ class Store:
                     cur.execute("INSERT INTO schema_version VALUES (?, ?, ?)", [version, description, utc_now()])
                 log.info("%s: schema version %d applied (%s)", self.location, version, description)
 
-    def close(self) -> None:
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Refuse new calls (StoreUnavailable), wait at most wait_s for those in flight, then close the connections
+        (DuckDB writes its checkpoint)."""
         with _STORES_LOCK:
             _STORES.pop(self.url if self.postgres else self.path, None)
+        with self._uses:
+            self._closed = True
+            if not self._uses.wait_for(lambda: self._in_use == 0, timeout=wait_s):
+                log.warning("%s: closed with %d queries still running", self.location, self._in_use)
         if self.postgres:
             self._drop_idle()
         else:
-            self._con.close()
+            con, self._con = self._con, None       # freed now, not left to the interpreter's teardown
+            if con is not None:
+                con.close()
 
     def _drop_idle(self) -> None:
         with self._con_lock:
@@ -468,6 +507,15 @@ class Store:
 
 _STORES: dict[Path | str, Store] = {}
 _STORES_LOCK = threading.Lock()
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every Store of this process (at exit, while its daemon threads still run: see the module's text)."""
+    with _STORES_LOCK:
+        stores = list(_STORES.values())
+    for store in stores:
+        store.close()
 
 
 def db_path(path: str | os.PathLike | None = None) -> Path:
