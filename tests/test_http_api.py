@@ -257,31 +257,42 @@ def test_readyz_queries_a_postgres_store(tmp_path, postgres):
 
 def test_work_beyond_the_limit_gets_429_with_retry_after(tmp_path):
     """One slot, and one requester may have at most 8 jobs running or waiting (engine/work_limits.py): of 12
-    searches sent at once from one address, at least 4 are refused with 429 and Retry-After, the others answer.
-    Each asks a different batch, so none is answered from the search cache (a cached answer would free its place
-    within milliseconds and let a late request in), and all 12 leave together at a barrier. Each is a MoE search of
-    about 4 s on an idle core (Mixtral 8x7B on 256 H100): a 70B dense search (0.6 s) could end before a loaded
-    machine had admitted the twelfth request, which then took the freed place (CI: 3 refused)."""
-    proc, url = start(tmp_path, APP_MAX_CONCURRENT_WORK="1")
-    results = []
+    searches sent at once from one address while the slot is busy, at least 4 are refused with 429 and Retry-After,
+    the others answer. The slot is held by another requester (named by APP_IDENTITY_HEADER) with a vendor comparison
+    of a small-expert MoE on eight accelerators (about 18 s on an idle core), sent first, so none of the 12 can end
+    and free its place before the twelfth is admitted. Before, the 12 raced each other for the slot: under CI's load
+    the first search ended before the twelfth request was admitted, which then took the freed place (3 refused).
+    Each of the 12 asks a different batch, so none is answered from the search cache, and all leave together at a
+    barrier."""
+    proc, url = start(tmp_path, APP_MAX_CONCURRENT_WORK="1", APP_IDENTITY_HEADER="X-Test-User")
+    results, held = [], []
     lock = threading.Lock()
     together = threading.Barrier(12)
 
+    def hold():
+        question = {"model": {"preset": "qwen3-30b-a3b"}, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 512},
+                    "training": {"seq_len": 4096, "global_batch_size": 2048, "total_tokens": 2e12, "precision": "bf16"}}
+        held.append(post(url, "/v1/compare?accelerators=H100-SXM5-80GB,H200-SXM-141GB,B200-SXM-180GB,GB200,MI300X,"
+                         "MI325X,B300-SXM-270GB,GH200-144GB", question, {"X-Test-User": "holder"})[0])
+
     def one(i):
-        question = {"model": {"preset": "mixtral-8x7b"}, "cluster": LLAMA_70B["cluster"],
-                    "training": LLAMA_70B["training"] | {"seq_len": 4096, "global_batch_size": 256 * (i + 2)}}
+        question = LLAMA_70B | {"training": LLAMA_70B["training"] | {"global_batch_size": 256 * (i + 2)}}
         together.wait()
         status, doc, headers = post(url, "/v1/search?top=1", question)
         with lock:
             results.append((status, doc, headers.get("Retry-After")))
 
     try:
+        holder = threading.Thread(target=hold)
+        holder.start()
+        time.sleep(2)                  # the holder's request is admitted and its comparison running
         threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
         for t in threads:
             t.start()
-        for t in threads:
+        for t in [holder, *threads]:
             t.join(timeout=600)
         refused = [r for r in results if r[0] == 429]
+        assert held == [200]
         assert len(results) == 12 and len(refused) >= 4
         assert all(retry == "30" and "jobs running or waiting" in problems(doc)["(request)"]
                    for _, doc, retry in refused)
