@@ -122,8 +122,8 @@ def _all_gather_terms(n, k, hw: Hardware):
     return ((_ring_latency(1, n, k, hw), (n - 1) / n / _ring_bw(k, n, hw)),)
 
 
-all_gather_s = Collective(_all_gather_terms)          # nbytes: the gathered size
-reduce_scatter_s = all_gather_s                     # the same time for the same (total) size
+all_gather_s = Collective(_all_gather_terms)   # nbytes: the gathered size; a reduce-scatter of that total size takes
+                                               # the same time (the same ring steps and bytes), so it is timed by it
 
 
 def all_to_all_s(nbytes, n, k, hw: Hardware) -> np.ndarray:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.physics.comm import (all_gather_s, all_reduce_s, all_to_all_s, members_per_node, overlapped_s,
-                                 reduce_scatter_s, send_recv_s)
+                                 send_recv_s)
 from engine.physics import finetune, finetune_time
 from engine.physics.compute import embedding_times, head_times, layer_times, optimizer_step_s
 from engine.physics.hardware import Hardware
@@ -211,26 +211,28 @@ def _data_parallel(shape: Shape, training: Training, hw: Hardware, lay: Layouts,
     bucket = grad_bucket_params(hw, lay, rb, (ne + ex) / np.maximum(n_local_layers, 1))
     edge_share = np.minimum(1.0, bucket / np.maximum(ne + ex, 1.0))       # the last (first) bucket's share
 
-    def over(collective, nbytes_per_param, group, expert_group, replicated=False):
-        """(whole, one bucket) seconds of a collective over the shard groups of the stage's non-expert and expert
-        parameters: the whole issued in calls of `bucket` parameters, and the last (first) bucket alone."""
+    def over(collective, group, expert_group, *nbytes_per_param, replicated=False):
+        """For each size per parameter, (whole, one bucket) seconds of a collective over the shard groups of the
+        stage's non-expert and expert parameters: the whole issued in calls of `bucket` parameters, and the last
+        (first) bucket alone; the groups' latency and bandwidth are worked out once for all the sizes."""
         def both(params, grp, k):
             on = collective.on(grp, k, hw)
-            return (on.in_calls_s(nbytes_per_param * params, np.maximum(params / bucket, 1.0)),
-                    on.seconds(edge_share * nbytes_per_param * params))
-        whole, edge = both(ne / (shard if replicated else 1.0), group,
-                           members_per_node(lay.tp * (shard if replicated else 1), group, g))
+            return [(on.in_calls_s(per * params, np.maximum(params / bucket, 1.0)),
+                     on.seconds(edge_share * per * params)) for per in nbytes_per_param]
+        out = both(ne / (shard if replicated else 1.0), group,
+                   members_per_node(lay.tp * (shard if replicated else 1), group, g))
         if moe:
-            w, e = both(ex / (expert_shard if replicated else 1.0), expert_group,
-                        members_per_node(lay.etp * lay.ep, expert_group, g))
-            whole, edge = whole + w, edge + e
-        return whole, edge
+            experts = both(ex / (expert_shard if replicated else 1.0), expert_group,
+                           members_per_node(lay.etp * lay.ep, expert_group, g))
+            out = [(w + we, e + ee) for (w, e), (we, ee) in zip(out, experts)]
+        return out
 
-    full_ar, full_ar_edge = over(all_reduce_s, rb, lay.dp_group, lay.expert_dp)     # ZeRO-0: all-reduce every gradient
-    sharded_rs, sharded_rs_edge = over(reduce_scatter_s, rb, shard, expert_shard)   # ZeRO 1-3: reduce-scatter to shards
-    replica_ar, replica_ar_edge = (np.where(replicas > 1, x, 0.0)
-                                   for x in over(all_reduce_s, rb, replicas, replicas, replicated=True))
-    gather, gather_edge = over(all_gather_s, b["weight"], shard, expert_shard)     # ZeRO 1-2: updated weights back
+    (full_ar, full_ar_edge), = over(all_reduce_s, lay.dp_group, lay.expert_dp, rb)  # ZeRO-0: all-reduce every gradient
+    # ZeRO 1-3: reduce-scatter the gradients to their shards; ZeRO 1-2: all-gather the updated weights back, on the
+    # same ring (a reduce-scatter takes an all-gather's time for the same total size)
+    (sharded_rs, sharded_rs_edge), (gather, gather_edge) = over(all_gather_s, shard, expert_shard, rb, b["weight"])
+    (replica_ar, replica_ar_edge), = over(all_reduce_s, replicas, replicas, rb, replicated=True)
+    replica_ar, replica_ar_edge = (np.where(replicas > 1, x, 0.0) for x in (replica_ar, replica_ar_edge))
     per_step = np.select([lay.zero == 0, lay.zero <= 2], [full_ar, sharded_rs + replica_ar], replica_ar)
     last_bucket = np.select([lay.zero == 0, lay.zero <= 2], [full_ar_edge, sharded_rs_edge + replica_ar_edge],
                             replica_ar_edge)

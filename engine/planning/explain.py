@@ -294,8 +294,8 @@ def _time_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
              f"shard group in {hw.framework}'s calls (each paying the ring latency), behind the neighbouring layer's "
              "compute; the first gather (with the embedding and output layer) and the last reduce-scatter exposed"
              if int(lay.zero[0]) >= 3 else "0: ZeRO stage below 3",
-             "engine.physics.comm.all_gather_s, reduce_scatter_s, OnGroups.in_calls_s; engine.physics.steptime.zero3_calls, "
-             "zero3_edges_s", ZERO),
+             "engine.physics.comm.all_gather_s (also the reduce-scatter), OnGroups.in_calls_s; "
+             "engine.physics.steptime.zero3_calls, zero3_edges_s", ZERO),
         Term(sec_n, "dp_comm", bd["dp_comm"], "s",
              f"ZeRO-{int(lay.zero[0])} gradient {'all-reduce' if int(lay.zero[0]) == 0 else 'reduce-scatter'} of "
              f"{b['grad']:g} B/param over {dp_group} data-parallel ranks behind the last backward, last bucket exposed"
