@@ -118,6 +118,19 @@ class Option:
         return self.problem if self.sizing is None else self.sizing.reason
 
 
+def cannot_train(sc: Scenario, acc, precision: str | None, note: str) -> str | None:
+    """Why the accelerator cannot train the scenario, None where it can: no precision it trains in (precision and
+    note from engine.precision.trained_precision), or a named stack that does not run on its vendor's accelerators.
+    The one check of the comparison's rows and the plan's options."""
+    if precision is None:
+        if acc.device_class == "workstation":
+            return (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
+                    "workstation with unified memory and no scale-up fabric, fine for development, fine-tuning and "
+                    "inference on one machine, not competitive for training at scale")
+        return note
+    return frameworks.not_run_on(sc.training.framework, acc.vendor)
+
+
 def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list[int], objective: str = "time",
                  overrides: dict | None = None) -> Option:
     """One accelerator sized for the target (engine.planning.sizing.size_for) at each global batch, the batch that
@@ -126,10 +139,8 @@ def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list
     here."""
     precision, note = trained_precision(acc, sc.training.precision)
     base = Option(accelerator=acc.id, name=acc.name, vendor=acc.vendor, precision=precision, precision_note=note)
-    if precision is None:
-        return replace(base, problem=note or f"no dense peak published for {acc.name}")
-    if elsewhere := frameworks.not_run_on(sc.training.framework, acc.vendor):
-        return replace(base, problem=elsewhere)
+    if why := cannot_train(sc, acc, precision, note):
+        return replace(base, problem=why)
     found = None
     for gbs in batches:
         scn = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides or {})
@@ -177,14 +188,8 @@ def _evaluate_accelerator(sc, acc, target: Target | None, batches: list[int], ov
     base = Candidate(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
                      precision=precision, precision_note=note, calibrated=bool(overrides), status=acc.status,
                      efficiency=efficiency)
-    if precision is None:
-        if acc.device_class == "workstation":
-            note = (f"{acc.vendor} publishes no dense peak for {acc.name}, so no training estimate is made: a "
-                    "workstation with unified memory and no scale-up fabric, fine for development, fine-tuning and "
-                    "inference on one machine, not competitive for training at scale")
-        return base.model_copy(update={"reason": note})
-    if elsewhere := frameworks.not_run_on(sc.training.framework, acc.vendor):
-        return base.model_copy(update={"reason": elsewhere})
+    if why := cannot_train(sc, acc, precision, note):
+        return base.model_copy(update={"reason": why})
     if target is not None:
         # the plan's option for this accelerator (its sizing, batch and row), so both give the same figures
         o = sized_option(sc, acc, target, factor, batches, objective, overrides)
