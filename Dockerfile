@@ -16,7 +16,7 @@ RUN python3 -m venv /opt/venv \
  && /opt/venv/bin/pip install --require-hashes --only-binary :all: -r requirements.lock \
  && find /opt/venv -depth -type d -name tests -exec rm -rf {} +
 COPY . .
-# Streamlit's own settings come from .streamlit/config.toml (headless, no file watcher, no telemetry)
+# Streamlit's own settings come from .streamlit/config.toml (headless, no file watcher, no telemetry, no forced GC)
 ENV PATH=/opt/venv/bin:$PATH HOME=/tmp APP_DB_PATH=/data/planner.duckdb \
     STREAMLIT_SERVER_ADDRESS=0.0.0.0 STREAMLIT_SERVER_PORT=8501 APP_API_PORT=8000
 USER 10001:10001
