@@ -16,9 +16,11 @@ each call pays the collective latency, which grows with the ranks of the ring (e
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from engine.physics.comm import (all_gather_s, all_reduce_s, all_to_all_s, members_per_node, overlapped_s,
+from engine.physics.comm import (OnGroups, all_gather_s, all_reduce_s, all_to_all_s, members_per_node, overlapped_s,
                                  send_recv_s)
 from engine.physics import finetune, finetune_time
 from engine.physics.compute import embedding_times, head_times, layer_times, optimizer_step_s
@@ -48,7 +50,39 @@ MEGATRON_BUCKET_PARAMS_PER_DP_RANK = 1e6
 DDP_BUCKET_BYTES = 100 * 2**20
 
 
-def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, moe: bool) -> dict[str, np.ndarray]:
+class DataParallelRings(NamedTuple):
+    """The collectives on a layout's data-parallel groups (comm.OnGroups: each algorithm's latency and seconds per
+    byte), worked out once per step: every stage and both layer kinds use the same groups, with other sizes. A
+    reduce-scatter takes the time of the all-gather of its total size, so the shard rings time both. The expert
+    rings are None for a dense model."""
+    shard: OnGroups                       # the non-expert shard group (ZeRO 1-3, FSDP)
+    expert_shard: OnGroups | None
+    all_reduce: OnGroups                  # the whole data-parallel group (ZeRO-0)
+    expert_all_reduce: OnGroups | None
+    replicas: OnGroups                    # across the shard groups' replicas (HSDP), the shards' own size
+    expert_replicas: OnGroups | None
+
+
+def data_parallel_rings(shape: Shape, hw: Hardware, lay: Layouts) -> DataParallelRings:
+    """The layouts' data-parallel rings (DataParallelRings): ranks are packed tp-innermost, the expert groups
+    etp x ep-innermost."""
+    g = hw.gpus_per_node
+    shard, expert_shard = shard_groups(lay)
+    replicas = lay.dp_group // shard
+    inner_ex = lay.etp * lay.ep
+    moe = shape.n_moe_layers > 0
+    expert = lambda collective, group: collective.on(group, members_per_node(inner_ex, group, g), hw) if moe else None
+    return DataParallelRings(
+        shard=all_gather_s.on(shard, members_per_node(lay.tp, shard, g), hw),
+        expert_shard=expert(all_gather_s, expert_shard),
+        all_reduce=all_reduce_s.on(lay.dp_group, members_per_node(lay.tp, lay.dp_group, g), hw),
+        expert_all_reduce=expert(all_reduce_s, lay.expert_dp),
+        replicas=all_reduce_s.on(replicas, members_per_node(lay.tp * shard, replicas, g), hw),
+        expert_replicas=expert(all_reduce_s, replicas))
+
+
+def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, moe: bool,
+                rings: DataParallelRings) -> dict[str, np.ndarray]:
     """Seconds one layer adds to one micro-batch on one GPU, by component (exposed communication only)."""
     b = bytes_per_element(training)
     e, h, t, g = b["activation"], shape.hidden, lay.tp, hw.gpus_per_node
@@ -86,23 +120,19 @@ def _layer_step(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     # calls (zero3_calls); the stage's first gather and last reduce-scatter hide behind nothing (zero3_edges_s)
     z3 = 0.0 * tp
     if (lay.zero >= 3).any():
-        shard, expert_shard = shard_groups(lay)
         layer_ne = (shape.attn_params + (shape.shared_expert_params if moe else shape.dense_mlp_params)) / t
-        k = members_per_node(t, shard, g)
         stored = finetune.frozen_linear_bytes(training, b["weight"], hw.frozen_weight_bytes)   # NF4 under QLoRA
         matrices = len(shape.attn_matrices) + len(shape.shared_matrices if moe else shape.dense_mlp_matrices)
         gathers, scatters = zero3_calls(hw, layer_ne, matrices)
-        ring = all_gather_s.on(shard, k, hw)     # the shard group's ring: a reduce-scatter times as this all-gather
-        gather = ring.in_calls_s(stored * layer_ne, gathers)
+        gather = rings.shard.in_calls_s(stored * layer_ne, gathers)
         reduced = reduce_bytes(training, hw)
-        scatter = ring.in_calls_s(reduced * finetune.trainable_share(shape, training, moe) * layer_ne, scatters)
+        scatter = rings.shard.in_calls_s(reduced * finetune.trainable_share(shape, training, moe) * layer_ne, scatters)
         if moe:
             layer_ex = (shape.n_experts / lay.ep) * shape.expert_params / lay.etp
-            ring = all_gather_s.on(expert_shard, members_per_node(lay.etp * lay.ep, expert_shard, g), hw)
             gathers, scatters = zero3_calls(hw, layer_ex, (shape.n_experts / lay.ep) * len(shape.expert_matrices))
-            gather = gather + ring.in_calls_s(stored * layer_ex, gathers)
-            scatter = scatter + ring.in_calls_s(reduced * finetune.trainable_share(shape, training, moe, expert=True)
-                                                * layer_ex, scatters)
+            gather = gather + rings.expert_shard.in_calls_s(stored * layer_ex, gathers)
+            expert_share = finetune.trainable_share(shape, training, moe, expert=True)
+            scatter = scatter + rings.expert_shard.in_calls_s(reduced * expert_share * layer_ex, scatters)
         bwd_comm = np.where(lay.reshard, gather, 0.0) + scatter
         # under full recompute the layer's forward runs again inside its backward on the weights gathered for it
         # (FSDP2's pre-backward unshard; DeepSpeed keeps them within stage3_max_reuse_distance): no third gather
@@ -146,7 +176,8 @@ def zero3_calls(hw: Hardware, layer_params, matrices) -> tuple[np.ndarray, np.nd
     return np.ones_like(layer_params), np.ones_like(layer_params)
 
 
-def zero3_edges_s(shape: Shape, training: Training, hw: Hardware, lay: Layouts, st) -> np.ndarray:
+def zero3_edges_s(shape: Shape, training: Training, hw: Hardware, lay: Layouts, st,
+                  rings: DataParallelRings) -> np.ndarray:
     """Seconds per micro-batch of a stage's first ZeRO-3 gather and last reduce-scatter, which nothing hides: a gather
     hides only behind the compute before it, and before the stage's first layer runs only the embedding lookup; after
     its last backward no compute is left. The first gather carries the parameters outside the layers (embedding,
@@ -154,8 +185,6 @@ def zero3_edges_s(shape: Shape, training: Training, hw: Hardware, lay: Layouts, 
     torch.distributed.fsdp.fully_shard) with the first layer, or DeepSpeed's first prefetch bucket of it; the last
     reduce-scatter the same parameters, or DeepSpeed's last reduce bucket. The non-expert shard group carries them."""
     b = bytes_per_element(training)
-    shard, _ = shard_groups(lay)
-    k = members_per_node(lay.tp, shard, hw.gpus_per_node)
     mlp = shape.shared_expert_params if shape.n_moe_layers and not shape.n_dense_layers else shape.dense_mlp_params
     layer = (shape.attn_params + mlp) / lay.tp
     outer = outer_params(shape, lay, st)
@@ -166,8 +195,7 @@ def zero3_edges_s(shape: Shape, training: Training, hw: Hardware, lay: Layouts, 
         first = last = outer + layer
     stored = finetune.frozen_linear_bytes(training, b["weight"], hw.frozen_weight_bytes)
     reduced = reduce_bytes(training, hw) * finetune.trainable_share(shape, training, moe=False)
-    ring = all_gather_s.on(shard, k, hw)         # a reduce-scatter times as the all-gather of its size
-    edges = ring.seconds(stored * first) + ring.seconds(reduced * last)
+    edges = rings.shard.seconds(stored * first) + rings.shard.seconds(reduced * last)
     return np.where(lay.zero >= 3, edges, 0.0)
 
 
@@ -199,39 +227,33 @@ def tp_overlap_exposed_s(hidden, exposed, hw: Hardware) -> np.ndarray:
 
 
 def _data_parallel(shape: Shape, training: Training, hw: Hardware, lay: Layouts, ne, ex, m, fwd_window, bwd_window,
-                   n_local_layers) -> np.ndarray:
+                   n_local_layers, rings: DataParallelRings) -> np.ndarray:
     """Exposed seconds per step of one stage's data-parallel collectives (module docstring)."""
     b = bytes_per_element(training)
-    g = hw.gpus_per_node
     shard, expert_shard = shard_groups(lay)
     replicas = lay.dp_group // shard
-    moe = shape.n_moe_layers > 0
 
     rb = reduce_bytes(training, hw)
     bucket = grad_bucket_params(hw, lay, rb, (ne + ex) / np.maximum(n_local_layers, 1))
     edge_share = np.minimum(1.0, bucket / np.maximum(ne + ex, 1.0))       # the last (first) bucket's share
 
-    def over(collective, group, expert_group, *nbytes_per_param, replicated=False):
-        """For each size per parameter, (whole, one bucket) seconds of a collective over the shard groups of the
-        stage's non-expert and expert parameters: the whole issued in calls of `bucket` parameters, and the last
-        (first) bucket alone; the groups' latency and bandwidth are worked out once for all the sizes."""
-        def both(params, grp, k):
-            on = collective.on(grp, k, hw)
+    def over(ring, expert_ring, *nbytes_per_param, replicated=False):
+        """For each size per parameter, (whole, one bucket) seconds of a collective on the rings of the stage's
+        non-expert and expert parameters: the whole issued in calls of `bucket` parameters, and the last (first)
+        bucket alone."""
+        def both(on, params):
             return [(on.in_calls_s(per * params, np.maximum(params / bucket, 1.0)),
                      on.seconds(edge_share * per * params)) for per in nbytes_per_param]
-        out = both(ne / (shard if replicated else 1.0), group,
-                   members_per_node(lay.tp * (shard if replicated else 1), group, g))
-        if moe:
-            experts = both(ex / (expert_shard if replicated else 1.0), expert_group,
-                           members_per_node(lay.etp * lay.ep, expert_group, g))
+        out = both(ring, ne / (shard if replicated else 1.0))
+        if expert_ring is not None:
+            experts = both(expert_ring, ex / (expert_shard if replicated else 1.0))
             out = [(w + we, e + ee) for (w, e), (we, ee) in zip(out, experts)]
         return out
 
-    (full_ar, full_ar_edge), = over(all_reduce_s, lay.dp_group, lay.expert_dp, rb)  # ZeRO-0: all-reduce every gradient
-    # ZeRO 1-3: reduce-scatter the gradients to their shards; ZeRO 1-2: all-gather the updated weights back, on the
-    # same ring (a reduce-scatter takes an all-gather's time for the same total size)
-    (sharded_rs, sharded_rs_edge), (gather, gather_edge) = over(all_gather_s, shard, expert_shard, rb, b["weight"])
-    (replica_ar, replica_ar_edge), = over(all_reduce_s, replicas, replicas, rb, replicated=True)
+    (full_ar, full_ar_edge), = over(rings.all_reduce, rings.expert_all_reduce, rb)  # ZeRO-0: all-reduce every gradient
+    # ZeRO 1-3: reduce-scatter the gradients to their shards; ZeRO 1-2: all-gather the updated weights back
+    (sharded_rs, sharded_rs_edge), (gather, gather_edge) = over(rings.shard, rings.expert_shard, rb, b["weight"])
+    (replica_ar, replica_ar_edge), = over(rings.replicas, rings.expert_replicas, rb, replicated=True)
     replica_ar, replica_ar_edge = (np.where(replicas > 1, x, 0.0) for x in (replica_ar, replica_ar_edge))
     per_step = np.select([lay.zero == 0, lay.zero <= 2], [full_ar, sharded_rs + replica_ar], replica_ar)
     last_bucket = np.select([lay.zero == 0, lay.zero <= 2], [full_ar_edge, sharded_rs_edge + replica_ar_edge],
@@ -252,8 +274,9 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
     e, h, g = b["activation"], shape.hidden, hw.gpus_per_node
     m = lay.micro_batches(training.global_batch_size)
     moe_model = shape.n_moe_layers > 0
-    dense = _layer_step(shape, training, hw, lay, moe=False)
-    moe = _layer_step(shape, training, hw, lay, moe=True) if moe_model else None
+    rings = data_parallel_rings(shape, hw, lay)
+    dense = _layer_step(shape, training, hw, lay, moe=False, rings=rings)
+    moe = _layer_step(shape, training, hw, lay, moe=True, rings=rings) if moe_model else None
     head_fwd, head_bwd = head_times(shape, training, hw, lay)
     emb_fwd, emb_bwd = embedding_times(shape, training, hw, lay)
     tokens = lay.mbs * (training.seq_len / lay.cp)
@@ -266,13 +289,13 @@ def step_time(shape: Shape, training: Training, hw: Hardware, lay: Layouts, n_gp
         tr_ne, tr_ex = finetune.stage_trainable(shape, training, lay, st, ne, ex)   # what has gradients
         layers = (lambda key: st.dense * dense[key] + st.moe * moe[key]) if moe_model else (lambda key: st.dense * dense[key])
         comp = {c: layers(c) for c in COMPONENTS}
-        comp["zero3_comm"] = comp["zero3_comm"] + zero3_edges_s(shape, training, hw, lay, st)
+        comp["zero3_comm"] = comp["zero3_comm"] + zero3_edges_s(shape, training, hw, lay, st, rings)
         heads = 1 + shape.mtp_layers                # each multi-token-prediction module runs the shared head again
         comp["compute"] = (comp["compute"] + np.where(st.head, heads * (head_fwd + head_bwd), 0.0)
                            + np.where(st.embedding, emb_fwd + emb_bwd, 0.0))
         per_stage[name] = comp
         dp_exposed.append(_data_parallel(shape, training, hw, lay, tr_ne, tr_ex, m, layers("fwd"), layers("bwd"),
-                                         st.dense + st.moe))
+                                         st.dense + st.moe, rings))
         shard, expert_shard = shard_groups(lay)
         local = np.where(lay.zero >= 1, tr_ne / shard + tr_ex / expert_shard, tr_ne + tr_ex)
         # with the optimizer offloaded the CPU steps it (offload below), not the GPU
