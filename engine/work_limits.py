@@ -86,6 +86,12 @@ class WorkLimiter:
     def running(self) -> int:
         return self._running
 
+    def state(self) -> dict[str, int]:
+        """The slots, the jobs running in them and the jobs waiting for one, read together (an operator's view of the
+        queue: the API's /healthz)."""
+        with self._cond:
+            return {"slots": self.slots, "running": self._running, "waiting": self._waiting}
+
     def _refusal(self, what: str, req: Requester) -> str | None:
         if req.session is not None and self._sessions[req.session] >= self.per_session:
             return (f"This session already has {self._sessions[req.session]} jobs running or waiting, so this {what} "

@@ -7,7 +7,8 @@
     POST /v1/plan         body: a scenario; ?deadline_days=|budget_usd=|gpu_hours=&max_gpus=&vendor=&efficiency=&batch_range=
                           &framework= (auto: the planner chooses the stack; a stack id keeps it; as the command line)
     POST /v1/import-hf    body: a Hugging Face config.json                 -> the scenario's model block
-    GET  /healthz         the process answers;  GET /readyz: the catalog loads and the store file is there (else 503)
+    GET  /healthz         the process answers, and how busy it is ({"work": {"slots", "running", "waiting"}});
+                          GET /readyz: the catalog loads and the store file is there (else 503)
     GET  /openapi.json    the routes and their options
 
 Thin on purpose: read the body (at most the command line's 1 MB, JSON as engine/json_input.py reads it), call the
@@ -215,9 +216,9 @@ def create_app() -> FastAPI:
     async def import_hf_config(request: Request):
         return JSONResponse(import_hf(await read_body(request, MAX_CONFIG_BYTES)))
 
-    @app.get("/healthz", summary="the process answers")
+    @app.get("/healthz", summary="the process answers, with its work limit's slots and the jobs running and waiting")
     async def healthz():
-        return {"status": "ok"}
+        return {"status": "ok", "work": limiter().state()}
 
     @app.get("/readyz", summary="the engine's catalog loads and the store is there (503 with the reason if not)")
     async def readyz():

@@ -216,6 +216,8 @@ def test_openapi_lists_the_routes_and_health(api):
     assert routes == {"/v1/estimate", "/v1/search", "/v1/compare", "/v1/plan", "/v1/import-hf"}
     with urllib.request.urlopen(api + "/readyz", timeout=30) as resp:
         assert resp.status == 200 and json.loads(resp.read()) == {"status": "ok"}
+    with urllib.request.urlopen(api + "/healthz", timeout=10) as resp:     # idle, one slot (the default)
+        assert json.loads(resp.read()) == {"status": "ok", "work": {"slots": 1, "running": 0, "waiting": 0}}
 
 
 def test_readyz_says_why_without_a_store(tmp_path):
@@ -255,12 +257,23 @@ def test_readyz_queries_a_postgres_store(tmp_path, postgres):
         stop(proc)
 
 
+def work_state(url: str, until, timeout_s: float = 60.0) -> dict:
+    """/healthz's work limit state, polled until `until(state)` holds (or the timeout passes: the last state)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with urllib.request.urlopen(url + "/healthz", timeout=10) as resp:
+            state = json.loads(resp.read())["work"]
+        if until(state) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.05)
+
+
 def test_work_beyond_the_limit_gets_429_with_retry_after(tmp_path):
     """One slot, and one requester may have at most 8 jobs running or waiting (engine/work_limits.py): of 12
     searches sent at once from one address while the slot is busy, at least 4 are refused with 429 and Retry-After,
     the others answer. The slot is held by another requester (named by APP_IDENTITY_HEADER) with a vendor comparison
     of a small-expert MoE on eight accelerators (about 18 s on an idle core), sent first, so none of the 12 can end
-    and free its place before the twelfth is admitted. Before, the 12 raced each other for the slot: under CI's load
+    and free its place before the twelfth is admitted (/healthz says when the holder runs). Before, the 12 raced each other for the slot: under CI's load
     the first search ended before the twelfth request was admitted, which then took the freed place (3 refused).
     Each of the 12 asks a different batch, so none is answered from the search cache, and all leave together at a
     barrier."""
@@ -285,18 +298,21 @@ def test_work_beyond_the_limit_gets_429_with_retry_after(tmp_path):
     try:
         holder = threading.Thread(target=hold)
         holder.start()
-        time.sleep(2)                  # the holder's request is admitted and its comparison running
+        assert work_state(url, lambda w: w["running"] == 1) == {"slots": 1, "running": 1, "waiting": 0}
         threads = [threading.Thread(target=one, args=(i,)) for i in range(12)]
         for t in threads:
             t.start()
+        # eight of the twelve queue behind the holder (the requester's share), the other four are refused
+        assert work_state(url, lambda w: w["waiting"] == 8) == {"slots": 1, "running": 1, "waiting": 8}
         for t in [holder, *threads]:
             t.join(timeout=600)
         refused = [r for r in results if r[0] == 429]
         assert held == [200]
-        assert len(results) == 12 and len(refused) >= 4
+        assert len(results) == 12 and len(refused) == 4
         assert all(retry == "30" and "jobs running or waiting" in problems(doc)["(request)"]
                    for _, doc, retry in refused)
         assert {status for status, _, _ in results} == {200, 429}
+        assert work_state(url, lambda w: True) == {"slots": 1, "running": 0, "waiting": 0}
         status, _, _ = post(url, "/v1/estimate", LLAMA_70B)
         assert status == 200
     finally:
