@@ -17,6 +17,11 @@
     audit                     who uploaded, trusted, shared or deleted what, newest first: [--json] [--who NAME]
                               [--limit N]; ingest, trust, distrust and delete-upload record --by NAME (default: the
                               operating-system user who runs them)
+    training-runs             the uploaded training step-time runs (ingest --scenario) beside the planner's prediction
+                              of each: measured and predicted seconds a step, their ratio and the factor on the stack's
+                              level that would make them agree; then, per cluster its trusted runs calibrate, the step
+                              time and training days on its newest run's scenario before and after, with their ranges
+                              [--json] (shared uploads; a private one is shown to its owner on the Benchmarks page)
     validate --benchmark NAME  the engine's time to train beside every MLPerf result of that benchmark in the store:
                               [--round vX.Y] [--json] (one JSON object a line; predicted_minutes null with the
                               reason where the engine gives none); exit status 2 for a benchmark or round the store
@@ -53,8 +58,12 @@ COMMANDS = {
     "distrust": "take uploads out of calibration again",
     "delete-upload": "remove uploads and everything each added (published and seed data cannot be removed)",
     "audit": "who uploaded, trusted, shared or deleted what, newest first",
+    "training-runs": "the uploaded training step-time runs beside the planner's prediction, and what the trusted "
+                     "ones calibrate, before and after",
     "validate": "the engine's predicted time to train beside every MLPerf result of a benchmark in the store",
 }
+RUN_FIELDS = ("run_id", "source_id", "filename", "accelerator_id", "framework", "precision", "n_gpus", "measured_s",
+              "p10_s", "p90_s", "n_samples", "predicted_s", "ratio", "level_scale", "trusted", "validation")
 # The JSON line of one result (validate --json): the contract's fields first, then what the prediction rests on
 VALIDATE_FIELDS = {"run_id": "result_id", "accelerator": "accelerator", "n_accelerators": "n_accelerators",
                    "published_minutes": "published_minutes", "predicted_minutes": "predicted_minutes",
@@ -129,6 +138,7 @@ def _ingest(args: argparse.Namespace, path: Path) -> int:
     """Every input on its own, and the report of every input tried so far printed whatever happens; 1 when any input
     was refused, 2 when the store cannot be opened."""
     reports: list[IngestReport] = []
+    predicted: dict[str, str] = {}
     try:
         store = open_store(path)
         try:
@@ -139,6 +149,8 @@ def _ingest(args: argparse.Namespace, path: Path) -> int:
             reports = ingest_each(store, args.paths, args.accelerator, args.max_bytes,
                                   Uploader(submitter=args.submitter, trusted=args.trusted,
                                            actor=audit.command_line_user(args.by)), scenario)
+            if not args.json:
+                predicted = _step_runs_predicted(store, reports)
         finally:
             store.close()
     except (duckdb.IOException, SchemaVersionError, StoreConfigError) as err:
@@ -147,8 +159,26 @@ def _ingest(args: argparse.Namespace, path: Path) -> int:
     finally:
         if reports:
             print(json.dumps([r.model_dump() for r in reports], indent=1) if args.json else
-                  "\n".join(_human(r) for r in reports), flush=True)
+                  "\n".join(_human(r) + "".join(predicted.get(i, "") for i in r.run_ids) for r in reports),
+                  flush=True)
     return 0 if all(r.ingested for r in reports) else 1
+
+
+def _step_runs_predicted(store: Store, reports: list[IngestReport]) -> dict[str, str]:
+    """For each training step-time run the reports added: a line with its measured step time beside the planner's
+    prediction of its scenario."""
+    added = {i for r in reports if r.ingested and (r.format or "").startswith("step_log_") for i in r.run_ids}
+    if not added:
+        return {}
+    from benchmarks_db.step_time import predicted_step_s, training_runs
+    out = {}
+    for r in training_runs(store).itertuples():
+        if r.run_id in added:
+            predicted_s = predicted_step_s(r.scenario)
+            out[r.run_id] = (f"\n  {r.run_id}: measured {r.measured_s:.3f} s a step, the planner predicts "
+                             f"{predicted_s:.3f} s for its scenario (measured / predicted {r.measured_s / predicted_s:.3f}; "
+                             "python -m benchmarks_db training-runs lists every run)")
+    return out
 
 
 def _run(args: argparse.Namespace, path: Path | str) -> int:
@@ -169,6 +199,8 @@ def _run(args: argparse.Namespace, path: Path | str) -> int:
             print(backup.backup(store, Path(args.file)), flush=True)
         elif args.command == "validate":
             return _validate(args, store)
+        elif args.command == "training-runs":
+            _training_runs(args, store)
         elif args.command == "uploads":
             print(trust.uploads(store).to_string(index=False) if len(trust.uploads(store)) else "no uploads")
         elif args.command == "audit":
@@ -235,6 +267,45 @@ def _validate(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+def _training_runs(args: argparse.Namespace, store: Store) -> None:
+    """Every shared training step-time run beside the engine's prediction, and the clusters its trusted runs calibrate
+    (benchmarks_db.step_time: predicted_vs_measured, before_after): one JSON object or two tables."""
+    from benchmarks_db.step_time import before_after, predicted_vs_measured
+    df = predicted_vs_measured(store)
+    runs = [{**{k: _plain(getattr(r, k)) for k in RUN_FIELDS}, "scenario": json.loads(r.scenario)}
+            for r in df.itertuples()]
+    for run in runs:
+        run["trusted"] = bool(run["trusted"])
+    calibrated = before_after(store)
+    if args.json:
+        print(json.dumps({"runs": runs, "calibrated": calibrated}, indent=1), flush=True)
+        return
+    if not runs:
+        print("no training runs: ingest a step-time log with the scenario it ran "
+              "(python -m benchmarks_db ingest LOG --scenario SCENARIO.json)")
+        return
+    print(f"{'run':40} {'accelerator':15} {'stack':13} {'GPUs':>5} {'measured s/step (p10-p90)':>27} "
+          f"{'predicted':>9} {'meas/pred':>9} {'level x':>7}  trusted")
+    for r in runs:
+        spread = f"{r['measured_s']:.3f} ({r['p10_s']:.3f}-{r['p90_s']:.3f})" if r["p10_s"] is not None else \
+            f"{r['measured_s']:.3f}"
+        print(f"{r['run_id'][:40]:40} {str(r['accelerator_id'])[:15]:15} {str(r['framework'])[:13]:13} "
+              f"{r['n_gpus']:5d} {spread:>27} {r['predicted_s']:9.3f} {r['ratio']:9.3f} {r['level_scale']:7.3f}  "
+              f"{'yes' if r['trusted'] else 'no (' + str(r['validation']) + ')'}")
+    if not calibrated:
+        print("\nno cluster is calibrated yet: python -m benchmarks_db trust SOURCE_ID lets a run calibrate its "
+              "accelerator and stack")
+        return
+    fmt = lambda b: "-" if b is None else f"{b['value']:.3f} ({b['low']:.3f}-{b['high']:.3f})"
+    for c in calibrated:
+        f = c["figures"]
+        print(f"\n{c['accelerator']} on {c['framework']}: the stack's level x {c['level_scale']:.3f}, from "
+              f"{c['n_runs']} trusted run(s) on {c['n_systems']} system(s); on the scenario of {c['run_id']} "
+              f"(measured {c['measured_s']:.3f} s a step):")
+        for name, unit in (("step_time_s", "step time, s"), ("train_days", "training days")):
+            print(f"  {unit:15} before {fmt(f[name]['before']):>30}   after {fmt(f[name]['after']):>30}")
+
+
 def _plain(value):
     """A value as JSON writes it: NaN/NA as null, numpy numbers as Python's."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):
@@ -284,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
                                  "without its password), schema_version, tables (rows per table)")
     parsers["backup"].add_argument("file", metavar="PATH", help="the backup file to write (not overwritten)")
     parsers["restore"].add_argument("file", metavar="PATH", help="a file `backup` wrote, of the same backend")
+    parsers["training-runs"].add_argument("--json", action="store_true", help="one JSON object: runs (each with "
+                                          "its scenario) and calibrated (before and after, per cluster)")
     validate = parsers["validate"]
     validate.add_argument("--benchmark", required=True, help="MLPerf benchmark as the store names it: gpt3, "
                           "llama2_70b_lora, llama31_405b, ...")

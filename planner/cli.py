@@ -22,7 +22,8 @@ OWN_COMMANDS = {
     "api": "serve the engine over HTTP on http://127.0.0.1:8000 (--host, --port): POST /v1/estimate, /v1/search, "
            "/v1/compare, /v1/plan, /v1/import-hf; /openapi.json",
     "store": "the benchmark store: seed [--db PATH] (create, upgrade, load the published data), info, ingest FILE..., "
-             "uploads, trust, distrust, validate --benchmark NAME [--json] (predicted vs published MLPerf minutes)",
+             "uploads, trust, distrust, training-runs [--json] (uploaded step-time runs vs the prediction, before and "
+             "after calibration), validate --benchmark NAME [--json] (predicted vs published MLPerf minutes)",
     "bench": "run NAME --out FILE: measure this machine with the bundled runners (matmul, membw, h2d, collectives, "
              "storage, all)",
 }
