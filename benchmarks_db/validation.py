@@ -75,6 +75,13 @@ PRECISION_RULES = [
     ("v3.1", "Google", "cloud-tpu-v5e", "int8", "Google Cloud blog 'Announcing Cloud TPU v5e GA' (2023-11-08): the MLPerf "
                                         "Training 3.1 GPT-3 175B run used INT8 Accurate Quantized Training (AQT) in "
                                         "addition to native BF16"),
+    ("v4.1", "Google", "cloud-tpu-trillium", "int8", "Google states no precision for its v4.1 TPU v6e (Trillium) "
+                                             "GPT-3 runs; MaxText's own Trillium GPT-3 175B benchmark of that time "
+                                             "trains with AQT int8 (AI-Hypercomputer/maxtext benchmarks/"
+                                             "maxtext_trillium_model_configs.py gpt_3_175b: quantization int8, 3 "
+                                             "sequences per chip, full remat; Google's tpu-recipes "
+                                             "training/trillium/GPT3-175B-MaxText, libtpu 2024-10-28: 14.2 s a step on "
+                                             "v6e-256, where the bf16 variant gpt_3_175b_bf16 takes 17.2 s)"),
     ("", "Google", "", "bf16", "no precision published in the MaxText/PAX submissions; BF16 assumed"),
     ("", "", "", "fp8", "NVIDIA's LLM submissions set FP8=True (e.g. v5.1 theia_ngpu512 config_common.sh; LoRA: v4.0 "
                         "config_DGXH100_1x8x4xtp4pp1cp1.sh), as do the partner and Habana v3.1+ submissions and AMD's "

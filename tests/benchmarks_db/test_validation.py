@@ -37,6 +37,8 @@ def test_gpt3_predictions_beside_published_minutes(seeded):
     assert row.predicted_minutes > 0 and row.layout.startswith("tp")
     trillium = df[df.accelerator == "TPU-v6e"]                     # MLPerf's "TPU-trillium" is the catalog's TPU v6e
     assert len(trillium) and "not predicted: accelerator not in the catalog" not in set(trillium.status)
+    # Google states no precision; MaxText's Trillium GPT-3 benchmark of that time trains in AQT int8 (PRECISION_RULES)
+    assert set(trillium.precision) == {"int8"} and (trillium.status == "predicted").all()
 
 
 def test_uploaded_log_uses_its_own_tokens(store):

@@ -120,11 +120,17 @@ def test_a_ranked_layout_taken_into_the_scenario_keeps_the_stack_it_was_found_on
 
 def test_the_answer_says_the_stack_and_the_tpu_answer_its_only_stack():
     free = default_scenario().model_copy(update={"layout": None})
-    tpu = plan(free, deadline_days=30, accelerators=["TPU-v6e"]).answer
+    # the v6e's level is fitted in int8 (MaxText's AQT, as Google's MLPerf GPT-3 runs trained): in bf16 it borrows one
+    int8 = free.model_copy(update={"training": free.training.model_copy(update={"precision": "int8"})})
+    tpu = plan(int8, deadline_days=30, accelerators=["TPU-v6e"]).answer
     assert tpu.stack["id"] == "jax_maxtext"
     assert stack_text(tpu.stack) == ("JAX / MaxText, chosen by the planner: Google's MLPerf default, the only stack "
                                      "that runs on Google with a level fitted for Google Cloud TPU v6e (Trillium) at "
-                                     "16bit precision")
+                                     "8bit precision")
+    bf16 = plan(free, deadline_days=30, accelerators=["TPU-v6e"]).answer
+    assert stack_text(bf16.stack) == ("JAX / MaxText, chosen by the planner: Google's MLPerf default; no stack that "
+                                      "runs on Google has a level fitted for Google Cloud TPU v6e (Trillium) at 16bit "
+                                      "precision (uncalibrated for this accelerator and precision: widest range)")
     h100 = plan(free, deadline_days=30, vendor="same").answer
     assert re.match(r"Megatron-Core / NeMo, chosen by the planner: \d+% faster than PyTorch FSDP2 on this job",
                     stack_text(h100.stack)), stack_text(h100.stack)
