@@ -63,7 +63,7 @@ COMMANDS = {
     "validate": "the engine's predicted time to train beside every MLPerf result of a benchmark in the store",
 }
 RUN_FIELDS = ("run_id", "source_id", "filename", "accelerator_id", "framework", "precision", "n_gpus", "measured_s",
-              "p10_s", "p90_s", "n_samples", "predicted_s", "ratio", "level_scale", "trusted", "validation")
+              "p10_s", "p90_s", "n_samples", "predicted_s", "ratio", "level_scale", "trusted", "validation", "problem")
 # The JSON line of one result (validate --json): the contract's fields first, then what the prediction rests on
 VALIDATE_FIELDS = {"run_id": "result_id", "accelerator": "accelerator", "n_accelerators": "n_accelerators",
                    "published_minutes": "published_minutes", "predicted_minutes": "predicted_minutes",
@@ -170,11 +170,11 @@ def _step_runs_predicted(store: Store, reports: list[IngestReport]) -> dict[str,
     added = {i for r in reports if r.ingested and (r.format or "").startswith("step_log_") for i in r.run_ids}
     if not added:
         return {}
-    from benchmarks_db.step_time import predicted_step_s, training_runs
+    from benchmarks_db.step_time import prediction, training_runs
     out = {}
     for r in training_runs(store).itertuples():
-        if r.run_id in added:
-            predicted_s = predicted_step_s(r.scenario)
+        predicted_s, _ = prediction(r.scenario) if r.run_id in added else (None, None)
+        if predicted_s is not None:
             out[r.run_id] = (f"\n  {r.run_id}: measured {r.measured_s:.3f} s a step, the planner predicts "
                              f"{predicted_s:.3f} s for its scenario (measured / predicted {r.measured_s / predicted_s:.3f}; "
                              "python -m benchmarks_db training-runs lists every run)")
@@ -289,9 +289,11 @@ def _training_runs(args: argparse.Namespace, store: Store) -> None:
     for r in runs:
         spread = f"{r['measured_s']:.3f} ({r['p10_s']:.3f}-{r['p90_s']:.3f})" if r["p10_s"] is not None else \
             f"{r['measured_s']:.3f}"
+        figures = (f"{'-':>9} {'-':>9} {'-':>7}" if r["problem"] else
+                   f"{r['predicted_s']:9.3f} {r['ratio']:9.3f} {r['level_scale']:7.3f}")
         print(f"{r['run_id'][:40]:40} {str(r['accelerator_id'])[:15]:15} {str(r['framework'])[:13]:13} "
-              f"{r['n_gpus']:5d} {spread:>27} {r['predicted_s']:9.3f} {r['ratio']:9.3f} {r['level_scale']:7.3f}  "
-              f"{'yes' if r['trusted'] else 'no (' + str(r['validation']) + ')'}")
+              f"{r['n_gpus']:5d} {spread:>27} {figures}  {'yes' if r['trusted'] else 'no (' + str(r['validation']) + ')'}"
+              + (f"\n  not predicted: {r['problem']}" if r["problem"] else ""))
     if not calibrated:
         print("\nno cluster is calibrated yet: python -m benchmarks_db trust SOURCE_ID lets a run calibrate its "
               "accelerator and stack")

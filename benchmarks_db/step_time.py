@@ -84,16 +84,30 @@ FROM run r JOIN source src USING (source_id) JOIN measurement m USING (run_id)
 WHERE r.suite = 'training_run' AND m.metric = 'step_time' AND m.stat = 'median'""")[0])
 
 
+def prediction(scenario) -> tuple[float | None, str | None]:
+    """(the engine's step time of a stored run's scenario, None) or, where it cannot estimate it any more (a model
+    preset or a field an update of the planner renamed or tightened since the upload), (None, why)."""
+    from engine.scenario import ScenarioError
+    try:
+        return predicted_step_s(scenario), None
+    except ScenarioError as err:
+        problems = getattr(err, "problems", None)
+        said = "; ".join(f"{f}: {m}" for f, m in problems) if problems else str(err)
+        return None, f"its stored scenario no longer fits this planner ({said[:300]}); upload the log again with a current one"
+
+
 def predicted_vs_measured(store: Store, viewer: str | None = None) -> pd.DataFrame:
-    """training_runs (as `viewer` sees them) with the engine's prediction (no level scale), measured / predicted, and
-    the level factor each run implies."""
+    """training_runs (as `viewer` sees them) with the engine's prediction (no level scale), measured / predicted, the
+    level factor each run implies and, for a run whose stored scenario the engine cannot estimate any more, why
+    (`problem`; its figures None)."""
     df = training_runs(store, viewer)
     if df.empty:
-        return df.assign(predicted_s=[], ratio=[], level_scale=[])
+        return df.assign(predicted_s=[], ratio=[], level_scale=[], problem=[])
     df = df.copy()
-    df["predicted_s"] = [predicted_step_s(sc) for sc in df.scenario]
-    df["ratio"] = df.measured_s / df.predicted_s
-    df["level_scale"] = [level_scale_for(sc, m) for sc, m in zip(df.scenario, df.measured_s)]
+    df["predicted_s"], df["problem"] = zip(*(prediction(sc) for sc in df.scenario))
+    df["ratio"] = [None if p is None else m / p for m, p in zip(df.measured_s, df.predicted_s)]
+    df["level_scale"] = [None if p is None else level_scale_for(sc, m)
+                         for sc, m, p in zip(df.scenario, df.measured_s, df.predicted_s)]
     return df
 
 
@@ -104,6 +118,7 @@ def level_calibration(store: Store, accelerator_id: str | None = None, framework
     cols = ["accelerator_id", "framework", "level_scale", "spread_low", "spread_high", "n_systems", "n_runs", "run_ids"]
     df = training_runs(store)
     df = df[(df.validation == "accepted") & df.trusted.astype(bool) & df.accelerator_id.notna()]
+    df = df[[prediction(sc)[1] is None for sc in df.scenario]] if len(df) else df     # none calibrates blind
     if accelerator_id is not None:
         df = df[df.accelerator_id == accelerator_id]
     if framework is not None:

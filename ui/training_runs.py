@@ -45,7 +45,7 @@ def show(viewer: str | None = None) -> None:
         "upload": df.filename, "accelerator": df.accelerator_id, "framework": df.framework, "GPUs": df.n_gpus,
         "measured s/step": df.measured_s, "measured 10th-90th %": [f"{a:.3g}-{b:.3g}" for a, b in zip(df.p10_s, df.p90_s)],
         "predicted s/step": df.predicted_s, "measured / predicted": df.ratio, "steps": df.n_samples,
-        "trusted": df.trusted, "validation": df.validation})
+        "trusted": df.trusted, "validation": df.validation, "not predicted because": df.problem.fillna("")})
     st.dataframe(escape.csv_safe(table), hide_index=True, key="training_runs_table",
                  column_config={"measured s/step": st.column_config.NumberColumn(format="%.3f"),
                                 "predicted s/step": st.column_config.NumberColumn(format="%.3f"),

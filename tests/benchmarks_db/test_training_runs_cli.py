@@ -80,3 +80,24 @@ def test_training_runs_before_and_after_trust(uploaded, capsys):
 def test_no_runs_says_how_to_add_one(tmp_path, capsys):
     assert main(["--db", str(tmp_path / "empty.duckdb"), "training-runs"]) == 0
     assert "ingest LOG --scenario" in capsys.readouterr().out
+
+
+def test_a_run_whose_stored_scenario_no_longer_parses_is_listed_with_why_and_calibrates_nothing(uploaded, capsys):
+    """A long-lived store may hold a run whose scenario a later planner cannot read (a renamed preset): it is listed
+    with the reason, not predicted, and left out of calibration, instead of stopping the listing and the page."""
+    import duckdb
+    db, _ = uploaded
+    stale = {**MAXTEXT_SCENARIO, "model": {"preset": "llama2-7b-renamed"}}
+    with duckdb.connect(str(db)) as con:              # what an older planner wrote, as this one finds it
+        con.execute("UPDATE run SET params = json_merge_patch(params, ?) WHERE suite = 'training_run'",
+                    [json.dumps({"scenario": stale})])
+        source_id = con.execute("SELECT source_id FROM run WHERE suite = 'training_run'").fetchone()[0]
+    assert main(["--db", str(db), "trust", source_id, "--by", "operator"]) == 0
+    capsys.readouterr()
+    doc = _json(db, capsys)
+    (run,) = doc["runs"]
+    assert run["predicted_s"] is None and run["ratio"] is None and run["level_scale"] is None
+    assert "no longer fits this planner" in run["problem"] and "llama2-7b-renamed" in run["problem"]
+    assert doc["calibrated"] == []
+    assert main(["--db", str(db), "training-runs"]) == 0
+    assert "not predicted: its stored scenario no longer fits this planner" in capsys.readouterr().out
