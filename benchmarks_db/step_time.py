@@ -61,12 +61,13 @@ def predicted_step_s(scenario, level_scale: float | None = None) -> float:
     return estimate(parse_scenario({**data, "cluster": cluster})).step_time_s
 
 
-def level_scale_for(scenario, measured_s: float) -> float:
-    """The factor on the fitted level with which the engine's step time of `scenario` is measured_s."""
+def level_scale_for(scenario, measured_s: float, predicted_s: float | None = None) -> float:
+    """The factor on the fitted level with which the engine's step time of `scenario` is measured_s; predicted_s: its
+    step time at the fitted level where the caller has it already (the first iteration's)."""
     lo, hi = SCALE_BOUNDS
     s = 1.0
-    for _ in range(MAX_ITERATIONS):
-        predicted = predicted_step_s(scenario, s)
+    for i in range(MAX_ITERATIONS):
+        predicted = predicted_s if i == 0 and predicted_s is not None else predicted_step_s(scenario, s)
         if abs(predicted / measured_s - 1) < TOLERANCE:
             break
         s = min(hi, max(lo, s * predicted / measured_s))
@@ -106,7 +107,7 @@ def predicted_vs_measured(store: Store, viewer: str | None = None) -> pd.DataFra
     df = df.copy()
     df["predicted_s"], df["problem"] = zip(*(prediction(sc) for sc in df.scenario))
     df["ratio"] = [None if p is None else m / p for m, p in zip(df.measured_s, df.predicted_s)]
-    df["level_scale"] = [None if p is None else level_scale_for(sc, m)
+    df["level_scale"] = [None if p is None else level_scale_for(sc, m, p)
                          for sc, m, p in zip(df.scenario, df.measured_s, df.predicted_s)]
     return df
 
@@ -118,14 +119,15 @@ def level_calibration(store: Store, accelerator_id: str | None = None, framework
     cols = ["accelerator_id", "framework", "level_scale", "spread_low", "spread_high", "n_systems", "n_runs", "run_ids"]
     df = training_runs(store)
     df = df[(df.validation == "accepted") & df.trusted.astype(bool) & df.accelerator_id.notna()]
-    df = df[[prediction(sc)[1] is None for sc in df.scenario]] if len(df) else df     # none calibrates blind
     if accelerator_id is not None:
         df = df[df.accelerator_id == accelerator_id]
     if framework is not None:
         df = df[df.framework == framework]
+    df = df.assign(predicted_s=[prediction(sc)[0] for sc in df.scenario])
+    df = df[df.predicted_s.notna()]                  # a run the engine cannot estimate any more calibrates nothing
     out = []
     for (acc, fw), g in df.groupby(["accelerator_id", "framework"]):
-        g = g.assign(level_scale=[level_scale_for(sc, m) for sc, m in zip(g.scenario, g.measured_s)])
+        g = g.assign(level_scale=[level_scale_for(sc, m, p) for sc, m, p in zip(g.scenario, g.measured_s, g.predicted_s)])
         per_system = g.groupby("system_id").level_scale.median()
         out.append({"accelerator_id": acc, "framework": fw, "level_scale": round(statistics.median(per_system), 4),
                     "spread_low": float((g.p10_s / g.measured_s).min()),
