@@ -54,6 +54,14 @@ class Fp8Recipe(BaseModel):
     frozen_base_source: str = ""
 
 
+class TorchCompile(BaseModel):
+    """What running a PyTorch stack's model eagerly (training.torch_compile false) changes."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    eager_tp_overlap_share: float = Field(ge=0, le=1, description=(
+        "tp_overlap_share without torch.compile (TorchTitan's async TP is a compiler pass: 0)"))
+    note: str = Field(min_length=10)
+
+
 class Recompute(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     selective: Literal["attention_core", "per_op_every_other_matmul"]
@@ -120,6 +128,10 @@ class Stack(BaseModel):
         "bytes per gradient element the stack reduces in where it overrides the gradients' format (0: as stored)"))
     grad_reduce_note: str
     fp8: Fp8Recipe
+    torch_compile: TorchCompile | None = Field(default=None, description=(
+        "the stack trains PyTorch modules whose element-wise ops run one kernel each unless compiled: "
+        "training.torch_compile may turn compilation off (engine.physics.compute eager_elementwise_bytes); absent "
+        "where the stack fuses them itself (Transformer Engine, XLA)"))
     source: Source
 
     @model_validator(mode="after")

@@ -278,14 +278,15 @@ def _gpt2(r: _Reader) -> dict:
     return {"n_layers": r.int("n_layer"), "hidden_size": h, "n_heads": r.int("n_head"),
             "ffn_hidden_size": r.int("n_inner", None) or 4 * h, "vocab_size": r.int("vocab_size"), "ffn_type": "gelu",
             "tied_embeddings": r.bool("tie_word_embeddings", True), "learned_position_embeddings": r.int("n_positions"),
-            "dropout": r.num("resid_pdrop", 0.1) > 0 or r.num("attn_pdrop", 0.1) > 0, "linear_bias": "all"}
+            "dropout": r.num("resid_pdrop", 0.1) > 0 or r.num("attn_pdrop", 0.1) > 0, "linear_bias": "all",
+            "norm": "layernorm"}
 
 
 def _gpt_neox(r: _Reader) -> dict:
     heads = r.int("num_attention_heads")
     return {"n_layers": r.int("num_hidden_layers"), "hidden_size": r.int("hidden_size"), "n_heads": heads,
             "ffn_hidden_size": r.int("intermediate_size"), "vocab_size": r.int("vocab_size"), "ffn_type": "gelu",
-            "tied_embeddings": r.bool("tie_word_embeddings", False), "linear_bias": "all",
+            "tied_embeddings": r.bool("tie_word_embeddings", False), "linear_bias": "all", "norm": "layernorm",
             "dropout": r.num("hidden_dropout", 0.0) > 0 or r.num("attention_dropout", 0.0) > 0}
 
 

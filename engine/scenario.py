@@ -77,6 +77,12 @@ class Training(BaseModel):
         "CP; torchao float8), deepspeed (ZeRO), jax_maxtext (TPU); unset: an estimate takes what the accelerator's "
         "vendor ran in its own MLPerf submissions, and the layout search and the plan choose among the stacks that "
         "run on the vendor with a level fitted for the accelerator (data/frameworks.json runs_on, levels)"))
+    torch_compile: bool | None = Field(default=None, description=(
+        "PyTorch stacks (training.framework pytorch_fsdp2 or deepspeed): false trains the model eagerly, each "
+        "element-wise op a kernel of its own (RMSNorm's fp32 steps, the rotary embedding, the gated activation: "
+        "engine.physics.compute), and TorchTitan's async TP, a compiler pass, hides nothing; true or unset: fused, as "
+        "the stack's level was measured. Megatron-Core and MaxText fuse those ops themselves (Transformer Engine, "
+        "XLA): leave it unset there"))
 
     @property
     def fine_tune(self) -> bool:
@@ -92,6 +98,18 @@ class Training(BaseModel):
     def trained_tokens(self) -> float:
         """Tokens the run trains on: the dataset's tokens (total_tokens) times the epochs."""
         return self.total_tokens * self.epochs
+
+    @field_validator("torch_compile")
+    @classmethod
+    def _compile_is_a_pytorch_setting(cls, value, info):
+        framework = info.data.get("framework")
+        if value is not None and (framework is None or frameworks.stack(framework).torch_compile is None):
+            torch_stacks = [r.id for r in frameworks.frameworks().rows if r.torch_compile is not None]
+            where = (f"{frameworks.stack(framework).short_name} fuses its element-wise kernels itself"
+                     if framework else "no training.framework is named")
+            raise ValueError(f"torch_compile applies to the PyTorch stacks ({', '.join(torch_stacks)}) and {where}; "
+                             "name one of them as training.framework, or leave torch_compile unset")
+        return value
 
     @field_validator("accumulate_grads_in_fp32")
     @classmethod

@@ -191,6 +191,11 @@ with inputs:
     binding.bind("training.framework", st.selectbox, F["training.framework"], container=cols[0],
                 options=[F["training.framework"].blank, *FRAMEWORKS],
                 format_func=lambda v: v if v == F["training.framework"].blank else stack(v).short_name)
+    if sc.training.framework is not None and stack(sc.training.framework).torch_compile is not None:
+        compile_words = {F["training.torch_compile"].blank: F["training.torch_compile"].blank, True: "compiled",
+                         False: "eager (no torch.compile)"}
+        binding.bind("training.torch_compile", st.selectbox, F["training.torch_compile"], container=cols[1],
+                     options=list(compile_words), format_func=compile_words.get)
     if sc.arch.is_moe:
         binding.bind("training.expert_load_ratio", st.number_input, F["training.expert_load_ratio"],
                      container=cols[1], step=0.1)

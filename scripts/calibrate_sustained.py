@@ -5,8 +5,9 @@ One set of physics; the only constants fitted here are
 - one level per (stack, accelerator, precision class) that has public runs: each run's own level is the one at which
   the engine, with the run's published layout, predicts the published throughput exactly; the group's level is the
   geometric mean of its runs' own levels (so the geometric-mean error over the group is about 0). Dense runs fit;
-  MoE runs fit a group only where it has no dense run (their own physics is validated, not absorbed), and runs the
-  engine cannot express (TorchTitan's eager runs without torch.compile) are shown but never fitted;
+  MoE runs fit a group only where it has no dense run (their own physics is validated, not absorbed), and
+  TorchTitan's eager runs (torch_compile false: their extra element-wise traffic is counted op by op,
+  engine.physics.compute eager_elementwise_bytes) are predicted beside the fit, never fitted on;
 - PyTorch's async-TP share (frameworks.json pytorch_fsdp2 tp_overlap_share): the share of the exposed TP time at
   which the engine's speed-up of async TP equals TorchTitan's measured one (Table 4, 70B on 256 H100).
 Leave-one-out: each run predicted at the geometric mean of the other runs' own levels in its group (a run alone in
@@ -95,6 +96,7 @@ class MlperfRun:
     source: str = "mlperf"
     framework: str | None = None
     notes: tuple = ()
+    fitted: bool = True
     is_moe: bool = False
     scaling: float = 1.0
 
@@ -169,7 +171,7 @@ def is_moe(run) -> bool:
 
 
 def fits(run: Run) -> bool:
-    return not run.notes
+    return run.fitted and not run.notes
 
 
 def summary(errors: list[float]) -> str:

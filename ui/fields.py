@@ -93,6 +93,13 @@ F = {
                                                       "stack that runs on it with a level fitted from public runs, "
                                                       "and say which; this layout's estimate uses the vendor's own "
                                                       "MLPerf stack.", blank="planner chooses"),
+    "training.torch_compile": Field("torch.compile", "PyTorch stacks only. Compiled: the small steps between the "
+                                                     "big matrix multiplies (normalisation, position rotation, "
+                                                     "activation) are fused into few kernels, as the stack's "
+                                                     "efficiency was measured. Eager: each runs as its own kernel and "
+                                                     "reads and writes memory again; TorchTitan's Llama 3.1 8B ran "
+                                                     "14% slower that way, and its async tensor parallelism needs "
+                                                     "compile.", blank="compiled (as measured)"),
     "training.optimizer": Field("Optimizer", "adam keeps two extra values per parameter (the usual choice); sgd "
                                              "keeps one."),
     "training.attention": Field("Attention kernel", "flash: fused attention that never stores the full attention "

@@ -126,6 +126,8 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
         per_token = per_token + 4 * e * h * routed / t                  # permute and un-permute the routed copies
     # low-precision training quantizes each matmul input (read 16-bit, write the element and its share of the scales)
     per_token = per_token + hw.cast_bytes * (3 * h / t + ffn)
+    if hw.eager_elementwise:
+        per_token = per_token + eager_elementwise_bytes(shape, e, t, sp_div, ffn)
     elementwise_fwd = stream_s(tokens * per_token, hw.hbm_bytes_per_s)
 
     expert_fixed = expert_fixed_s(shape, lay, hw) if moe else 0.0
@@ -137,6 +139,26 @@ def layer_times(shape: Shape, training: Training, hw: Hardware, lay: Layouts, mo
     return LayerTimes(fwd=fwd, bwd=bwd, recompute=recompute, matmul_fwd=matmul_fwd, matmul_bwd=matmul_bwd,
                       attn_fwd=attn_fwd, attn_bwd=attn_bwd, mlp_fwd=mlp_fwd + expert_fixed,
                       mlp_bwd=mlp_bwd + 2 * expert_fixed)
+
+
+def eager_elementwise_bytes(shape: Shape, e: float, t, sp_div, ffn) -> np.ndarray:
+    """HBM bytes per token and layer that a PyTorch model run eagerly (training.torch_compile false) moves in its
+    forward beyond the fused element-wise kernels counted above, op by op as the Llama code runs them
+    (torchtitan/models/norms.py and llama3/model.py, Hugging Face LlamaRMSNorm and apply_rotary_pos_emb alike):
+    - RMSNorm (the block's two, and query/key norms): x.float() (read e, write 4), pow (4, 4), mean (read 4),
+      x * rsqrt (4, 4), type_as (4, e), * weight (e, e) where the fused kernel reads e and writes e: 32 bytes more
+      per element in bf16 (LayerNorm is one torch kernel eagerly too: nothing more);
+    - the rotary embedding of the queries and keys: float() (e, 4), the complex multiply (4, 4), type_as (4, e)
+      where a fused kernel reads and writes e: 16 bytes more per element in bf16;
+    - the gated activation: silu (read e, write e) then mul (2e, e) where the fused one reads 2e and writes e:
+      2e more per element of the MLP width.
+    Casts to and from fp32 cost nothing in fp32 training. The backward and any recompute pay in proportion, as
+    for the fused traffic (layer_times)."""
+    widen = 0.0 if e >= 4 else 2 * (e + 4)                          # x.float() and type_as back
+    norm = widen + 8 + 4 + 8 if shape.rms_norm else 0.0             # pow, mean, x * rsqrt; * weight moves what fused does
+    norm_elems = 2 * shape.hidden / sp_div + shape.qk_norm_elems / t
+    rotary = widen + 8 - 2 * e
+    return norm * norm_elems + rotary * shape.rotary_elems / t + (2 * e * ffn if shape.gated else 0.0)
 
 
 def expert_fixed_s(shape: Shape, lay: Layouts, hw: Hardware) -> np.ndarray:

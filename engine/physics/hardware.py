@@ -59,6 +59,7 @@ class Hardware:
     framework: str = "megatron_core"  # the software stack (engine.frameworks): what follows is its semantics
     selective_recompute_matmul_share: float = 0.0   # forward matmuls selective recompute runs again (per-op SAC: 0.5)
     tp_overlap_share: float = 1.0     # share of the exposed tensor-parallel communication tp_comm_overlap hides
+    eager_elementwise: bool = False   # a PyTorch stack run without torch.compile: one kernel per element-wise op
     calibrated: bool = True           # a level fitted for this stack, accelerator and precision class
     moe_expert_gemm_fixed_s: float = 0.0  # per local expert and GEMM (engine.frameworks Stack.moe_expert_fixed_us)
     grad_reduce_bytes: float = 0.0    # the stack's gradient-reduction format where it overrides the gradients' (fp32: 4)
@@ -106,6 +107,8 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     high_share = spec.high_precision_linear_fraction
     matmul_rate = 1.0 / ((1 - high_share) / low_rate + high_share / (attn_matmul * level)) if high_share else low_rate
     in_bytes = spec.element_bytes + (fmt.scale_bytes / fmt.block_size if fmt.block_size else 0.0)
+    eager = fw.stack.torch_compile is not None and sc.training.torch_compile is False
+    tp_overlap_share = fw.stack.torch_compile.eager_tp_overlap_share if eager else fw.stack.tp_overlap_share
     return Hardware(
         accelerator=acc.id,
         peak_flops=acc.peak(dtype) * 1e12,
@@ -123,7 +126,7 @@ def resolve_hardware(sc: Scenario) -> Hardware:
         cast_bytes=(1 - high_share) * (spec.cast_read_bytes * fw.stack.fp8.cast_passes + fmt.cast_write_bytes),
         weight_copy_bytes=(1 - high_share) * fmt.weight_copy_bytes,
         framework=fw.stack.id, selective_recompute_matmul_share=fw.stack.selective_recompute_matmul_share,
-        tp_overlap_share=fw.stack.tp_overlap_share, calibrated=fw.calibrated,
+        tp_overlap_share=tp_overlap_share, eager_elementwise=eager, calibrated=fw.calibrated,
         moe_expert_gemm_fixed_s=fw.stack.moe_expert_fixed_us(acc.architecture) * 1e-6, framework_detail=fw.detail(),
         grad_reduce_bytes=fw.stack.grad_reduce_bytes,
         frozen_weight_bytes=((1 - high_share) * fmt.weight_copy_bytes + high_share * 2.0)
@@ -138,5 +141,8 @@ def resolve_hardware(sc: Scenario) -> Hardware:
             "memory_bandwidth_efficiency": MEMORY_BW_EFFICIENCY,
             "sustained_kernel_fraction": level, "sustained_kernel_fraction_source": level_note,
             "framework": fw.describe, "calibrated": fw.calibrated,
+            "element_wise": ("eager (training.torch_compile false): one kernel per element-wise op, "
+                             f"{fw.stack.torch_compile.note}" if eager else
+                             "fused (torch.compile, Transformer Engine or XLA), as the stack's level was measured"),
         },
     )

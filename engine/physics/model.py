@@ -83,6 +83,9 @@ class ModelArch(BaseModel):
     linear_bias: Literal["none", "qkv", "all"] = Field(default="none", description=(
         "bias vectors: qkv = only the query/key/value projections (Qwen2); all = every linear layer, experts and "
         "router included (GPT-2, GPT-NeoX, gpt-oss)"))
+    norm: Literal["rmsnorm", "layernorm"] | None = Field(default=None, description=(
+        "the block's normalisation: rmsnorm (Llama and the families after it), layernorm (GPT-2/3, GPT-NeoX); "
+        "null: layernorm for a gelu MLP and rmsnorm for a gated one, as every family this planner reads pairs them"))
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelArch":
@@ -113,6 +116,11 @@ class ModelArch(BaseModel):
     @property
     def is_moe(self) -> bool:
         return self.n_experts > 1
+
+    @property
+    def norm_kind(self) -> str:
+        """The block's normalisation (norm, else the one its MLP type goes with)."""
+        return self.norm or ("layernorm" if self.ffn_type == "gelu" else "rmsnorm")
 
     @property
     def attn_head_dim(self) -> int:
@@ -162,6 +170,9 @@ class Shape:
     norm_params: int             # both norms of one layer (and its query/key or MLA latent norms)
     dropout: bool                # dropout masks stored and applied (1 byte per element)
     router_params: int = 0       # router of one MoE layer (and its bias)
+    rms_norm: bool = True        # RMSNorm (Llama) rather than LayerNorm (GPT-2/3): composite ops when run eagerly
+    qk_norm_elems: int = 0       # query/key (or MLA latent) elements normalised per token per layer, all heads
+    rotary_elems: int = 0        # query and key elements rotated per token per layer, all heads (0: learned positions)
     moe_layer_mask: tuple[bool, ...] = ()                 # len n_layers: True where layer i has routed experts
     attention_windows: tuple[int | None, ...] = ()        # len n_layers: None = full causal attention, else max keys
     attention_window_kind: Literal["sliding", "chunked"] = "sliding"
@@ -274,8 +285,11 @@ def shape_of(arch: ModelArch) -> Shape:
     attn += a if arch.attention_sinks else 0
     if arch.mla is None:
         qk_norm = {"none": 0, "head": 2 * qk_dim, "full": a * qk_dim + kv * qk_dim}[arch.qk_norm]
+        qk_norm_elems = 0 if arch.qk_norm == "none" else (a + kv) * qk_dim
+        rotary = (a + kv) * qk_dim
     else:                                            # MLA normalises its latents (q_a_layernorm, kv_a_layernorm)
-        qk_norm = (arch.mla.q_lora_rank or 0) + arch.mla.kv_lora_rank
+        qk_norm = qk_norm_elems = (arch.mla.q_lora_rank or 0) + arch.mla.kv_lora_rank
+        rotary = (a + 1) * arch.mla.qk_rope_head_dim     # each head's rope part of the query, the shared rope key
     norms = 2 * h + qk_norm
     mask = moe_layer_mask(arch)
     n_moe = sum(mask)
@@ -302,6 +316,8 @@ def shape_of(arch: ModelArch) -> Shape:
         shared_expert_params=shared, shared_ffn=arch.n_shared_experts * shared_ffn if moe else 0,
         n_experts=arch.n_experts, top_k=top_k, gated=gated,
         norm_params=norms, dropout=arch.dropout, router_params=router,
+        rms_norm=arch.norm_kind == "rmsnorm", qk_norm_elems=qk_norm_elems,
+        rotary_elems=0 if arch.learned_position_embeddings else rotary,
         moe_layer_mask=mask, attention_windows=attention_windows(arch), attention_window_kind=arch.attention_window_kind,
         mtp_layers=arch.mtp_layers,
         mtp_layer_params=attn + mtp_mlp_total + norms + mtp_extra,

@@ -245,14 +245,17 @@ def _time_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     out = [
         Term(sec_c, "compute", bd["compute"], "s",
              f"m {m} micro-batches x stage-weighted per-micro-batch forward + backward of each layer (weight GEMMs by "
-             f"shape at {hw.matmul_flops / 1e12:.0f} TFLOP/s achievable, {tr.attention} attention, element-wise traffic at "
+             f"shape at {hw.matmul_flops / 1e12:.0f} TFLOP/s achievable, {tr.attention} attention, "
+             + ("eager (no torch.compile: each norm, rotary and activation step its own kernel) " if hw.eager_elementwise
+                else "") + f"element-wise traffic at "
              f"{hw.hbm_bytes_per_s / 1e12:.2f} TB/s, {LAYER_FIXED_S * 1e6:.0f} us fixed forward and twice that backward per "
              f"layer) + embedding and output layer"
              + (f"; each MoE layer's {shape.n_experts / float(lay.ep[0]):g} local experts x 2 GEMMs pay "
                 f"{hw.moe_expert_gemm_fixed_s * 1e6:g} us each forward and twice that backward ({hw.framework}'s "
                 "per-expert cost on this accelerator's architecture: data/frameworks.json Stack.moe_expert_fixed_us)"
                 if shape.n_moe_layers and hw.moe_expert_gemm_fixed_s else ""),
-             "engine.physics.compute.layer_times; engine.physics.compute.expert_fixed_s; " + st,
+             "engine.physics.compute.layer_times; engine.physics.compute.expert_fixed_s; "
+             + ("engine.physics.compute.eager_elementwise_bytes; " if hw.eager_elementwise else "") + st,
              "MAMF (ml-engineering), Shah et al. 2024 FlashAttention-3, BabelStream (engine/physics/kernels.py)"),
         Term(sec_c, "recompute", bd["recompute"], "s",
              f"recompute {RECOMPUTE[int(lay.rc[0])]}: " + ("the whole forward again" if full else (

@@ -278,6 +278,12 @@ def apply_edit(current: Scenario, path: str, value) -> Edit:
             notes.append(f"{cat.accelerators[value].name} has no {data['training']['precision']} support; "
                          f"precision set to {fallback}.")
             data["training"]["precision"] = fallback
+    if path == "training.framework" and data["training"].get("torch_compile") is not None and (
+            value not in frameworks.FRAMEWORKS or frameworks.stack(value).torch_compile is None):
+        data["training"].pop("torch_compile")
+        notes.append("torch.compile setting cleared: "
+                     + (f"{frameworks.stack(value).short_name} fuses its element-wise kernels itself."
+                        if value in frameworks.FRAMEWORKS else "it applies to a named PyTorch stack only."))
     if path.startswith("model.") and data["training"].get("expert_load_ratio", 1.0) != 1.0 and not _is_moe(data):
         data["training"].pop("expert_load_ratio")
         notes.append("Busiest expert's load reset to 1: the model has no routed experts.")

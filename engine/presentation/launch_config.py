@@ -18,7 +18,7 @@ Names are those of the stacks' sources:
   --fp8-format hybrid, --fp8-recipe {tensorwise,delayed,mxfp8,blockwise}, --bf16/--fp16, --tp-comm-overlap,
   --accumulate-allreduce-grads-in-fp32, and the model shape arguments.
 - TorchTitan torchtitan/config/job_config.py at commit 000204a4a8bf3d0f31adc44fc29855fbb6ea13d8 (pytorch/torchtitan):
-  [training] local_batch_size, global_batch_size, seq_len, steps; [parallelism] data_parallel_replicate_degree,
+  [training] local_batch_size, global_batch_size, seq_len, steps, compile; [parallelism] data_parallel_replicate_degree,
   data_parallel_shard_degree, fsdp_reshard_after_forward, tensor_parallel_degree, enable_async_tensor_parallel,
   pipeline_parallel_degree, pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
   pipeline_parallel_split_points, context_parallel_degree, expert_parallel_degree; [activation_checkpoint] mode,
@@ -290,7 +290,7 @@ def torchtitan_job(sc: Scenario, lay: Layout, notes: list[str]) -> dict[str, dic
         raise ScenarioError([("training.global_batch_size", f"{t.global_batch_size} sequences do not split over "
                                                             f"dp={lay.dp} ranks")])
     training = {"local_batch_size": local, "global_batch_size": t.global_batch_size, "seq_len": t.seq_len,
-                "steps": train_steps(sc)}
+                "steps": train_steps(sc), "compile": t.torch_compile is not False}
     if t.precision == "fp32":
         training["mixed_precision_param"] = "float32"
     if lay.zero_stage == 0:
@@ -309,6 +309,9 @@ def torchtitan_job(sc: Scenario, lay: Layout, notes: list[str]) -> dict[str, dic
         par["fsdp_reshard_after_forward"] = "default" if lay.reshard_after_forward else "never"
     if lay.tp > 1:
         par["enable_async_tensor_parallel"] = lay.tp_comm_overlap
+        if lay.tp_comm_overlap and not training["compile"]:
+            notes.append("tp_comm_overlap without torch.compile: TorchTitan's async TP is only effective when "
+                         "compile is enabled, so the estimate credits it nothing")
         if not lay.sequence_parallel:
             notes.append("sequence_parallel false: TorchTitan's tensor parallelism always shards the norms on the "
                          "sequence (sequence parallelism)")
@@ -420,6 +423,12 @@ def deepspeed_config(sc: Scenario, lay: Layout, notes: list[str]) -> dict:
                      "partition sizes differ in what they replicate")
     if lay.tp_comm_overlap:
         notes.append("tp_comm_overlap has no DeepSpeed equivalent")
+    if sc.training.torch_compile is False:
+        notes.append("torch_compile false: the estimate runs the model eagerly, as a script that never calls "
+                     "engine.compile() does")
+    else:
+        notes.append("the estimate assumes fused element-wise kernels: Megatron-DeepSpeed's, or call "
+                     "engine.compile() (DeepSpeedEngine.compile) on a plain PyTorch model")
     return cfg
 
 

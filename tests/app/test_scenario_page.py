@@ -303,3 +303,21 @@ def test_a_moe_model_takes_the_busiest_experts_load_and_a_dense_one_drops_it():
     at.selectbox(key="w:model.preset").set_value("llama3.1-8b").run()
     assert scenario_of(at).training.expert_load_ratio == 1.0
     assert any("Busiest expert's load reset to 1" in n for n in texts(at.info))
+
+
+def test_a_pytorch_stack_offers_torch_compile_and_eager_costs_time():
+    at = run_app()
+    assert not [w for w in at.selectbox if w.key == "w:training.torch_compile"]     # Megatron-Core: fused by itself
+    at.selectbox(key="w:training.framework").set_value("pytorch_fsdp2").run()
+    compiled = estimate(scenario_of(at))
+    field = at.selectbox(key="w:training.torch_compile")
+    assert field.value == "compiled (as measured)" and field.help
+    field.set_value(False).run()
+    sc = scenario_of(at)
+    assert sc.training.torch_compile is False and not at.error
+    assert estimate(sc).step_time_s > compiled.step_time_s
+    assert metric(at, "Step time") == f"{estimate(sc).step_time_s:.2f} s"
+    at.selectbox(key="w:training.framework").set_value("megatron_core").run()
+    assert scenario_of(at).training.torch_compile is None
+    assert not [w for w in at.selectbox if w.key == "w:training.torch_compile"]
+    assert any("torch.compile setting cleared" in n for n in texts(at.info))

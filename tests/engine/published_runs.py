@@ -39,7 +39,8 @@ class Run:
     layouts: list             # candidate layouts (published sizes, unpublished details free)
     require_fit: bool = True  # False where the run's memory was measured on a larger part than the catalog's
     source: str = ""          # the published table
-    notes: tuple = ()         # what the engine cannot express about the run (e.g. eager mode without torch.compile)
+    notes: tuple = ()         # what the engine cannot express about the run
+    fitted: bool = True       # False: predicted beside the fit, never fitted on (TorchTitan's eager runs)
 
     @property
     def precision(self) -> str:
@@ -193,7 +194,8 @@ def torchtitan_2024_12() -> list[Run]:
     GPU on H100 96 GB at a 500 W limit, predicted on the catalog's H100 SXM5 (the nearest part: the same GH100 core;
     the lower power limit is in the fitted level). The runs' memory was measured on 96 GB parts, so a layout is
     predicted whether or not it fits 80 GB (`require_fit` False). Unpublished micro-batch sizes (the pipelined runs'
-    local batch is given per data-parallel rank) are the fastest of the divisors of that batch."""
+    local batch is given per data-parallel rank) are the fastest of the divisors of that batch. The two eager runs
+    (torch_compile false) are predicted with their op-by-op element-wise traffic and never fitted on (`fitted`)."""
     runs = []
     for case in CASES["torchtitan_2024_12_cases"]["rows"]:
         lay, model = case["layout"], case["model"]
@@ -204,7 +206,8 @@ def torchtitan_2024_12() -> list[Run]:
         gbs = lay["global_batch"] or local * dp
         scenario = {"model": {"preset": TORCHTITAN_MODELS[model["name"]]},
                     "training": {"seq_len": model["seq_len"], "global_batch_size": gbs, "total_tokens": 1e12,
-                                 "precision": "fp8" if float8 else "bf16", "framework": "pytorch_fsdp2"},
+                                 "precision": "fp8" if float8 else "bf16", "framework": "pytorch_fsdp2",
+                                 "torch_compile": lay["torch_compile"]},
                     "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": n}}
         rc = "full" if lay["recompute"] == "full" else "selective"
         v = 2 if "Interleaved" in (lay.get("pp_schedule") or "") else 1
@@ -218,7 +221,7 @@ def torchtitan_2024_12() -> list[Run]:
                    for mbs in mbs_options for first, last in _splits(arch.n_layers, lay["pp"], v)]
         runs.append(Run(case["id"], "H100-SXM5-80GB", case["measured"]["tokens_per_s_per_gpu"], "tokens_per_s_per_gpu",
                         scenario, layouts, require_fit=False, source="torchtitan_2024_12",
-                        notes=() if lay["torch_compile"] else ("eager (no torch.compile)",)))
+                        fitted=lay["torch_compile"]))
     return runs
 
 

@@ -111,17 +111,19 @@ def test_published_nemo_figures(name, published, tolerance):
 
 
 def test_torchtitan_runs_on_h100(capsys):
-    runs = [r for r in torchtitan_2024_12() if not r.notes]               # compiled: what the level is fitted on
-    errors = _table(runs, [r.predict() for r in runs], capsys, "TorchTitan Dec 2024, tokens/s per GPU (compiled)")
+    runs = torchtitan_2024_12()               # the compiled runs fit the level; the two eager ones are predicted
+    errors = _table(runs, [r.predict() for r in runs], capsys, "TorchTitan Dec 2024, tokens/s per GPU")
     assert statistics.median(abs(e) for e in errors) <= 0.10
     assert max(abs(e) for e in errors) <= 0.20
+    assert sum(not r.fitted for r in runs) == 2
 
 
 def test_search_on_fsdp2_beats_torchtitans_demonstration_layouts_but_not_nvidias_tuned_stack(capsys):
     # TorchTitan's tables demonstrate its parallelisms (405B: 8 pipeline stages, full recompute); the search's FSDP2
-    # layouts are faster, within 15% for the compiled 8B jobs, and never above what NeMo's tuned Megatron-Core run
-    # of 405B publishes per H100 (292 tokens/s on 1,024), which FSDP2's lower fitted level must stay under
-    runs = [r for r in torchtitan_2024_12() if not r.notes]
+    # layouts are faster, within 15% for the 8B jobs (eager and compiled), and never above what NeMo's tuned
+    # Megatron-Core run of 405B publishes per H100 (292 tokens/s on 1,024), which FSDP2's lower fitted level must
+    # stay under
+    runs = torchtitan_2024_12()
     best = [r.search_best() for r in runs]
     errors = _table(runs, best, capsys, "Search realism: the search's best FSDP2 layout for each TorchTitan job")
     for run, est, error in zip(runs, best, errors):
@@ -139,8 +141,12 @@ def test_torchtitan_8b_fsdp_and_its_fp8_speed_up():
                                              "tt24-t1-8b-8gpu-fsdp_compile_fp8"))
     assert (eager.published, compiled.published, fp8.published) == (5762, 6667, 8532)
     assert abs(compiled.figure(compiled.predict()) / 6667 - 1) <= 0.10
-    # eager mode is not an input: its unfused kernels make it 14% slower than predicted (shown, not fitted)
-    assert abs(eager.figure(eager.predict()) / 5762 - 1) <= 0.20
+    # eager (no torch.compile), predicted from its op-by-op element-wise traffic and never fitted on: before that
+    # traffic was counted the engine rated it at the compiled speed, 16% too fast
+    assert not eager.fitted and compiled.fitted
+    assert abs(eager.figure(eager.predict()) / 5762 - 1) <= 0.05
+    # the measured compile speed-up, 6667 / 5762 = 1.157x
+    assert compiled.figure(compiled.predict()) / eager.figure(eager.predict()) == pytest.approx(6667 / 5762, abs=0.03)
     # float8 (torchao, tensorwise) over bf16: measured 1.28x; before the stack was an input the engine said 1.39x
     speed_up = fp8.figure(fp8.predict()) / compiled.figure(compiled.predict())
     assert 1.15 <= speed_up <= 1.35
