@@ -187,7 +187,7 @@ with inputs:
                 options=["adam", "sgd"])
     binding.bind("training.attention", st.selectbox, F["training.attention"], container=cols[2],
                 options=["flash", "standard"])
-    cols = st.columns([2, 1])
+    cols = st.columns(2)
     binding.bind("training.framework", st.selectbox, F["training.framework"], container=cols[0],
                 options=[F["training.framework"].blank, *FRAMEWORKS],
                 format_func=lambda v: v if v == F["training.framework"].blank else stack(v).short_name)

@@ -211,16 +211,25 @@ def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> 
     core's output and log-sum-exp, every other matmul's output (the 1st, 3rd, 5th, ... of Q, K, V, output, then the
     MLP's in order) and, under tensor parallelism, the reduce-scatter outputs; everything else is recomputed. A
     row-parallel matmul (attention output, MLP down) produces the whole hidden width before its reduce-scatter.
-    Written for Q/K/V projections; an MLA layer is counted with its query and value widths in their place."""
+    Written for Q/K/V projections; an MLA layer is counted with its query and value widths in their place.
+    Compiled (training.torch_compile not false), the partitioner saves only what the block's backward reads: the
+    MLP's last output (the down projection's, and its reduce-scatter's) feeds nothing but the residual add, whose
+    backward reads no input, so it is not kept; eagerly the policy's cache keeps every saved op's output
+    (torch.utils.checkpoint selective mode, _CachingTorchDispatchMode). TorchTitan's 8B runs measure the difference:
+    82.4 / 77.0 GiB eager / compiled on 8 H100, 67.0 / 62.0 on 128."""
     e = bytes_per_element(training)["activation"]
     h, t = shape.hidden, lay.tp
     tokens = lay.mbs * (training.seq_len / lay.cp)
     q, v_width = shape.n_heads * shape.qk_head_dim, shape.kv_elems_per_token / 2
     mlp_in = (shape.dense_ffn / t,) * (2 if shape.gated else 1)
     matmuls = (q / t, v_width / t, v_width / t, h, *mlp_in, h)      # wq, wk, wv, wo, MLP in (gate, up), down
-    saved = sum(matmuls[0::2])
+    kept = list(matmuls[0::2])
+    compiled = training.torch_compile is not False
+    if compiled and (len(matmuls) - 1) % 2 == 0:
+        kept.pop()                                                  # the down projection's output: no reader
+    saved = sum(kept)
     core = shape.n_heads * shape.v_head_dim / t * e + 4.0 * shape.n_heads / t      # output + fp32 log-sum-exp
-    reduce_scatter = np.where(t > 1, 2 * h / np.where(lay.sp, t, 1), 0.0)
+    reduce_scatter = np.where(t > 1, (1 if compiled else 2) * h / np.where(lay.sp, t, 1), 0.0)
     block_input = h / np.where(lay.sp, t, 1)
     return tokens * ((saved + reduce_scatter + block_input) * e + core)
 

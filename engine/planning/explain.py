@@ -159,7 +159,9 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
               f"{act_dense / GIB:.4f} GiB" + (f" + {_g(st.moe):.0f} MoE layers x {act_moe / GIB:.4f} GiB" if shape.n_moe_layers else "")
               + f") per layer and micro-batch (mbs {int(lay.mbs[0])}, seq {tr.seq_len} / cp {int(lay.cp[0])}, "
               f"tp {t}{' with sequence parallelism' if bool(lay.sp[0]) else ''}, recompute {rc}"
-              f"{' (per-op: the block input, the attention output and every other matmul output kept)' if op_sac else ''}, "
+              + (" (per-op: the block input, the attention output and every other matmul output kept"
+                 + ("; compiled, only those a backward reads" if tr.torch_compile is not False
+                    else "; eagerly, all of them cached") + ")" if op_sac else "") + ", "
               f"{tr.attention} attention, "
               f"{b['activation']:g}-byte activations)")
     if rest > 0:

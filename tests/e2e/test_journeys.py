@@ -356,3 +356,19 @@ def test_a_moe_planner_sets_the_busiest_experts_load_and_sees_the_step_slow_down
             assert page.get_by_text("Does not fit:").count() == 1
             assert page.get_by_text("What fits on these 1,024 accelerators").count() == 1
     screenshot(page, "scenario-moe-expert-load")
+
+
+def test_a_pytorch_planner_runs_eagerly_and_sees_the_step_slow_down(app_url, page):
+    open_page(page, app_url)
+    assert page.get_by_role("combobox", name="torch.compile", exact=True).count() == 0     # Megatron-Core's own
+    choose(page, "Training framework", "PyTorch FSDP2")
+    no_exception(page)
+    compiled = scenario_in_url(page)
+    assert compiled.training.framework == "pytorch_fsdp2" and compiled.training.torch_compile is None
+    choose(page, "torch.compile", "eager (no torch.compile)")
+    no_exception(page)
+    sc = scenario_in_url(page)
+    assert sc.training.torch_compile is False                          # the link carries it
+    assert metrics(page)["Step time"] == f"{estimate(sc).step_time_s:.2f} s"
+    assert estimate(sc).step_time_s > estimate(compiled).step_time_s
+    screenshot(page, "scenario-pytorch-eager")

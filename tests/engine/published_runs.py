@@ -301,7 +301,7 @@ def torchtitan_memory() -> list[MemoryRun]:
         scenario = {"model": {"preset": TORCHTITAN_MODELS[m["name"]]},
                     "training": {"seq_len": m["seq_len"], "global_batch_size": dp * local, "total_tokens": 1e12,
                                  "precision": "bf16" if r["precision"] == "bf16" else "fp8",
-                                 "framework": "pytorch_fsdp2"},
+                                 "framework": "pytorch_fsdp2", "torch_compile": lay["torch_compile"]},
                     "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": r["n_gpus"]},
                     "layout": layout}
         runs.append(MemoryRun(r["id"], table, r["measured"]["peak_memory_gib"], scenario))

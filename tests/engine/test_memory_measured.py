@@ -26,11 +26,11 @@ def test_the_allocator_reserve_is_gmlakes_measured_gap():
 
 def test_torchtitan_peaks_within_the_held_out_tolerance():
     # Nothing is fitted on these runs (the allocator's reserve is GMLake's): every one of the 18 peaks is held out.
-    # Measured: median 4.4%, worst 12.9% (the 70B FSDP x TP run); leaving one table out and fitting the reserve on
-    # the others gives median 6.4%, worst 15.4% (scripts/memory_validation.py), so 16% is what the check supports
+    # Measured: median 1.7%, worst 12.9% (the 70B FSDP x TP run); leaving one table out and fitting the reserve on
+    # the others gives median 1.9%, worst 13.3% (scripts/memory_validation.py), so 16% is what the check supports
     errors = _errors()
     assert len(errors) == 18
-    assert statistics.median(abs(e) for e in errors.values()) < 0.06
+    assert statistics.median(abs(e) for e in errors.values()) < 0.03
     assert max(abs(e) for e in errors.values()) < 0.16, errors
 
 
@@ -98,9 +98,14 @@ def test_per_op_selective_checkpointing_keeps_half_the_matmul_outputs():
     # TorchTitan's per-op policy on a Llama 3 8B block (tp 1): the block input (4096), the attention output (4096)
     # with its fp32 log-sum-exp (32 heads), and matmuls 1, 3, 5, 7 of wq, wk, wv, wo, w1, w3, w2: wq 4096, wv 1024,
     # w1 14336, w2 4096; 2 bytes each, 16,384 tokens, 32 layers (+ the embedding output of 4096 per token)
-    m = _t1("tt24-t1-8b-8gpu-fsdp").predict()
+    m = _t1("tt24-t1-8b-8gpu-fsdp").predict()                      # eager: the policy's cache keeps all four
     per_token_layer = (4096 + 4096 + 4096 + 1024 + 14336 + 4096) * 2 + 32 * 4
     assert m.memory_gib.activations * GIB == pytest.approx(16384 * (32 * per_token_layer + 4096 * 2), abs=2**20)
+    # compiled, w2's output is not kept (only the residual add reads it, and its backward reads no input): 4096 x 2
+    # bytes less per token and layer, 4 GiB of the measured 5.4 GiB between the eager and compiled peaks (82.4, 77.0)
+    compiled = _t1("tt24-t1-8b-8gpu-fsdp_compile").predict()
+    assert (m.memory_gib.activations - compiled.memory_gib.activations) * GIB == pytest.approx(16384 * 32 * 4096 * 2,
+                                                                                              abs=2**20)
 
 
 def test_fsdp2_under_a_pipeline_keeps_the_stage_gathered_with_fp32_gradients():
