@@ -82,6 +82,15 @@ PRECISION_RULES = [
                                              "sequences per chip, full remat; Google's tpu-recipes "
                                              "training/trillium/GPT3-175B-MaxText, libtpu 2024-10-28: 14.2 s a step on "
                                              "v6e-256, where the bf16 variant gpt_3_175b_bf16 takes 17.2 s)"),
+    ("v4.0", "Google", "cloud-tpu-v5p", "int8", "Google states no precision for its v4.0 TPU v5p GPT-3 runs; MaxText's "
+                                        "MaxText/configs/v5p/gpt3_175b/gpt3_175b_base.sh, 'the shared config between "
+                                        "Google's various MLPerf 4.0 submissions' (v5p_1024.sh, v5p_2048.sh, v5p_3072.sh "
+                                        "for its slices), trains with quantization=int8 (AI-Hypercomputer/maxtext "
+                                        "@e1fde45 and @d32d207)"),
+    ("v4.1", "Google", "cloud-tpu-v5p", "int8", "Google states no precision for its v4.1 TPU v5p GPT-3 runs; the same "
+                                        "MaxText recipe (gpt3_175b_base.sh: quantization=int8) carries v5p_4096.sh and "
+                                        "v5p_8192.sh, the slices of these results, and read as BF16 they imply 81-89% "
+                                        "model FLOP utilisation, as the v4.0 ones (76-86%)"),
     ("", "Google", "", "bf16", "no precision published in the MaxText/PAX submissions; BF16 assumed"),
     ("", "", "", "fp8", "NVIDIA's LLM submissions set FP8=True (e.g. v5.1 theia_ngpu512 config_common.sh; LoRA: v4.0 "
                         "config_DGXH100_1x8x4xtp4pp1cp1.sh), as do the partner and Habana v3.1+ submissions and AMD's "

@@ -15,8 +15,10 @@ m / (m + KAPPA) for m sources (the level above counts as KAPPA sources). A level
 The spread (split conformal, one per support class, SUPPORT): how far runs landed from the centre fitted without
 their own source (a jackknife+ over sources), |log ratio - centre|, with each run in the class its regime had without
 that source: 'measured' (the stack has runs on the family), 'no family run' (the stack has runs of the method on
-other families only), 'no stack run' (the method has runs, not of this stack) and 'uncalibrated' (the accelerator
-borrows another's fitted level; its residual is from the engine's own figure). The class's spread is the
+other families only), 'no stack run' (the method has runs, not of this stack; each calibrated run against the
+centres fitted without every run of its stack and method, as a planner meets the class, where leaving its source out
+makes a run stackless only if that source alone ran the stack) and 'uncalibrated' (the accelerator borrows another's
+fitted level; its residual is from the engine's own figure). The class's spread is the
 ceil(0.8 (n + 1))-th smallest of its n residuals, which bounds at least 80% of a new exchangeable run (10th-90th
 percentile, symmetric in logs); a class is never narrower than a better-supported one, and a class with too few
 residuals takes the widest. A MoE regime takes the widest band too ('no MoE run', moe_measured) unless MoE runs of
@@ -148,16 +150,27 @@ def _conformal(values: list[float]) -> float | None:
 def residuals(runs: list[dict]) -> dict[tuple[str, str], list[float]]:
     """Per training method and support class, |log(published / predicted) - centre| of every run against the centres
     fitted without its source, in the class its regime had without that source (uncalibrated: against the engine's own
-    figure)."""
+    figure); 'no stack run' of every calibrated run against the centres fitted without its stack's runs of the
+    method."""
     out: dict[tuple[str, str], list[float]] = {}
     for source in sorted({r["source"] for r in runs}):
         centres = _centres([r for r in runs if r["source"] != source])
         for r in (r for r in runs if r["source"] == source):
             found = _deepest(centres, r)
             cls = _support(None if found is None else found[0], r["calibrated"])
-            if cls is not None:
+            if cls is not None and cls != "no stack run":
                 centre = 0.0 if cls == "uncalibrated" else found[1]["centre"]
                 out.setdefault((r["method"], cls), []).append(abs(math.log(r["ratio"]) - centre))
+    # 'no stack run' as a planner meets it: each calibrated run against the centres fitted without every run of its
+    # stack and method, whichever source published them (leaving its source out makes a run stackless only where
+    # that source alone ran the stack)
+    for method, framework in sorted({(r["method"], r["framework"]) for r in runs if r["calibrated"]}):
+        centres = _centres([r for r in runs if (r["method"], r["framework"]) != (method, framework)])
+        for r in runs:
+            if (r["method"], r["framework"]) == (method, framework) and r["calibrated"]:
+                found = _deepest(centres, r)
+                if found is not None and _support(found[0], True) == "no stack run":
+                    out.setdefault((method, "no stack run"), []).append(abs(math.log(r["ratio"]) - found[1]["centre"]))
     return out
 
 
