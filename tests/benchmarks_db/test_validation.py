@@ -109,3 +109,6 @@ def test_the_tpu_v5e_gpt3_result_is_predicted_in_int8_as_google_published_it(see
     v5p = df[df.accelerator == "TPU-v5p"]
     assert len(v5p) == 7 and (v5p.precision == "int8").all()
     assert v5p.precision_source.str.contains("gpt3_175b_base.sh").all()
+    # at MaxText's int8 level on the v5p (fitted on these seven, one level for all): each within 10% of its published
+    # minutes (114.8 on 512 chips ... 11.8 on 6,144), where read as BF16 they were 1.59-1.86x
+    assert ((v5p.ratio.astype(float) - 1).abs() < 0.10).all()
