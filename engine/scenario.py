@@ -95,6 +95,12 @@ class Training(BaseModel):
         return self.method in ("lora", "qlora")
 
     @property
+    def compiled(self) -> bool:
+        """Whether the element-wise ops run fused (torch.compile, or the stack's own fused kernels): False only where a
+        PyTorch stack is told to run eagerly (torch_compile false)."""
+        return self.torch_compile is not False
+
+    @property
     def trained_tokens(self) -> float:
         """Tokens the run trains on: the dataset's tokens (total_tokens) times the epochs."""
         return self.total_tokens * self.epochs

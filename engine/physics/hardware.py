@@ -107,7 +107,7 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     high_share = spec.high_precision_linear_fraction
     matmul_rate = 1.0 / ((1 - high_share) / low_rate + high_share / (attn_matmul * level)) if high_share else low_rate
     in_bytes = spec.element_bytes + (fmt.scale_bytes / fmt.block_size if fmt.block_size else 0.0)
-    eager = fw.stack.torch_compile is not None and sc.training.torch_compile is False
+    eager = fw.stack.torch_compile is not None and not sc.training.compiled
     tp_overlap_share = fw.stack.torch_compile.eager_tp_overlap_share if eager else fw.stack.tp_overlap_share
     return Hardware(
         accelerator=acc.id,

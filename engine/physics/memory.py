@@ -224,7 +224,7 @@ def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> 
     mlp_in = (shape.dense_ffn / t,) * (2 if shape.gated else 1)
     matmuls = (q / t, v_width / t, v_width / t, h, *mlp_in, h)      # wq, wk, wv, wo, MLP in (gate, up), down
     kept = list(matmuls[0::2])
-    compiled = training.torch_compile is not False
+    compiled = training.compiled
     if compiled and (len(matmuls) - 1) % 2 == 0:
         kept.pop()                                                  # the down projection's output: no reader
     saved = sum(kept)

@@ -160,7 +160,7 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
               + f") per layer and micro-batch (mbs {int(lay.mbs[0])}, seq {tr.seq_len} / cp {int(lay.cp[0])}, "
               f"tp {t}{' with sequence parallelism' if bool(lay.sp[0]) else ''}, recompute {rc}"
               + (" (per-op: the block input, the attention output and every other matmul output kept"
-                 + ("; compiled, only those a backward reads" if tr.torch_compile is not False
+                 + ("; compiled, only those a backward reads" if tr.compiled
                     else "; eagerly, all of them cached") + ")" if op_sac else "") + ", "
               f"{tr.attention} attention, "
               f"{b['activation']:g}-byte activations)")

@@ -290,7 +290,7 @@ def torchtitan_job(sc: Scenario, lay: Layout, notes: list[str]) -> dict[str, dic
         raise ScenarioError([("training.global_batch_size", f"{t.global_batch_size} sequences do not split over "
                                                             f"dp={lay.dp} ranks")])
     training = {"local_batch_size": local, "global_batch_size": t.global_batch_size, "seq_len": t.seq_len,
-                "steps": train_steps(sc), "compile": t.torch_compile is not False}
+                "steps": train_steps(sc), "compile": t.compiled}
     if t.precision == "fp32":
         training["mixed_precision_param"] = "float32"
     if lay.zero_stage == 0:
@@ -423,7 +423,7 @@ def deepspeed_config(sc: Scenario, lay: Layout, notes: list[str]) -> dict:
                      "partition sizes differ in what they replicate")
     if lay.tp_comm_overlap:
         notes.append("tp_comm_overlap has no DeepSpeed equivalent")
-    if sc.training.torch_compile is False:
+    if not sc.training.compiled:
         notes.append("torch_compile false: the estimate runs the model eagerly, as a script that never calls "
                      "engine.compile() does")
     else:
