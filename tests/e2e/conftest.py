@@ -1,5 +1,6 @@
 """End-to-end harness: the app started as deployed (serve.py) on a free loopback port with a fresh, seeded DuckDB
 store, and real headless Chromium driven by Playwright. Screenshots go to test-artifacts/ (git-ignored)."""
+import re
 from pathlib import Path
 
 import pytest
@@ -215,6 +216,24 @@ def ask(page, kind: str, value: str) -> None:
                            " return t.includes('Every accelerator sized') && !t.includes('Working out the answer'); }",
                            timeout=180_000)
     wait_for_app(page)
+
+
+BUSY = re.compile(r"[Tt]ry again")      # the end of every refusal of engine/work_limits.py (Busy), as the page shows it
+
+
+def answered(page, shown, timeout_ms: int = 300_000, attempts: int = 3) -> None:
+    """Wait for the locator `shown` (an answer worked out in the background). The server runs one heavy job at a time
+    and refuses one that waited 120 s for the slot (engine/work_limits.py): in a whole-suite run the jobs that earlier
+    tests' pages left behind can hold it, and the page then says the planner is busy and asks to try again, which
+    the test does as a user would (presses Answer again), at most `attempts` times."""
+    busy = page.get_by_text(BUSY)
+    for _ in range(attempts):
+        shown.or_(busy).first.wait_for(timeout=timeout_ms)
+        if shown.count():
+            return
+        page.get_by_role("button", name="Answer", exact=True).click()
+        wait_for_app(page)
+    shown.first.wait_for(timeout=timeout_ms)
 
 
 def downloaded_report(page, tmp_path) -> str:

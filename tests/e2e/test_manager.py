@@ -8,7 +8,7 @@ import pytest
 
 from engine.presentation.figures import NO_POWER
 
-from tests.e2e.conftest import (VIEWPORTS, ask, cut_off, downloaded_report, go_to, no_exception, open_page, screenshot,
+from tests.e2e.conftest import (VIEWPORTS, answered, ask, cut_off, downloaded_report, go_to, no_exception, open_page, screenshot,
                                 screenshot_whole, wait_for_app)
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +53,7 @@ def test_the_managers_question_is_answered_from_the_first_page_in_one_action(app
     target.fill("30")
     target.press("Enter")                                    # the one action: type the deadline, press Enter
     answer = page.get_by_text(re.compile(r"train it within 30 days"))
-    answer.wait_for(timeout=120_000)
+    answered(page, answer)
     wait_for_app(page)
     no_exception(page)
     assert answer.is_visible() and answer.bounding_box()["y"] < VIEWPORTS[size]["height"]    # on the first screen
@@ -79,15 +79,16 @@ def test_the_answer_becomes_the_scenario_and_every_page_and_the_report_agree(app
     open_page(page, app_url)
     page.get_by_role("spinbutton", name="Deadline (days)").fill("60")
     page.get_by_role("button", name="Answer").click()
-    page.get_by_text(re.compile(r"train it within 60 days")).wait_for(timeout=120_000)
+    answered(page, page.get_by_text(re.compile(r"train it within 60 days")))
     wait_for_app(page)
     answer = {label: value for label, (value, _) in answer_and_results(page)[0].items()}
     page.get_by_role("button", name="Use this answer in the scenario").click()
     # the plan is worked out again for the adopted scenario (a search over every accelerator) before the page can say
-    # the scenario is the answer: this whole test takes 60 s alone at both sizes, but in two whole-suite runs on 2
-    # cores (2026-11-24) the sentence was not there after 120 s, with no error in the server's log (cause not found);
-    # the wait is the other long steps' (an answer, a search) x 2.5
-    page.get_by_text("The scenario is this answer: every page shows it.").wait_for(timeout=300_000)
+    # the scenario is this answer. In whole-suite runs on 2 cores (2026-11-24, 2026-11-28) the sentence was sometimes
+    # not there after 120-300 s with no error in the server's log; 120 s is the slot wait of engine/work_limits.py,
+    # and every browser of the suite is one requester (127.0.0.1) whose earlier pages' jobs may hold the one slot, so
+    # the likeliest cause is a Busy refusal, which `answered` meets as a user would
+    answered(page, page.get_by_text("The scenario is this answer: every page shows it."))
     wait_for_app(page)
     _, results = answer_and_results(page)
     assert results["Time to train"][0] == answer["Days (wall clock)"] and results["Cost"][0] == answer["Cost"]
