@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from engine import json_input
+from engine.economics.ranges import CHANCES
 from engine.frameworks import FRAMEWORKS
 from engine.scenario import ScenarioError
 from engine.inputs import parse_scenario
@@ -103,11 +104,12 @@ def _weights(text: str | None) -> dict | None:
     return out
 
 
-QUESTION = ("deadline_days", "budget_usd", "gpu_hours", "max_gpus", "batch_range", "efficiency")
+QUESTION = ("deadline_days", "budget_usd", "gpu_hours", "max_gpus", "batch_range", "efficiency", "confidence")
 
 
 def _question(deadline_days: float | None = None, budget_usd: float | None = None, gpu_hours: float | None = None,
-              max_gpus: int | None = None, batch_range: str | None = None, efficiency: str = "tuned") -> dict:
+              max_gpus: int | None = None, batch_range: str | None = None, efficiency: str = "tuned",
+              confidence: float | None = None) -> dict:
     """The plan's question (plan and compare take the same one, from the command line or the HTTP API), checked."""
     for name, value in (("deadline_days", deadline_days), ("budget_usd", budget_usd), ("gpu_hours", gpu_hours)):
         if value is not None and not (value > 0):
@@ -116,8 +118,14 @@ def _question(deadline_days: float | None = None, budget_usd: float | None = Non
         raise ScenarioError([("--max-gpus", "must be a whole number of accelerators, at least 1")])
     if max_gpus is not None and deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--max-gpus", "limits a question: give --deadline-days, --budget-usd or --gpu-hours too")])
+    if confidence is not None and not CHANCES[0] <= confidence <= CHANCES[1]:
+        raise ScenarioError([("--confidence", f"a chance from {CHANCES[0]:g} to {CHANCES[1]:g} of meeting the target "
+                                              "(e.g. 0.9), or leave it out for the engine's own figures")])
+    if confidence is not None and deadline_days is None and budget_usd is None and gpu_hours is None:
+        raise ScenarioError([("--confidence", "qualifies a question: give --deadline-days, --budget-usd or "
+                                              "--gpu-hours too")])
     return dict(deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours, max_gpus=max_gpus,
-                batch_range=_batch_range(batch_range), efficiency=efficiency)
+                batch_range=_batch_range(batch_range), efficiency=efficiency, confidence=confidence)
 
 
 def _question_of(args) -> dict:
@@ -158,13 +166,14 @@ def _batch_range(text: str | None) -> tuple[int, int] | None:
 
 def plan_doc(data: dict, deadline_days: float | None = None, budget_usd: float | None = None,
              gpu_hours: float | None = None, max_gpus: int | None = None, vendor: str = "any",
-             efficiency: str = "tuned", batch_range: str | None = None, framework: str | None = None) -> dict:
+             efficiency: str = "tuned", batch_range: str | None = None, framework: str | None = None,
+             confidence: float | None = None) -> dict:
     from engine.planning.plan import plan
     data = _on_framework({k: v for k, v in data.items() if k != "layout"}, framework)
     if deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--deadline-days", "give --deadline-days, --budget-usd or --gpu-hours")])
     result = plan(parse_scenario(data), vendor=vendor, **_question(deadline_days, budget_usd, gpu_hours, max_gpus,
-                                                                  batch_range, efficiency))
+                                                                  batch_range, efficiency, confidence))
     out = result.as_json()
     if result.answer is not None:               # the layout search's full estimate is long; keep its key figures
         out["answer"]["estimate"] = {k: out["answer"]["estimate"][k] for k in ("layout", "memory_gib", "step_time_s",
@@ -234,6 +243,9 @@ def _question_arguments(p: argparse.ArgumentParser, what: str) -> None:
     q.add_argument("--max-gpus", type=int, dest="max_gpus", help="on at most this many accelerators (what you have)")
     q.add_argument("--batch-range", dest="batch_range", help="let the global batch grow within MIN-MAX sequences "
                                                               "(tokens fixed), e.g. 512-4096")
+    q.add_argument("--confidence", type=float, dest="confidence",
+                   help="meet the target with this chance, 0.5-0.9 (e.g. 0.9), read off each option's range; "
+                        "without it, on the engine's own figures")
     q.add_argument("--efficiency", choices=["tuned", "typical"], default="tuned",
                    help="tuned: a well-tuned Megatron-class stack; typical: as published whole-run GPU-hours imply")
     p.add_argument("--framework", choices=STACK_CHOICES, help=STACK_HELP)

@@ -67,23 +67,26 @@ def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadl
 def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,
             accelerators: list[str] | None = None, efficiency: str = "tuned", budget_usd: float | None = None,
             gpu_hours: float | None = None, max_gpus: int | None = None,
-            batch_range: tuple[int, int] | None = None) -> Comparison:
+            batch_range: tuple[int, int] | None = None, confidence: float | None = None) -> Comparison:
     """Every catalog accelerator (or the given ids) on the scenario, each with its own best layout, ranked: on the
-    scenario's cluster by the weights, or sized for the plan's question and ranked by the plan's rule."""
+    scenario's cluster by the weights, or sized for the plan's question (met with the chance `confidence`, as the
+    plan's) and ranked by the plan's rule."""
     from engine.planning.vendor import compare as run
     return run(load(scenario).model_copy(update={"layout": None}), weights=weights, deadline_days=deadline_days,
                accelerators=accelerators, efficiency=efficiency, budget_usd=budget_usd, gpu_hours=gpu_hours,
-               max_gpus=max_gpus, batch_range=batch_range)
+               max_gpus=max_gpus, batch_range=batch_range, confidence=confidence)
 
 
 def plan(scenario: ScenarioLike, deadline_days: float | None = None, budget_usd: float | None = None,
          gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
-         batch_range: tuple[int, int] | None = None, max_gpus: int | None = None) -> Plan:
-    """The manager's answer for a deadline, a money budget or a GPU-hour budget, on at most max_gpus accelerators
-    (see engine.planning.plan)."""
+         batch_range: tuple[int, int] | None = None, max_gpus: int | None = None,
+         confidence: float | None = None) -> Plan:
+    """The manager's answer for a deadline, a money budget or a GPU-hour budget, on at most max_gpus accelerators,
+    met on the engine's own figures or, with confidence 0.5-0.9, at that percentile of each option's range (see
+    engine.planning.plan)."""
     from engine.planning.plan import plan as run
     return run(load(scenario), deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours, vendor=vendor,
-               efficiency=efficiency, batch_range=batch_range, max_gpus=max_gpus)
+               efficiency=efficiency, batch_range=batch_range, max_gpus=max_gpus, confidence=confidence)
 
 
 def export_config(scenario: ScenarioLike, fmt: str | None = None):

@@ -4,7 +4,8 @@
     POST /v1/search       body: a scenario; ?top=&objective=&deadline_days=&gpu_hour_budget=&allow_span_nodes=&framework=
     POST /v1/compare      body: a scenario; ?deadline_days=&weights=time=0.4,cost=0.6&accelerators=h100,mi300x&efficiency=
                           &framework=
-    POST /v1/plan         body: a scenario; ?deadline_days=|budget_usd=|gpu_hours=&max_gpus=&vendor=&efficiency=&batch_range=
+    POST /v1/plan         body: a scenario; ?deadline_days=|budget_usd=|gpu_hours=&max_gpus=&confidence=&vendor=&efficiency=
+                          &batch_range=
                           &framework= (auto: the planner chooses the stack; a stack id keeps it; as the command line)
     POST /v1/import-hf    body: a Hugging Face config.json                 -> the scenario's model block
     GET  /healthz         the process answers, and how busy it is ({"work": {"slots", "running", "waiting"}});
@@ -143,11 +144,12 @@ def store_problem() -> str | None:
 
 def question(deadline_days: float | None = None, budget_usd: float | None = None, gpu_hours: float | None = None,
              max_gpus: int | None = None, efficiency: Literal["tuned", "typical"] = "tuned",
-             batch_range: str | None = Query(None, max_length=40, examples=["512-4096"])) -> dict:
+             batch_range: str | None = Query(None, max_length=40, examples=["512-4096"]),
+             confidence: float | None = Query(None, examples=[0.9])) -> dict:
     """The plan's question as query options, as /v1/plan and /v1/compare both take it (the CLI's --deadline-days ...
     --batch-range; engine.__main__ checks it)."""
     return dict(deadline_days=deadline_days, budget_usd=budget_usd, gpu_hours=gpu_hours, max_gpus=max_gpus,
-                efficiency=efficiency, batch_range=batch_range)
+                efficiency=efficiency, batch_range=batch_range, confidence=confidence)
 
 
 def create_app() -> FastAPI:

@@ -107,6 +107,13 @@ def test_search_compare_plan_answer_as_the_command_line(api, tmp_path):
     assert status == 200, doc
     assert doc == cli(tmp_path, "plan", BASE, "--deadline-days", "60", "--vendor", "NVIDIA", "--max-gpus", "512")
     assert doc["answer"]["wall_days"] <= 60
+    status, doc, _ = post(api, "/v1/plan?deadline_days=60&vendor=NVIDIA&max_gpus=1024&confidence=0.9", BASE)
+    assert status == 200, doc
+    assert doc == cli(tmp_path, "plan", BASE, "--deadline-days", "60", "--vendor", "NVIDIA", "--max-gpus", "1024",
+                      "--confidence", "0.9")
+    assert doc["confidence"] == 0.9 and doc["answer"]["ranges"]["wall_days"]["high"] <= 60
+    status, doc, _ = post(api, "/v1/plan?deadline_days=60&confidence=0.99", BASE)
+    assert status == 400 and "--confidence" in problems(doc)
 
 
 def test_the_stack_option_answers_as_the_command_line_and_the_answer_names_its_stack(api, tmp_path):

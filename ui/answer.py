@@ -32,8 +32,12 @@ TARGET_STEP = {"deadline_days": 1.0, "budget_usd": 1_000_000.0, "gpu_hour_budget
 TOGETHER = "Set one or several: the answer meets them all."
 TARGET_HINT = {"deadline_days": "e.g. 60", "budget_usd": "e.g. 10000000", "gpu_hour_budget": "e.g. 2000000"}
 MAX_GPUS_LABEL = "At most (accelerators)"
-LABELS = {**TARGETS, "max_gpus": MAX_GPUS_LABEL}
 STACKS = {"tuned": "Well tuned", "typical": "Typical"}
+ESTIMATE = "estimate"             # the chance selector's value for the engine's own figures (None in PlannerOptions:
+#                                  a selectbox shows None as no choice)
+CHANCES = {ESTIMATE: "on the estimate", 0.5: "50% (its range's middle)", 0.8: "80%", 0.9: "90% (its range's top)"}
+CHANCE_LABEL = "Chance of meeting it"
+LABELS = {**TARGETS, "max_gpus": MAX_GPUS_LABEL, "confidence": CHANCE_LABEL}
 ASK = "ask:"                      # keys of the question's widgets
 WHERE = "options.answer"          # where refused questions are shown
 
@@ -54,9 +58,10 @@ def planning_scenario(sc: Scenario) -> str:
 
 
 def _plan(scenario_json: str, targets: tuple, vendor: str, efficiency: str, batches, max_gpus, calibrations_json: str,
-          progress) -> Plan:
+          confidence: float | None, progress) -> Plan:
     return plan(parse_scenario(scenario_json), **dict(targets), vendor=vendor, efficiency=efficiency,
-                batch_range=batches, max_gpus=max_gpus, calibrations=json.loads(calibrations_json), progress=progress)
+                batch_range=batches, max_gpus=max_gpus, calibrations=json.loads(calibrations_json),
+                confidence=confidence, progress=progress)
 
 
 def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
@@ -68,7 +73,7 @@ def current_job(sc: Scenario, opts: PlannerOptions) -> background.Job | None:
     names = {"deadline_days": "deadline_days", "budget_usd": "budget_usd", "gpu_hour_budget": "gpu_hours"}
     args = (planning_scenario(sc), tuple(sorted((names[k], v) for k, v in targets.items())), opts.vendor,
             opts.efficiency, opts.question(sc.training.global_batch_size)["batch_range"], opts.max_gpus,
-            json.dumps(cached.calibrations(sc), sort_keys=True))
+            json.dumps(cached.calibrations(sc), sort_keys=True), opts.confidence)
     return background.job(("plan", *args), "answer", _plan, *args, progress=True, awaited=components.awaited)
 
 
@@ -82,6 +87,7 @@ def _seed(opts: PlannerOptions) -> None:
         return
     for name in (*TARGETS, "max_gpus", "vendor", "efficiency", "batch_min", "batch_max"):
         ss[ASK + name] = getattr(opts, name)
+    ss[ASK + "confidence"] = ESTIMATE if opts.confidence is None else opts.confidence
 
 
 def _asked() -> None:
@@ -102,7 +108,8 @@ def _asked() -> None:
             "too (the answer is then the cheapest or the fastest cluster of at most that many)."]
         return
     changes.update(max_gpus=ss[ASK + "max_gpus"], vendor=ss[ASK + "vendor"], efficiency=ss[ASK + "efficiency"],
-                   batch_min=lo, batch_max=hi)
+                   batch_min=lo, batch_max=hi,
+                   confidence=None if ss[ASK + "confidence"] == ESTIMATE else ss[ASK + "confidence"])
     try:
         new = PlannerOptions.model_validate({**state.options().model_dump(), **changes})
     except ValidationError as err:
@@ -157,7 +164,15 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
             cols[3].number_input("Batch to", key=ASK + "batch_max", min_value=1, step=1, placeholder="as set",
                                  help="Optional: the largest global batch (sequences) you accept; larger clusters "
                                       "need larger batches to keep every accelerator busy.")
-            st.form_submit_button("Answer", type="primary", on_click=_asked)
+            cols = st.columns(4, vertical_alignment="bottom")
+            chances = [ESTIMATE, *sorted({*CHANCES, opts.confidence} - {ESTIMATE, None})]   # a link: any 0.5-0.9
+            cols[0].selectbox(CHANCE_LABEL, chances, key=ASK + "confidence",
+                              format_func=lambda v: CHANCES.get(v) or f"{v:.0%}",
+                              help="How sure the answer must be to meet the target: on the engine's own figures, or "
+                                   "with this chance, read off each accelerator's range (what published runs of its "
+                                   "regime took against the engine). An accelerator whose figures are less certain "
+                                   "(an uncalibrated one has the widest range) then needs more room to meet it.")
+            cols[1].form_submit_button("Answer", type="primary", on_click=_asked)
         binding.field_problems(WHERE)
         st.caption(ranges.explain(opts.efficiency))
         job = current_job(sc, opts)

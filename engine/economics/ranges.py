@@ -372,12 +372,31 @@ def explain(efficiency: str, rb: RegimeBand | None = None) -> str:
     return out if rb is None else f"{out} {rb.text}."
 
 
+CHANCES = (0.5, 0.9)              # the chances a target may be met with (quantile): the band's median to its 90th percentile
+
+
+def _percentiles(rb: RegimeBand) -> list[tuple[float, float]]:
+    """(multiple of the engine's figure, percentile) at the band's low, median and high: the 10th, 50th and 90th
+    percentile of published/predicted time in the regime."""
+    return [(rb.low, 0.1), (min(max(rb.median, rb.low), rb.high), 0.5), (rb.high, 0.9)]
+
+
+def quantile(rb: RegimeBand, chance: float) -> float:
+    """The multiple of the engine's time that a run of the regime comes in at or under with this chance (CHANCES),
+    linearly between the band's 10th, 50th and 90th percentiles: the inverse of chance_within."""
+    if not CHANCES[0] <= chance <= CHANCES[1]:
+        raise ScenarioError([("confidence", f"a chance from {CHANCES[0]:.0%} to {CHANCES[1]:.0%} "
+                                            "(the ranges are the 10th-90th percentile of published runs)")])
+    (x0, p0), (x1, p1) = next((a, b) for a, b in zip(_percentiles(rb), _percentiles(rb)[1:]) if a[1] <= chance <= b[1])
+    return x0 + (x1 - x0) * (chance - p0) / (p1 - p0)
+
+
 def chance_within(value: float, limit: float, rb: RegimeBand, efficiency: str = "tuned") -> dict:
     """The chance that a time-proportional figure the engine computed (value) comes in at or under limit, read off
     its regime's band (low, median, high as the 10th, 50th and 90th percentile), linearly between them:
     {"chance": 0.1-0.9, or None outside the band, "text"}."""
     scale = value * factor(efficiency)
-    points = [(scale * rb.low, 0.1), (scale * min(max(rb.median, rb.low), rb.high), 0.5), (scale * rb.high, 0.9)]
+    points = [(scale * x, p) for x, p in _percentiles(rb)]
     if limit < points[0][0]:
         return {"chance": None, "text": "under 10%"}
     if limit >= points[-1][0]:

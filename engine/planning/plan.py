@@ -43,11 +43,13 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
          gpu_hours: float | None = None, vendor: str = "any", efficiency: str = "tuned",
          batch_range: tuple[int, int] | None = None, accelerators: list[str] | None = None,
          objective: str = "time", progress=None, max_gpus: int | None = None,
-         calibrations: dict[str, dict] | None = None) -> Plan:
+         calibrations: dict[str, dict] | None = None, confidence: float | None = None) -> Plan:
     """See the module docstring. vendor: 'any', 'same' (the scenario's accelerator only) or a vendor name; max_gpus:
     at most this many accelerators (what one has); calibrations: accelerator id -> measured cluster overrides, as
-    engine.planning.vendor.compare takes them (the scenario's own cluster settings go with its accelerator)."""
-    target = Target(deadline_days, budget_usd, gpu_hours, max_gpus)
+    engine.planning.vendor.compare takes them (the scenario's own cluster settings go with its accelerator);
+    confidence: meet the target with this chance (0.5-0.9, read off each option's regime band) instead of on the
+    engine's own figures (None)."""
+    target = Target(deadline_days, budget_usd, gpu_hours, max_gpus, confidence)
     factor = ranges.factor(efficiency)
     cat = load_catalog()
     if accelerators:
@@ -73,7 +75,7 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
     # an accelerator known only from its announcement comes after every shipping one (engine.planning.vendor.rank_key)
     met = sorted((o for o in options if o.met),
                  key=lambda o: (cat.accelerator(o.accelerator).status == "announced", ranked(o.best, target)))
-    result = {"target": target.describe(), "ranked_by": target.ranked_by,
+    result = {"target": target.describe(), "ranked_by": target.ranked_by, "confidence": confidence,
               "answer": None, "alternatives": [], "efficiency": efficiency,
               "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,
               "options": [_summary(o, factor, efficiency) for o in options]}

@@ -247,6 +247,8 @@ class Comparison(Result):
     budget_usd: float | None = None
     gpu_hours: float | None = None
     max_gpus: int | None = None
+    confidence: float | None = Field(default=None, description="the chance each sized row meets the target with "
+                                                               "(None: on the engine's own figures), as the plan's")
     target: str | None = Field(default=None, description="the question in words, as the plan's target")
     ranked_by: str = Field(default="score", description="score (no target), cost (a deadline) or days (budgets)")
     ecosystem_sources: dict[str, Any]
@@ -346,5 +348,8 @@ class Plan(Result):
     options: list[PlanOption]
     reason: str | None = None
     ranked_by: str | None = Field(default=None, description="cost (for a deadline) or days (for a budget)")
+    confidence: float | None = Field(default=None, description="the chance each option meets the target with, read "
+                                                               "off its regime's band (None: on the engine's own "
+                                                               "figures)")
     levers: list[dict[str, Any]] | None = Field(default=None, description="when nothing meets a money budget: what "
                                                                          "would make it work")

@@ -22,6 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from engine.economics import ranges
 from engine.physics import layout_rules
 from engine.planning.results import ClusterSearch, Estimate, NearestFit
 from engine.planning.search import MIN_TOKENS_PER_CP_RANK, best_at
@@ -35,12 +36,16 @@ NEAR_CHEAPEST = 1.05  # sizes within 5% of the cheapest count as the cheapest wh
 @dataclass(frozen=True)
 class Target:
     """What the cluster must achieve: finish within deadline_days (wall clock), and/or cost at most budget_usd,
-    and/or use at most gpu_hours (billed: GPUs x wall hours), on at most max_gpus accelerators (what one has)."""
+    and/or use at most gpu_hours (billed: GPUs x wall hours), on at most max_gpus accelerators (what one has), with
+    the engine's own figures (confidence None) or with this chance (0.5-0.9): the run's time read at that percentile
+    of its regime's band (engine.economics.ranges.quantile), so an accelerator whose figures are less certain (an
+    uncalibrated one gets the widest band) needs more room to meet the same target."""
 
     deadline_days: float | None = None
     budget_usd: float | None = None
     gpu_hours: float | None = None
     max_gpus: int | None = None
+    confidence: float | None = None
 
     def __post_init__(self):
         if self.deadline_days is None and self.budget_usd is None and self.gpu_hours is None:
@@ -49,6 +54,20 @@ class Target:
             value = getattr(self, name)
             if value is not None and not (value > 0):
                 raise ScenarioError([(name, "must be a positive number")])
+        if self.confidence is not None and not ranges.CHANCES[0] <= self.confidence <= ranges.CHANCES[1]:
+            raise ScenarioError([("confidence", f"a chance from {ranges.CHANCES[0]:g} to {ranges.CHANCES[1]:g} of "
+                                                "meeting the target, or none for the engine's own figures (the ranges "
+                                                "are the 10th-90th percentile of published runs)")])
+
+    def margin(self, row: Estimate) -> float:
+        """The multiple of a row's time-proportional figures that must meet the target: 1 for the engine's own
+        figures, else the percentile of the row's regime band at the target's chance."""
+        return 1.0 if self.confidence is None else ranges.quantile(row.time_range, self.confidence)
+
+    def days_text(self, row: Estimate, factor: float = 1.0) -> str:
+        """A row's days as the target reads them: '12.3 days', or '14.1 days at a 90% chance'."""
+        days = _days(row, factor) * self.margin(row)
+        return f"{days:.1f} days" + ("" if self.confidence is None else f" at a {self.confidence:.0%} chance")
 
     @property
     def ranked_by(self) -> str:
@@ -64,7 +83,8 @@ class Target:
         if self.gpu_hours is not None:
             parts.append(f"in at most {self.gpu_hours:,.0f} GPU-hours")
         text = " and ".join(parts)
-        return text + (f" on at most {self.max_gpus:,} accelerators" if self.max_gpus is not None else "")
+        text += f" on at most {self.max_gpus:,} accelerators" if self.max_gpus is not None else ""
+        return text + (f" with a {self.confidence:.0%} chance" if self.confidence is not None else "")
 
 
 def billed_gpu_hours(row: Estimate, factor: float = 1.0) -> float:
@@ -73,14 +93,16 @@ def billed_gpu_hours(row: Estimate, factor: float = 1.0) -> float:
 
 
 def meets_deadline(row: Estimate | None, target: Target, factor: float = 1.0) -> bool:
-    """A run that never finishes meets no deadline."""
-    return row is not None and (target.deadline_days is None or row.days * factor <= target.deadline_days)
+    """Within the deadline at the target's chance (Target.margin); a run that never finishes meets no deadline."""
+    return row is not None and (target.deadline_days is None
+                                or row.days * factor * target.margin(row) <= target.deadline_days)
 
 
 def within_budget(row: Estimate | None, target: Target, factor: float = 1.0) -> bool:
-    """Within the money budget (only a priced row can be) and the GPU-hour budget."""
+    """Within the money budget (only a priced row can be) and the GPU-hour budget, at the target's chance."""
     if row is None:
         return False
+    factor = factor * target.margin(row)
     if target.budget_usd is not None and (row.cost_usd is None or row.cost_usd * factor > target.budget_usd):
         return False
     return target.gpu_hours is None or billed_gpu_hours(row, factor) <= target.gpu_hours
@@ -233,7 +255,7 @@ def cheapest_for_deadline(sc: Scenario, target: Target, objective: str = "time",
         limit = f" on at most {target.max_gpus:,} accelerators" if target.max_gpus else ""
         return _result(False, None, fastest, None, ladder, factor,
                        reason=(f"no cluster size{limit} meets {target.deadline_days:g} days: the fastest found is "
-                               f"{days(fastest):.1f} days on {fastest.n_gpus:,} GPUs" if fastest else
+                               f"{target.days_text(fastest, factor)} on {fastest.n_gpus:,} GPUs" if fastest else
                                "no cluster size tried can hold the model"))
     hi = _narrow(ladder, target, factor, lo, hi)
     if hi == 0 and ladder.unit > 1:              # a fraction of one node may be enough for a small model
@@ -277,7 +299,7 @@ def _grow(ladder: Ladder, target: Target, factor: float) -> tuple[int, int | Non
             previous = r if previous is None or days(r) < days(previous) else previous
         if stalled >= 2 or i >= len(ladder.counts) - 1:
             break
-        ratio = 2.0 if r is None else max(2.0, days(r) / target.deadline_days)
+        ratio = 2.0 if r is None else max(2.0, days(r) * target.margin(r) / target.deadline_days)
         i = max(i + 1, ladder.index_of(ladder.counts[i] * 2 ** np.ceil(np.log2(ratio))))
     return lo, None
 
@@ -288,7 +310,7 @@ def _narrow(ladder: Ladder, target: Target, factor: float, lo: int, hi: int) -> 
     step = 0
     while hi - lo > 1:
         r_lo = ladder.tried.get(ladder.gpus(lo)) if lo >= 0 else None
-        guess = (ladder.index_of(ladder.counts[lo] * _days(r_lo, factor) / target.deadline_days)
+        guess = (ladder.index_of(ladder.counts[lo] * _days(r_lo, factor) * target.margin(r_lo) / target.deadline_days)
                  if (r_lo and step % 2 == 0) else (lo + hi) // 2)
         i = min(hi - 1, max(lo + 1, guess))
         # a size where no layout fits (every one would use the memory headroom) says nothing about the sizes
@@ -398,8 +420,8 @@ def jump_reason(ladder: Ladder, n: int, best: Estimate, other: int, row: Estimat
         L = row.layout
         shape = f"its best layout is tp={L.tp}, cp={L.cp}, pp={L.pp}, dp={L.dp}"
         if target.deadline_days is not None and not meets_deadline(row, target, factor):
-            parts.append(f"{shape}, {_days(row, factor):.1f} days: misses the deadline by "
-                         f"{_days(row, factor) - target.deadline_days:.1f} days")
+            parts.append(f"{shape}, {target.days_text(row, factor)}: misses the deadline by "
+                         f"{_days(row, factor) * target.margin(row) - target.deadline_days:.1f} days")
         elif not within_budget(row, target, factor):
             parts.append(f"{shape}: {_spend_text(row, factor)}, over the budget")
         elif target.deadline_days is not None:

@@ -286,16 +286,17 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
             calibrations: dict[str, dict] | None = None, accelerators: list[str] | None = None,
             objective: str = "time", progress=None, efficiency: str = "tuned", budget_usd: float | None = None,
             gpu_hours: float | None = None, max_gpus: int | None = None,
-            batch_range: tuple[int, int] | None = None) -> Comparison:
+            batch_range: tuple[int, int] | None = None, confidence: float | None = None) -> Comparison:
     """Compare accelerators for one scenario (efficiency: the stack, as the plan's: tuned or typical). Without a
     target: a fixed cluster size (the scenario's n_gpus), ranked by the weighted score. With the plan's question (a
     deadline, a money budget and/or GPU-hours, on at most max_gpus, the batch free within batch_range): each
     accelerator sized as the plan sizes it (sized_option: the same row for the same accelerator and size) and ranked
-    by the plan's rule (rank_key). calibrations maps accelerator id -> measured cluster overrides (matmul_efficiency,
+    by the plan's rule (rank_key), met with the plan's confidence (None: on the engine's figures; 0.5-0.9: at that
+    percentile of each row's regime band). calibrations maps accelerator id -> measured cluster overrides (matmul_efficiency,
     intra_node_busbw_gbs, inter_node_busbw_gbs) that replace the published defaults."""
     cat = load_catalog()
     w = normalise_weights(weights)
-    target = _target(deadline_days, budget_usd, gpu_hours, max_gpus)
+    target = _target(deadline_days, budget_usd, gpu_hours, max_gpus, confidence)
     batches = batches_of(sc, batch_range if target is not None else None)
     ids = accelerators or list(cat.accelerators)
     unknown = [a for a in ids if a not in cat.accelerators]
@@ -317,6 +318,7 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
         "mode": "target" if target is not None else "fixed cluster",
         "n_gpus": None if target is not None else sc.cluster.n_gpus,
         "deadline_days": deadline_days, "budget_usd": budget_usd, "gpu_hours": gpu_hours, "max_gpus": max_gpus,
+        "confidence": confidence,
         "target": None if target is None else target.describe(),
         "ranked_by": "score" if target is None else target.ranked_by,
         "efficiency": efficiency,
@@ -325,14 +327,18 @@ def compare(sc: Scenario, weights: dict | None = None, deadline_days: float | No
     })
 
 
-def _target(deadline_days, budget_usd, gpu_hours, max_gpus) -> Target | None:
-    """The plan's question as a Target; None without a deadline or budget (max_gpus alone limits nothing to rank)."""
+def _target(deadline_days, budget_usd, gpu_hours, max_gpus, confidence=None) -> Target | None:
+    """The plan's question as a Target; None without a deadline or budget (max_gpus or a chance alone limit nothing
+    to rank)."""
     if deadline_days is None and budget_usd is None and gpu_hours is None:
         if max_gpus is not None:
             raise ScenarioError([("max_gpus", "at most so many accelerators limits a question: give a deadline, a "
                                               "budget or GPU-hours too")])
+        if confidence is not None:
+            raise ScenarioError([("confidence", "the chance of meeting a target qualifies a question: give a "
+                                                "deadline, a budget or GPU-hours too")])
         return None
-    return Target(deadline_days, budget_usd, gpu_hours, max_gpus)
+    return Target(deadline_days, budget_usd, gpu_hours, max_gpus, confidence)
 
 
 RANKING_KEYS = ("scores", "decision_score", "rank", "why", "unknown")

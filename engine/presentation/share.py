@@ -77,14 +77,18 @@ class PlannerOptions(BaseModel):
                                   description="largest global batch (sequences) the answer may use")
     max_gpus: int | None = Field(default=None, ge=1, le=1 << 20,
                                  description="the answer uses at most this many accelerators (what one has)")
+    confidence: float | None = Field(default=None, ge=0.5, le=0.9,
+                                     description="meet the target with this chance, read off each option's range "
+                                                 "(None: on the engine's own figures)")
 
     def question(self, global_batch_size: int) -> dict:
         """The question every page asks the engine (engine.planning.plan and engine.planning.vendor.compare take it
         as keywords): the deadline, money and GPU-hour budgets (each None when not set; all set are met together),
-        at most max_gpus, and the global batch free within batch_min-batch_max (None: fixed at the scenario's)."""
+        at most max_gpus, with the chance `confidence` (None: on the engine's own figures), and the global batch free
+        within batch_min-batch_max (None: fixed at the scenario's)."""
         free = self.batch_min is not None or self.batch_max is not None
         return {"deadline_days": self.deadline_days, "budget_usd": self.budget_usd, "gpu_hours": self.gpu_hour_budget,
-                "max_gpus": self.max_gpus,
+                "max_gpus": self.max_gpus, "confidence": self.confidence,
                 "batch_range": (self.batch_min or global_batch_size, self.batch_max or global_batch_size)
                 if free else None}
 

@@ -22,7 +22,7 @@ def ask(at, kind: str, value: float, **more):
     """Set the question's field `kind` (deadline_days, budget_usd, gpu_hour_budget) and any others, then Answer."""
     at.number_input(key="ask:" + kind).set_value(value)
     for name, v in more.items():
-        (at.selectbox if name in ("vendor", "efficiency") else at.number_input)(key="ask:" + name).set_value(v)
+        (at.selectbox if name in ("vendor", "efficiency", "confidence") else at.number_input)(key="ask:" + name).set_value(v)
     button(at, "Answer").click().run()
     background.wait_all()
     at.run()
@@ -253,3 +253,24 @@ def test_the_answer_says_which_stack_the_planner_chose_and_a_named_stack_is_kept
     assert not at.exception, [e.value for e in at.exception]
     line = next(t for t in texts(at.markdown) if t.startswith("**Software stack:**"))
     assert line == "**Software stack:** PyTorch FSDP2, as the scenario names it", line
+
+
+def test_a_chance_of_meeting_the_deadline_sizes_every_option_to_its_range_and_the_link_keeps_it():
+    at = run_app()
+    assert at.selectbox(key="ask:confidence").value == "estimate"          # on the engine's own figures by default
+    assert at.selectbox(key="ask:confidence").options[0] == "on the estimate"
+    at = ask(at, "deadline_days", 30.0, confidence=0.9)
+    headline = texts(at.success)[0]
+    assert " train it within 30 days with a 90% chance: " in headline, headline
+    # the whole range of days, to its 90th percentile, is within the deadline (shown to 0.1 day)
+    high = float(re.match(r"[\d.]+\u2013([\d.]+) days", delta(at, "Days (wall clock)")).group(1))
+    assert high <= 30.05 and "chance of meeting it" not in headline
+    link = at.query_params["sc"]
+    assert decode(link).options == PlannerOptions(deadline_days=30, confidence=0.9)
+    opened = run_app({"sc": encode(default_scenario(), PlannerOptions(deadline_days=30, confidence=0.7))})
+    background.wait_all()
+    opened.run()
+    assert not opened.exception
+    chance = opened.selectbox(key="ask:confidence")
+    assert chance.value == 0.7 and "70%" in chance.options
+    assert " within 30 days with a 70% chance: " in texts(opened.success)[0]

@@ -8,7 +8,7 @@ import pytest
 
 from engine.presentation.figures import NO_POWER
 
-from tests.e2e.conftest import (VIEWPORTS, answered, ask, cut_off, downloaded_report, go_to, no_exception, open_page, screenshot,
+from tests.e2e.conftest import (VIEWPORTS, answered, ask, choose, cut_off, downloaded_report, go_to, no_exception, open_page, screenshot,
                                 screenshot_whole, wait_for_app)
 
 pytestmark = pytest.mark.e2e
@@ -72,6 +72,27 @@ def test_the_managers_question_is_answered_from_the_first_page_in_one_action(app
     assert page.get_by_text(re.compile(r"^A well-tuned stack")).count() >= 1   # the stack explained
     assert cut_off(page) == []
     screenshot_whole(page, f"manager-answer-{size}")
+
+
+def test_a_chance_of_meeting_the_deadline_sizes_for_the_top_of_the_range(app_url, sized):
+    """The manager asks for a 90% chance: the answer's whole range of days is then within the deadline, and the
+    Vendor choice page, which asks the same question, ranks for the same chance."""
+    size, page = sized
+    open_page(page, app_url)
+    page.get_by_role("spinbutton", name="Deadline (days)").fill("30")
+    choose(page, "Chance of meeting it", "90% (its range's top)")
+    page.get_by_role("button", name="Answer", exact=True).click()
+    answered(page, page.get_by_text(re.compile(r"train it within 30 days with a 90% chance")))
+    wait_for_app(page)
+    no_exception(page)
+    answer, _ = answer_and_results(page)
+    high = days(answer["Days (wall clock)"][1].split("\u2013")[1])
+    assert high <= 30.05 and days(answer["Days (wall clock)"][0]) < high
+    assert cut_off(page) == []
+    screenshot(page, f"manager-answer-90-percent-{size}")
+    go_to(page, "Vendor choice")
+    page.get_by_text(re.compile(r"within 30 days with a 90% chance")).first.wait_for(timeout=300_000)
+    no_exception(page)
 
 
 def test_the_answer_becomes_the_scenario_and_every_page_and_the_report_agree(app_url, sized, tmp_path):

@@ -148,6 +148,16 @@ def test_cli_plan_with_a_deadline_and_with_a_budget(tmp_path):
     zero = subprocess.run([sys.executable, "-m", "engine", "plan", str(f), "--deadline-days", "60", "--max-gpus", "0"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert zero.returncode == 2 and "--max-gpus" in zero.stderr
+    sure = subprocess.run([sys.executable, "-m", "engine", "plan", str(f), "--deadline-days", "60", "--vendor", "same",
+                           "--confidence", "0.9"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    res = json.loads(sure.stdout)
+    a = res["answer"]
+    assert sure.returncode == 0 and res["target"] == "within 60 days with a 90% chance" and res["confidence"] == 0.9
+    assert a["ranges"]["wall_days"]["high"] <= 60
+    for bad, why in ((["--confidence", "0.99"], "0.5 to 0.9"), (["--confidence", "x"], "invalid float")):
+        out = subprocess.run([sys.executable, "-m", "engine", "plan", str(f), "--deadline-days", "60", *bad], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "--confidence" in out.stderr and why in out.stderr
 
 
 def _on(preset: str, accelerator: str, tokens: float, batch: int = 1024, seq: int = 8192):
@@ -357,3 +367,55 @@ def test_the_plan_and_the_comparison_size_the_users_measured_cluster_not_the_dat
     assert estimate(parse_scenario(data)).wall_days == pytest.approx(ours.answer.wall_days)
     row = compare(measured, deadline_days=60, accelerators=[sc.cluster.accelerator]).rows[0]
     assert (row.n_gpus, row.wall_days) == (ours.answer.n_gpus, pytest.approx(ours.answer.wall_days))
+
+
+def test_with_a_chance_the_answer_meets_the_target_at_that_percentile_of_its_range():
+    """confidence 0.9: each option is sized so that its regime band's 90th percentile (its high end) meets the
+    deadline, so it needs at least as many GPUs as on the engine's own figure; the size below the answer misses at
+    its band's top or costs more; at 0.5 the band's median is read."""
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB", "MI300X"]
+    plain = plan(sc, deadline_days=60, accelerators=ids)
+    sure = plan(sc, deadline_days=60, accelerators=ids, confidence=0.9)
+    assert sure.target == "within 60 days with a 90% chance" and sure.confidence == 0.9
+    before = {o.accelerator: o for o in plain.options}
+    met = [o for o in sure.options if o.met]
+    assert len(met) == 3
+    for o in met:
+        band = o.ranges["wall_days"]                         # the engine's days x the regime's low and high
+        assert band.high <= 60 < band.high * 1.5 and band.value == o.wall_days
+        assert o.n_gpus >= before[o.accelerator].n_gpus
+    assert any(o.n_gpus > before[o.accelerator].n_gpus for o in met)     # the bands' tops asked for more
+    a = sure.answer
+    assert a.wall_days * a.estimate.time_range.high <= 60 and a.deadline_chance is None   # met at its top: over 90%
+    smaller = next(r for r in sure.alternatives if r.kind == "one size smaller")
+    assert smaller.wall_days is None or smaller.ranges["wall_days"].high > 60 or smaller.cost_usd >= a.cost_usd
+    half = Target(deadline_days=60, confidence=0.5)
+    assert half.margin(a.estimate) == pytest.approx(a.estimate.time_range.median)
+    assert Target(deadline_days=60).margin(a.estimate) == 1.0
+
+
+def test_a_chance_is_read_off_the_band_as_chance_within_reads_it():
+    rb = ranges.RegimeBand(regime={}, measured=True, support="measured", level="x", n_runs=5, sources=["a"],
+                           low=0.8, median=1.05, high=1.4, text="")
+    assert ranges.quantile(rb, 0.9) == pytest.approx(1.4) and ranges.quantile(rb, 0.5) == pytest.approx(1.05)
+    assert ranges.quantile(rb, 0.7) == pytest.approx(1.05 + (1.4 - 1.05) * 0.5)       # halfway from median to high
+    for p in (0.55, 0.7, 0.85):
+        assert ranges.chance_within(10.0, 10.0 * ranges.quantile(rb, p), rb)["chance"] == pytest.approx(p)
+    for bad in (0.3, 0.95, 1.0):
+        with pytest.raises(ScenarioError, match="confidence"):
+            Target(deadline_days=30, confidence=bad)
+    with pytest.raises(ScenarioError, match="confidence"):
+        compare(parse_scenario({k: v for k, v in README.items() if k != "layout"}), confidence=0.9)
+
+
+def test_the_plan_and_the_comparison_agree_at_a_chance():
+    sc = parse_scenario({k: v for k, v in README.items() if k != "layout"})
+    ids = ["H100-SXM5-80GB", "B200-SXM-180GB"]
+    planned = plan(sc, deadline_days=60, accelerators=ids, confidence=0.8).as_json()
+    compared = compare(sc, deadline_days=60, accelerators=ids, confidence=0.8).as_json()
+    assert compared["recommendation"] == planned["answer"]["accelerator"] and compared["confidence"] == 0.8
+    rows = {r["accelerator"]: r for r in compared["rows"]}
+    for o in planned["options"]:
+        assert (o["n_gpus"], o["wall_days"], o["cost_usd"]) == tuple(rows[o["accelerator"]][k]
+                                                                     for k in ("n_gpus", "wall_days", "cost_usd"))
