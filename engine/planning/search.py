@@ -370,7 +370,10 @@ def _best(cs: ClusterSearch, objective: str, k: int, mask: np.ndarray | None = N
     if not ok.any():
         return np.array([], dtype=int)
     score = np.where(ok, _objective(cs.ev, objective), np.inf)
-    order = np.lexsort((cs.ev["mem_total"], score))[:k]
+    near = np.arange(len(score))
+    if k < len(score):          # only the k lowest scores (and any tied with the k-th) need the ordering's sort
+        near = np.flatnonzero(score <= np.partition(score, k - 1)[k - 1])
+    order = near[np.lexsort((cs.ev["mem_total"][near], score[near]))][:k]
     return order[np.isfinite(score[order])]
 
 
@@ -403,14 +406,25 @@ def explain(cs: ClusterSearch, objective: str = "time", **fixed) -> dict:
     return out
 
 
+def _groups(column) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(column, return_inverse=True) for a column of small integers (a layout dimension), counted instead
+    of sorted: a sort is 3 ms a column of the 60k layouts of a large search, a count 0.3 ms."""
+    col = np.asarray(column).reshape(-1).astype(np.int64)
+    if col.size == 0 or int(col.max()) - int(col.min()) > 4 * col.size:
+        values, inverse = np.unique(col, return_inverse=True)
+        return values, inverse.reshape(-1)
+    lo = int(col.min())
+    present = np.bincount(col - lo) > 0
+    return np.flatnonzero(present) + lo, (np.cumsum(present) - 1)[col - lo]
+
+
 def _by_dimension(cs: ClusterSearch, objective: str) -> dict:
     """For every value of every dimension: candidates, feasible, best objective value and rejection reasons
     (one pass per dimension over the evaluated layouts, plus the rejected groups)."""
     score = np.where(cs.feasible, _objective(cs.ev, objective), np.inf) if len(cs.layouts) else np.zeros(0)
     out = {}
     for name, attr in DIMENSIONS.items():
-        values, inverse = np.unique(getattr(cs.layouts, attr), return_inverse=True)
-        inverse = inverse.reshape(-1)
+        values, inverse = _groups(getattr(cs.layouts, attr))
         count = np.bincount(inverse, minlength=len(values))
         fits = np.bincount(inverse, weights=cs.reason < 0, minlength=len(values))
         best = np.full(len(values), np.inf)
