@@ -69,8 +69,15 @@ def _on_framework(data: dict, framework: str | None) -> dict:
     return {**data, "training": {**training, **({} if framework == "auto" else {"framework": framework})}}
 
 
+def _check_chance(confidence: float | None) -> None:
+    if confidence is not None and not CHANCES[0] <= confidence <= CHANCES[1]:
+        raise ScenarioError([("--confidence", f"a chance from {CHANCES[0]:g} to {CHANCES[1]:g} of meeting the target "
+                                              "(e.g. 0.9), or leave it out for the engine's own figures")])
+
+
 def search_doc(data: dict, top: int = 10, objective: str = "time", deadline_days: float | None = None,
-               gpu_hour_budget: float | None = None, allow_span_nodes: bool = False, framework: str | None = None) -> dict:
+               gpu_hour_budget: float | None = None, allow_span_nodes: bool = False, framework: str | None = None,
+               confidence: float | None = None) -> dict:
     from engine.planning.search import search
     from engine.planning.sizing import cluster_search
     data = _on_framework({k: v for k, v in data.items() if k != "layout"}, framework)   # the search finds the layout
@@ -79,16 +86,20 @@ def search_doc(data: dict, top: int = 10, objective: str = "time", deadline_days
     for name, value in (("deadline_days", deadline_days), ("gpu_hour_budget", gpu_hour_budget)):
         if value is not None and not (value > 0):
             raise ScenarioError([("--" + name.replace("_", "-"), "must be a positive number")])
+    _check_chance(confidence)
+    if confidence is not None and deadline_days is None and gpu_hour_budget is None:
+        raise ScenarioError([("--confidence", "qualifies the cluster sizing: give --deadline-days or "
+                                              "--gpu-hour-budget too")])
     sc = parse_scenario(data)
     out = search(sc, top=top, objective=objective, allow_span_nodes=allow_span_nodes)
-    sized = cluster_search(sc, deadline_days, gpu_hour_budget, objective)
+    sized = cluster_search(sc, deadline_days, gpu_hour_budget, objective, confidence)
     return (out if sized is None else out.model_copy(update={"cluster_search": sized})).as_json()
 
 
 def cmd_search(args) -> dict:
     return search_doc(_load(args.scenario), top=args.top, objective=args.objective, deadline_days=args.deadline_days,
                       gpu_hour_budget=args.gpu_hour_budget, allow_span_nodes=args.allow_span_nodes,
-                      framework=args.framework)
+                      framework=args.framework, confidence=args.confidence)
 
 
 def _weights(text: str | None) -> dict | None:
@@ -118,9 +129,7 @@ def _question(deadline_days: float | None = None, budget_usd: float | None = Non
         raise ScenarioError([("--max-gpus", "must be a whole number of accelerators, at least 1")])
     if max_gpus is not None and deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--max-gpus", "limits a question: give --deadline-days, --budget-usd or --gpu-hours too")])
-    if confidence is not None and not CHANCES[0] <= confidence <= CHANCES[1]:
-        raise ScenarioError([("--confidence", f"a chance from {CHANCES[0]:g} to {CHANCES[1]:g} of meeting the target "
-                                              "(e.g. 0.9), or leave it out for the engine's own figures")])
+    _check_chance(confidence)
     if confidence is not None and deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--confidence", "qualifies a question: give --deadline-days, --budget-usd or "
                                               "--gpu-hours too")])
@@ -273,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", choices=["time", "cost", "energy"], default="time")
     p.add_argument("--deadline-days", type=float, dest="deadline_days", help="also find the cheapest cluster that trains within this many days")
     p.add_argument("--gpu-hour-budget", type=float, dest="gpu_hour_budget", help="also find the fastest cluster within this GPU-hour budget")
+    p.add_argument("--confidence", type=float, dest="confidence",
+                   help="meet the deadline or budget with this chance, 0.5-0.9, read off the range (as plan's)")
     p.add_argument("--allow-span-nodes", action="store_true", help="let tensor/context/expert-parallel groups span nodes")
     p.add_argument("--framework", choices=STACK_CHOICES, help=STACK_HELP)
     p = sub.add_parser("compare", help="every accelerator on this scenario, each with its best layout, ranked")

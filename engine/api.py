@@ -54,14 +54,16 @@ def explain(scenario: ScenarioLike) -> list:
 
 
 def search(scenario: ScenarioLike, top: int = 10, objective: str = "time", deadline_days: float | None = None,
-           gpu_hour_budget: float | None = None, pareto_sizes: list[int] | None = None) -> SearchResult:
+           gpu_hour_budget: float | None = None, pareto_sizes: list[int] | None = None,
+           confidence: float | None = None) -> SearchResult:
     """The best layouts for the scenario's cluster (its layout is ignored), the Pareto front over cluster sizes and,
-    with a deadline or GPU-hour budget, the cluster size for it."""
+    with a deadline or GPU-hour budget, the cluster size for it (met with the chance `confidence`, as the plan's)."""
     from engine.planning.search import search as run
     from engine.planning.sizing import cluster_search
     sc = load(scenario).model_copy(update={"layout": None})
     out = run(sc, top=top, objective=objective, pareto_sizes=pareto_sizes, summaries=False)
-    return out.model_copy(update={"cluster_search": cluster_search(sc, deadline_days, gpu_hour_budget, objective)})
+    return out.model_copy(update={"cluster_search": cluster_search(sc, deadline_days, gpu_hour_budget, objective,
+                                                                   confidence)})
 
 
 def compare(scenario: ScenarioLike, weights: dict[str, float] | None = None, deadline_days: float | None = None,

@@ -117,8 +117,8 @@ if st.button("Run layout search", type="primary"):
             result = search(sc, top=TOP, objective=opts.objective, allow_span_nodes=opts.allow_span_nodes,
                             progress=lambda fraction, message: bar.progress(min(fraction, 0.9), text=message))
             bar.progress(0.9, text="searching cluster sizes")
-            result = result.model_copy(update={"cluster_search": cluster_search(sc, opts.deadline_days,
-                                                                                opts.gpu_hour_budget, opts.objective)})
+            result = result.model_copy(update={"cluster_search": cluster_search(
+                sc, opts.deadline_days, opts.gpu_hour_budget, opts.objective, opts.confidence)})
     except ScenarioError as err:
         bar.empty()
         st.error("The search cannot run: " + escape.problems_text(err.problems))
@@ -201,7 +201,8 @@ else:
     cluster = result.cluster_search
     if cluster:
         if cluster.met:
-            st.success(f"Cheapest cluster that meets the target: **{cluster.n_gpus:,} accelerators**, "
+            chance = "" if cluster.confidence is None else f" with a {cluster.confidence:.0%} chance (the question's)"
+            st.success(f"Cheapest cluster that meets the target{chance}: **{cluster.n_gpus:,} accelerators**, "
                        f"{fmt_days(cluster.best.wall_days)} with "
                        f"{describe_layout(cluster.best.layout.model_dump())}."
                        + (f" {cluster.neighbour_gpus:,} accelerators: {escape.md_escape(cluster.neighbour_why)}."

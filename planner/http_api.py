@@ -1,7 +1,8 @@
 """The planner as an HTTP service for notebooks, scripts and agents: `planner api --host 127.0.0.1 --port 8000`.
 
     POST /v1/estimate     body: a scenario (the command line's JSON)      -> `python -m engine estimate`'s document
-    POST /v1/search       body: a scenario; ?top=&objective=&deadline_days=&gpu_hour_budget=&allow_span_nodes=&framework=
+    POST /v1/search       body: a scenario; ?top=&objective=&deadline_days=&gpu_hour_budget=&confidence=&allow_span_nodes=
+                          &framework=
     POST /v1/compare      body: a scenario; ?deadline_days=&weights=time=0.4,cost=0.6&accelerators=h100,mi300x&efficiency=
                           &framework=
     POST /v1/plan         body: a scenario; ?deadline_days=|budget_usd=|gpu_hours=&max_gpus=&confidence=&vendor=&efficiency=
@@ -191,11 +192,12 @@ def create_app() -> FastAPI:
               summary="the best layouts for the scenario's cluster (its layout is ignored) and the Pareto front")
     async def search(request: Request, top: int = 10, objective: Literal["time", "cost", "energy"] = "time",
                      deadline_days: float | None = None, gpu_hour_budget: float | None = None,
-                     allow_span_nodes: bool = False, framework: Stack | None = None):
+                     allow_span_nodes: bool = False, framework: Stack | None = None,
+                     confidence: float | None = Query(None, examples=[0.9])):
         return await run_limited(request, "layout search", commands.search_doc, await scenario_body(request),
                                  top=top, objective=objective, deadline_days=deadline_days,
                                  gpu_hour_budget=gpu_hour_budget, allow_span_nodes=allow_span_nodes,
-                                 framework=framework)
+                                 framework=framework, confidence=confidence)
 
     @app.post("/v1/compare", openapi_extra=JSON_BODY,
               summary="every accelerator on the scenario, each with its best layout, ranked")

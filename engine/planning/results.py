@@ -164,6 +164,8 @@ class ClusterSearch(Result):
     reason: str | None = None
     deadline_days: float | None = None
     gpu_hour_budget: float | None = None
+    confidence: float | None = Field(default=None, description="the chance the size meets the target with, read off "
+                                                               "its regime's band (None: on the engine's figures)")
 
 
 class SearchResult(Result):

@@ -456,17 +456,17 @@ def nearest_sizes(sc: Scenario, n_gpus: int, how_many: int = 2) -> list[dict]:
 
 
 def cluster_search(sc: Scenario, deadline_days: float | None = None, gpu_hour_budget: float | None = None,
-                   objective: str = "time") -> ClusterSearch | None:
+                   objective: str = "time", confidence: float | None = None) -> ClusterSearch | None:
     """The layout search's cluster sizing: the smallest cluster for a deadline (and GPU-hour budget), or the largest
-    within the budget; None when neither is given."""
+    within the budget, met with the plan's chance (confidence, Target); None when neither is given."""
     if deadline_days is None and gpu_hour_budget is None:
         return None
-    s = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget), objective)
+    s = size_for(sc, Target(deadline_days=deadline_days, gpu_hours=gpu_hour_budget, confidence=confidence), objective)
     return ClusterSearch(met=s.met, n_gpus=s.n_gpus, nodes=s.nodes, gpus_per_node=s.gpus_per_node, best=s.best,
                          neighbour=s.neighbour, neighbour_gpus=s.neighbour_gpus, neighbour_why=s.neighbour_why,
                          sizes_tried=list(s.sizes_tried), efficiency_factor=s.efficiency_factor,
                          **({"reason": s.reason} if s.reason else {}), deadline_days=deadline_days,
-                         gpu_hour_budget=gpu_hour_budget)
+                         gpu_hour_budget=gpu_hour_budget, confidence=confidence)
 
 
 def nearest_fit(sc: Scenario) -> NearestFit | None:

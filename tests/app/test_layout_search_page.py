@@ -3,6 +3,7 @@ time breakdown of the selected layout, the Pareto chart, the cluster-size answer
 import json
 
 from engine.presentation.edit import default_scenario
+from engine.presentation.share import PlannerOptions, encode
 from engine.planning.search import explain, search, search_cluster
 from engine.planning.sizing import cluster_search
 from tests.app.conftest import button, on_page, run_app, texts
@@ -120,3 +121,16 @@ def test_the_search_says_which_stack_it_chose_and_by_how_much():
     line = next(t for t in texts(at.caption) if t.startswith("**Software stack:**"))
     assert line.startswith(f"**Software stack:** Megatron-Core / NeMo, chosen by the planner: {gap:.0%} faster than "
                            "PyTorch FSDP2 on this job (1,024 GPUs"), line
+
+
+def test_the_questions_chance_sizes_the_cluster_on_this_page_too():
+    """The Scenario page's question asked with a 90% chance: the layout search's cluster sizing meets the deadline at
+    the top of its range too, and says so."""
+    link = encode(default_scenario(), PlannerOptions(deadline_days=60, confidence=0.9))
+    at = run_search(on_page(run_app({"sc": link}), "layout_search"))
+    expected = cluster_search(default_scenario(), deadline_days=60.0, confidence=0.9)
+    plain = cluster_search(default_scenario(), deadline_days=60.0)
+    assert expected.met and expected.best.wall_days * expected.best.time_range.high <= 60
+    assert expected.n_gpus >= plain.n_gpus and expected.confidence == 0.9
+    shown = [s for s in texts(at.success) if f"**{expected.n_gpus:,} accelerators**" in s]
+    assert shown and shown[0].startswith("Cheapest cluster that meets the target with a 90% chance (the question's)")

@@ -419,3 +419,17 @@ def test_the_plan_and_the_comparison_agree_at_a_chance():
     for o in planned["options"]:
         assert (o["n_gpus"], o["wall_days"], o["cost_usd"]) == tuple(rows[o["accelerator"]][k]
                                                                      for k in ("n_gpus", "wall_days", "cost_usd"))
+
+
+def test_the_search_commands_cluster_sizing_takes_the_chance_as_the_plan_does(tmp_path):
+    f = tmp_path / "readme.json"
+    f.write_text(json.dumps(README))
+    run = lambda *args: subprocess.run([sys.executable, "-m", "engine", "search", str(f), "--top", "1", *args], cwd=ROOT,
+                                       capture_output=True, text=True, timeout=300)
+    out = run("--deadline-days", "60", "--confidence", "0.9")
+    assert out.returncode == 0, out.stderr
+    sized = json.loads(out.stdout)["cluster_search"]
+    band = ranges.RegimeBand.model_validate(sized["best"]["time_range"])
+    assert sized["met"] and sized["confidence"] == 0.9 and sized["best"]["wall_days"] * band.high <= 60
+    alone = run("--confidence", "0.9")
+    assert alone.returncode == 2 and "--deadline-days or --gpu-hour-budget" in alone.stderr
