@@ -208,6 +208,8 @@ def _draw(sc: Scenario, result: Plan) -> None:
     st.success(escape.md_escape(job_headline(sc, result)))
     components.show_figures(answer_figures(answer), width=150)
     st.caption(escape.md_escape(f"Ranges: {answer.estimate.time_range.text}."))    # the answer's own regime
+    if answer.deadline_chance and result.confidence is None:
+        st.caption(f"To size every option for the top of its range instead, set **{CHANCE_LABEL}** to 90%.")
     st.markdown("**Software stack:** " + escape.md_escape(stack_text(answer.stack)))
     st.markdown("**Layout:** " + escape.md_escape(layout_words(answer.layout.model_dump(), answer.gpus_per_node)))
     st.markdown("**Nearest alternatives**\n" + "\n".join(

@@ -259,7 +259,13 @@ def test_a_chance_of_meeting_the_deadline_sizes_every_option_to_its_range_and_th
     at = run_app()
     assert at.selectbox(key="ask:confidence").value == "estimate"          # on the engine's own figures by default
     assert at.selectbox(key="ask:confidence").options[0] == "on the estimate"
+    at = ask(at, "deadline_days", 30.0)
+    # on the engine's figures the answer's range crosses the deadline (an uncalibrated B300 at bf16, the widest band),
+    # and the page says how to size for its top
+    assert "chance of meeting it" in texts(at.success)[0]
+    assert any("set **Chance of meeting it** to 90%" in c for c in texts(at.caption))
     at = ask(at, "deadline_days", 30.0, confidence=0.9)
+    assert not any("set **Chance of meeting it** to 90%" in c for c in texts(at.caption))
     headline = texts(at.success)[0]
     assert " train it within 30 days with a 90% chance: " in headline, headline
     # the whole range of days, to its 90th percentile, is within the deadline (shown to 0.1 day)
