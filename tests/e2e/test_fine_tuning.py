@@ -9,7 +9,8 @@ import pytest
 
 from engine.inputs import parse_scenario
 from engine.presentation.share import decode, encode
-from tests.e2e.conftest import cut_off, go_to, metrics, no_exception, open_page, screenshot_whole, wait_for_app
+from tests.e2e.conftest import (answered, cut_off, go_to, metrics, no_exception, open_page, screenshot_whole,
+                                wait_for_app)
 from tests.e2e.test_manager import VIEWPORTS
 
 pytestmark = pytest.mark.e2e
@@ -49,7 +50,7 @@ def test_a_lora_fine_tune_of_a_70b_on_one_node_how_long_and_how_much(app_url, si
     target.press("Enter")
     answer = page.get_by_text(re.compile(r"^LoRA fine-tune of Llama 3\.1 70B \(rank 16, attention; 500 million "
                                          r"tokens\): .* train it within 7 days"))
-    answer.wait_for(timeout=120_000)
+    answered(page, answer)
     wait_for_app(page)
     no_exception(page)
     assert cut_off(page) == []
