@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from engine import json_input
-from engine.economics.ranges import CHANCES
+from engine.economics.ranges import check_chance
 from engine.frameworks import FRAMEWORKS
 from engine.scenario import ScenarioError
 from engine.inputs import parse_scenario
@@ -69,12 +69,6 @@ def _on_framework(data: dict, framework: str | None) -> dict:
     return {**data, "training": {**training, **({} if framework == "auto" else {"framework": framework})}}
 
 
-def _check_chance(confidence: float | None) -> None:
-    if confidence is not None and not CHANCES[0] <= confidence <= CHANCES[1]:
-        raise ScenarioError([("--confidence", f"a chance from {CHANCES[0]:g} to {CHANCES[1]:g} of meeting the target "
-                                              "(e.g. 0.9), or leave it out for the engine's own figures")])
-
-
 def search_doc(data: dict, top: int = 10, objective: str = "time", deadline_days: float | None = None,
                gpu_hour_budget: float | None = None, allow_span_nodes: bool = False, framework: str | None = None,
                confidence: float | None = None) -> dict:
@@ -86,7 +80,7 @@ def search_doc(data: dict, top: int = 10, objective: str = "time", deadline_days
     for name, value in (("deadline_days", deadline_days), ("gpu_hour_budget", gpu_hour_budget)):
         if value is not None and not (value > 0):
             raise ScenarioError([("--" + name.replace("_", "-"), "must be a positive number")])
-    _check_chance(confidence)
+    check_chance(confidence, "--confidence")
     if confidence is not None and deadline_days is None and gpu_hour_budget is None:
         raise ScenarioError([("--confidence", "qualifies the cluster sizing: give --deadline-days or "
                                               "--gpu-hour-budget too")])
@@ -129,7 +123,7 @@ def _question(deadline_days: float | None = None, budget_usd: float | None = Non
         raise ScenarioError([("--max-gpus", "must be a whole number of accelerators, at least 1")])
     if max_gpus is not None and deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--max-gpus", "limits a question: give --deadline-days, --budget-usd or --gpu-hours too")])
-    _check_chance(confidence)
+    check_chance(confidence, "--confidence")
     if confidence is not None and deadline_days is None and budget_usd is None and gpu_hours is None:
         raise ScenarioError([("--confidence", "qualifies a question: give --deadline-days, --budget-usd or "
                                               "--gpu-hours too")])

@@ -35,7 +35,7 @@ MAX_GPUS_LABEL = "At most (accelerators)"
 STACKS = {"tuned": "Well tuned", "typical": "Typical"}
 ESTIMATE = "estimate"             # the chance selector's value for the engine's own figures (None in PlannerOptions:
 #                                  a selectbox shows None as no choice)
-CHANCES = {ESTIMATE: "on the estimate", 0.5: "50% (its range's middle)", 0.8: "80%", 0.9: "90% (its range's top)"}
+CHANCE_CHOICES = {ESTIMATE: "on the estimate", 0.5: "50% (its range's middle)", 0.8: "80%", 0.9: "90% (its range's top)"}
 CHANCE_LABEL = "Chance of meeting it"
 LABELS = {**TARGETS, "max_gpus": MAX_GPUS_LABEL, "confidence": CHANCE_LABEL}
 ASK = "ask:"                      # keys of the question's widgets
@@ -165,9 +165,9 @@ def show(sc: Scenario, opts: PlannerOptions) -> None:
                                  help="Optional: the largest global batch (sequences) you accept; larger clusters "
                                       "need larger batches to keep every accelerator busy.")
             cols = st.columns(4, vertical_alignment="bottom")
-            chances = [ESTIMATE, *sorted({*CHANCES, opts.confidence} - {ESTIMATE, None})]   # a link: any 0.5-0.9
+            chances = [ESTIMATE, *sorted({*CHANCE_CHOICES, opts.confidence} - {ESTIMATE, None})]   # a link: any 0.5-0.9
             cols[0].selectbox(CHANCE_LABEL, chances, key=ASK + "confidence",
-                              format_func=lambda v: CHANCES.get(v) or f"{v:.0%}",
+                              format_func=lambda v: CHANCE_CHOICES.get(v) or f"{v:.0%}",
                               help="How sure the answer must be to meet the target: on the engine's own figures, or "
                                    "with this chance, read off each accelerator's range (what published runs of its "
                                    "regime took against the engine). An accelerator whose figures are less certain "

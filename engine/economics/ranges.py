@@ -381,13 +381,21 @@ def _percentiles(rb: RegimeBand) -> list[tuple[float, float]]:
     return [(rb.low, 0.1), (min(max(rb.median, rb.low), rb.high), 0.5), (rb.high, 0.9)]
 
 
+def check_chance(chance: float | None, field: str = "confidence") -> None:
+    """A chance of meeting a target must be within CHANCES (None: the engine's own figures); else ScenarioError on
+    `field` (the option's name where it was given)."""
+    if chance is not None and not CHANCES[0] <= chance <= CHANCES[1]:
+        raise ScenarioError([(field, f"a chance from {CHANCES[0]:g} to {CHANCES[1]:g} of meeting the target (e.g. "
+                                     "0.9; the ranges are the 10th-90th percentile of published runs), or none for "
+                                     "the engine's own figures")])
+
+
 def quantile(rb: RegimeBand, chance: float) -> float:
     """The multiple of the engine's time that a run of the regime comes in at or under with this chance (CHANCES),
     linearly between the band's 10th, 50th and 90th percentiles: the inverse of chance_within."""
-    if not CHANCES[0] <= chance <= CHANCES[1]:
-        raise ScenarioError([("confidence", f"a chance from {CHANCES[0]:.0%} to {CHANCES[1]:.0%} "
-                                            "(the ranges are the 10th-90th percentile of published runs)")])
-    (x0, p0), (x1, p1) = next((a, b) for a, b in zip(_percentiles(rb), _percentiles(rb)[1:]) if a[1] <= chance <= b[1])
+    check_chance(chance)
+    points = _percentiles(rb)
+    (x0, p0), (x1, p1) = next((a, b) for a, b in zip(points, points[1:]) if a[1] <= chance <= b[1])
     return x0 + (x1 - x0) * (chance - p0) / (p1 - p0)
 
 

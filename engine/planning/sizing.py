@@ -54,10 +54,7 @@ class Target:
             value = getattr(self, name)
             if value is not None and not (value > 0):
                 raise ScenarioError([(name, "must be a positive number")])
-        if self.confidence is not None and not ranges.CHANCES[0] <= self.confidence <= ranges.CHANCES[1]:
-            raise ScenarioError([("confidence", f"a chance from {ranges.CHANCES[0]:g} to {ranges.CHANCES[1]:g} of "
-                                                "meeting the target, or none for the engine's own figures (the ranges "
-                                                "are the 10th-90th percentile of published runs)")])
+        ranges.check_chance(self.confidence)
 
     def margin(self, row: Estimate) -> float:
         """The multiple of a row's time-proportional figures that must meet the target: 1 for the engine's own

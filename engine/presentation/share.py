@@ -21,6 +21,7 @@ from typing import Annotated, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine import json_input
+from engine.economics.ranges import CHANCES
 from engine.scenario import Scenario, ScenarioError
 from engine.inputs import parse_scenario
 
@@ -77,7 +78,7 @@ class PlannerOptions(BaseModel):
                                   description="largest global batch (sequences) the answer may use")
     max_gpus: int | None = Field(default=None, ge=1, le=1 << 20,
                                  description="the answer uses at most this many accelerators (what one has)")
-    confidence: float | None = Field(default=None, ge=0.5, le=0.9,
+    confidence: float | None = Field(default=None, ge=CHANCES[0], le=CHANCES[1],
                                      description="meet the target with this chance, read off each option's range "
                                                  "(None: on the engine's own figures)")
 
