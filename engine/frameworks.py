@@ -25,6 +25,7 @@ says which (never another accelerator's level in silence), the nearest level the
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Literal
@@ -68,12 +69,36 @@ class Recompute(BaseModel):
     note: str
 
 
+class HeadDimRate(BaseModel):
+    """The stack's attention kernel's rate at a head dimension over its rate at 128 (where the catalog's rates were
+    measured), forward and backward, measured at a few head dimensions."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    fwd: dict[int, Annotated[float, Field(gt=0, le=2)]] = Field(min_length=1)
+    bwd: dict[int, Annotated[float, Field(gt=0, le=2)]] = Field(min_length=1)
+    source: str = Field(min_length=10)
+
+    def at(self, head_dim: int) -> tuple[float, float]:
+        """(forward, backward) rate multiples at head_dim: linear in log2(head dim) between the measured ones,
+        held at the nearest measured one outside them."""
+        def one(table: dict[int, float]) -> float:
+            dims = sorted(table)
+            x = math.log2(min(max(head_dim, dims[0]), dims[-1]))
+            for lo, hi in zip(dims, dims[1:]):
+                if math.log2(lo) <= x <= math.log2(hi):
+                    t = (x - math.log2(lo)) / (math.log2(hi) - math.log2(lo))
+                    return table[lo] + t * (table[hi] - table[lo])
+            return table[dims[0]]
+        return one(self.fwd), one(self.bwd)
+
+
 class Attention(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kernel: str
     of_catalog_rate: dict[str, float] = Field(description=(
         "by vendor: the stack's fused-attention rate over the catalog's (cuDNN on NVIDIA); 1 where not listed"))
     note: str
+    head_dim_rate: HeadDimRate | None = Field(default=None, description=(
+        "the kernel's rate by head dimension over its rate at 128 (None: no measurement, the rate at 128)"))
 
 
 class RunsOn(BaseModel):

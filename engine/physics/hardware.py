@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from engine import frameworks
 from engine.catalog import load_catalog
+from engine.physics.model import qk_head_dim
 from engine.precision import precision
 from engine.scenario import PRECISION_DTYPE, Scenario
 
@@ -91,6 +92,12 @@ def resolve_hardware(sc: Scenario) -> Hardware:
     flash_fwd, flash_bwd = flash_fwd * kernel, flash_bwd * kernel
     if kernel != 1.0:
         flash_note += f"; {fw.stack.attention.kernel}: {kernel:g} of it ({fw.stack.attention.note})"
+    by_head = fw.stack.attention.head_dim_rate          # the rates above are at head dimension 128
+    head_dim = qk_head_dim(sc.arch)
+    if by_head is not None and (scale := by_head.at(head_dim)) != (1.0, 1.0):
+        flash_fwd, flash_bwd = flash_fwd * scale[0], flash_bwd * scale[1]
+        flash_note += (f"; at head dimension {head_dim}: {scale[0]:.3f} (forward) and {scale[1]:.3f} (backward) of "
+                       f"the kernel's rate at 128 ({by_head.source})")
     if cl.matmul_efficiency is not None:
         eff, eff_note = cl.matmul_efficiency, "given in the scenario (cluster.matmul_efficiency)"
         attn_eff = cl.matmul_efficiency

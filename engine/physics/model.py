@@ -277,6 +277,11 @@ def _attention(arch: ModelArch) -> tuple[int, int, int, int, float]:
     return params, qk_dim, v_dim, kv_elems, float(act)
 
 
+def qk_head_dim(arch: ModelArch) -> int:
+    """The head dimension of the attention's query-key product (MLA: its no-rope and rope parts together)."""
+    return _attention(arch)[1]
+
+
 def shape_of(arch: ModelArch) -> Shape:
     h, a, kv = arch.hidden_size, arch.n_heads, arch.kv_heads
     gated = arch.ffn_type in ("swiglu", "geglu")
