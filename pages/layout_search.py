@@ -15,7 +15,7 @@ from engine.presentation.tables import (breakdown_rows, dimension_rows, dimensio
 from engine.scenario import ScenarioError
 from engine.planning.results import Estimate, SearchResult
 from engine.planning.search import DIMENSIONS, explain, pinned, search, search_cluster
-from engine.planning.sizing import cluster_search
+from engine.planning.sizing import chance_words, cluster_search
 from ui import binding, charts, components, escape, state, work_limits
 from ui.work_limits import Busy
 
@@ -201,7 +201,7 @@ else:
     cluster = result.cluster_search
     if cluster:
         if cluster.met:
-            chance = "" if cluster.confidence is None else f" with a {cluster.confidence:.0%} chance (the question's)"
+            chance = "" if cluster.confidence is None else f" with {chance_words(cluster.confidence)} (the question's)"
             st.success(f"Cheapest cluster that meets the target{chance}: **{cluster.n_gpus:,} accelerators**, "
                        f"{fmt_days(cluster.best.wall_days)} with "
                        f"{describe_layout(cluster.best.layout.model_dump())}."

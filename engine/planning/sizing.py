@@ -64,7 +64,11 @@ class Target:
     def days_text(self, row: Estimate, factor: float = 1.0) -> str:
         """A row's days as the target reads them: '12.3 days', or '14.1 days at a 90% chance'."""
         days = _days(row, factor) * self.margin(row)
-        return f"{days:.1f} days" + ("" if self.confidence is None else f" at a {self.confidence:.0%} chance")
+        return f"{days:.1f} days" + ("" if self.confidence is None else f" at {self.chance_words}")
+
+    @property
+    def chance_words(self) -> str:
+        return chance_words(self.confidence)
 
     @property
     def ranked_by(self) -> str:
@@ -81,7 +85,15 @@ class Target:
             parts.append(f"in at most {self.gpu_hours:,.0f} GPU-hours")
         text = " and ".join(parts)
         text += f" on at most {self.max_gpus:,} accelerators" if self.max_gpus is not None else ""
-        return text + (f" with a {self.confidence:.0%} chance" if self.confidence is not None else "")
+        return text + (f" with {self.chance_words}" if self.confidence is not None else "")
+
+
+def chance_words(confidence: float | None) -> str:
+    """'a 90% chance', 'an 80% chance' ('' where no chance was asked)."""
+    if confidence is None:
+        return ""
+    pct = f"{confidence:.0%}"
+    return ("an " if pct.startswith("8") else "a ") + pct + " chance"
 
 
 def billed_gpu_hours(row: Estimate, factor: float = 1.0) -> float:

@@ -348,7 +348,7 @@ def rescore(result: Comparison, weights: dict | None) -> Comparison:
     """The same comparison under other weights: no search is rerun, only the scores and, without a target, the ranks
     and reasons change."""
     rows = [r.model_dump(exclude_unset=True, exclude=set(RANKING_KEYS)) for r in result.rows]
-    target = _target(result.deadline_days, result.budget_usd, result.gpu_hours, result.max_gpus)
+    target = _target(result.deadline_days, result.budget_usd, result.gpu_hours, result.max_gpus, result.confidence)
     ranked_rows = _rank(rows, normalise_weights(weights), target)
     return Comparison.model_validate({**result.model_dump(exclude_unset=True), **ranked_rows})
 

@@ -15,7 +15,7 @@ from engine.scenario import ScenarioError
 from engine.inputs import parse_scenario
 from engine.planning.search import best_at
 from engine.planning.sizing import Target, nearest_sizes, size_for
-from engine.planning.vendor import compare, scenario_on
+from engine.planning.vendor import compare, rescore, scenario_on
 from engine.catalog import load_catalog
 from tests.conftest import ROOT
 
@@ -415,6 +415,10 @@ def test_the_plan_and_the_comparison_agree_at_a_chance():
     planned = plan(sc, deadline_days=60, accelerators=ids, confidence=0.8).as_json()
     compared = compare(sc, deadline_days=60, accelerators=ids, confidence=0.8).as_json()
     assert compared["recommendation"] == planned["answer"]["accelerator"] and compared["confidence"] == 0.8
+    assert "trains within 60 days with an 80% chance, the plan's rule" in compared["why"]
+    # the Vendor choice page re-scores the comparison under its weights: the reasons keep the question's chance
+    again = rescore(compare(sc, deadline_days=60, accelerators=ids, confidence=0.8), {"time": 1.0})
+    assert again.why == compared["why"] and again.recommendation == compared["recommendation"]
     rows = {r["accelerator"]: r for r in compared["rows"]}
     for o in planned["options"]:
         assert (o["n_gpus"], o["wall_days"], o["cost_usd"]) == tuple(rows[o["accelerator"]][k]
