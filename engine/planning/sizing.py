@@ -61,14 +61,14 @@ class Target:
         figures, else the percentile of the row's regime band at the target's chance."""
         return 1.0 if self.confidence is None else ranges.quantile(row.time_range, self.confidence)
 
+    def days(self, row: Estimate, factor: float = 1.0) -> float:
+        """A row's days as the target reads them: the stack's days at the target's chance (Target.margin)."""
+        return _days(row, factor) * self.margin(row)
+
     def days_text(self, row: Estimate, factor: float = 1.0) -> str:
         """A row's days as the target reads them: '12.3 days', or '14.1 days at a 90% chance'."""
-        days = _days(row, factor) * self.margin(row)
-        return f"{days:.1f} days" + ("" if self.confidence is None else f" at {self.chance_words}")
-
-    @property
-    def chance_words(self) -> str:
-        return chance_words(self.confidence)
+        return f"{self.days(row, factor):.1f} days" + ("" if self.confidence is None
+                                                       else f" at {chance_words(self.confidence)}")
 
     @property
     def ranked_by(self) -> str:
@@ -85,7 +85,7 @@ class Target:
             parts.append(f"in at most {self.gpu_hours:,.0f} GPU-hours")
         text = " and ".join(parts)
         text += f" on at most {self.max_gpus:,} accelerators" if self.max_gpus is not None else ""
-        return text + (f" with {self.chance_words}" if self.confidence is not None else "")
+        return text + (f" with {chance_words(self.confidence)}" if self.confidence is not None else "")
 
 
 def chance_words(confidence: float | None) -> str:
@@ -103,8 +103,7 @@ def billed_gpu_hours(row: Estimate, factor: float = 1.0) -> float:
 
 def meets_deadline(row: Estimate | None, target: Target, factor: float = 1.0) -> bool:
     """Within the deadline at the target's chance (Target.margin); a run that never finishes meets no deadline."""
-    return row is not None and (target.deadline_days is None
-                                or row.days * factor * target.margin(row) <= target.deadline_days)
+    return row is not None and (target.deadline_days is None or target.days(row, factor) <= target.deadline_days)
 
 
 def within_budget(row: Estimate | None, target: Target, factor: float = 1.0) -> bool:
@@ -308,7 +307,7 @@ def _grow(ladder: Ladder, target: Target, factor: float) -> tuple[int, int | Non
             previous = r if previous is None or days(r) < days(previous) else previous
         if stalled >= 2 or i >= len(ladder.counts) - 1:
             break
-        ratio = 2.0 if r is None else max(2.0, days(r) * target.margin(r) / target.deadline_days)
+        ratio = 2.0 if r is None else max(2.0, target.days(r, factor) / target.deadline_days)
         i = max(i + 1, ladder.index_of(ladder.counts[i] * 2 ** np.ceil(np.log2(ratio))))
     return lo, None
 
@@ -319,7 +318,7 @@ def _narrow(ladder: Ladder, target: Target, factor: float, lo: int, hi: int) -> 
     step = 0
     while hi - lo > 1:
         r_lo = ladder.tried.get(ladder.gpus(lo)) if lo >= 0 else None
-        guess = (ladder.index_of(ladder.counts[lo] * _days(r_lo, factor) * target.margin(r_lo) / target.deadline_days)
+        guess = (ladder.index_of(ladder.counts[lo] * target.days(r_lo, factor) / target.deadline_days)
                  if (r_lo and step % 2 == 0) else (lo + hi) // 2)
         i = min(hi - 1, max(lo + 1, guess))
         # a size where no layout fits (every one would use the memory headroom) says nothing about the sizes
@@ -430,7 +429,7 @@ def jump_reason(ladder: Ladder, n: int, best: Estimate, other: int, row: Estimat
         shape = f"its best layout is tp={L.tp}, cp={L.cp}, pp={L.pp}, dp={L.dp}"
         if target.deadline_days is not None and not meets_deadline(row, target, factor):
             parts.append(f"{shape}, {target.days_text(row, factor)}: misses the deadline by "
-                         f"{_days(row, factor) * target.margin(row) - target.deadline_days:.1f} days")
+                         f"{target.days(row, factor) - target.deadline_days:.1f} days")
         elif not within_budget(row, target, factor):
             parts.append(f"{shape}: {_spend_text(row, factor)}, over the budget")
         elif target.deadline_days is not None:
