@@ -242,9 +242,12 @@ def loss_bytes_per_logit(training: Training, lay: Layouts, eager_loss: np.ndarra
     (the 16-bit logits are freed before backward; the forward peak, 16-bit + two fp32, is lower). Under tensor
     parallelism the vocabulary-parallel loss (torch.distributed.tensor.parallel.loss_parallel, whose _log_softmax is
     the decomposition with its all-reduces) keeps the 16-bit logits, their fp32 cast, the shifted logits and their
-    exponential at once in its forward: e + 3 fp32."""
+    exponential at once in its forward (e + 3 fp32), and its backward (_nll_loss_and_log_softmax_backward, nll_loss's
+    and log-softmax's backward written out as tensor ops) four fp32 tensors: the saved log-softmax, the zeroed
+    gradient it scatters into, and exp(log-softmax) with their sum (then the sum and its product with the incoming
+    gradient): the larger of the two, 16 bytes at 16-bit logits."""
     e = bytes_per_element(training)["activation"]
-    eager = np.where(lay.tp > 1, e + 3 * 4.0, max(3 * 4.0, e + 2 * 4.0))
+    eager = np.where(lay.tp > 1, max(4 * 4.0, e + 3 * 4.0), max(3 * 4.0, e + 2 * 4.0))
     return np.where(eager_loss, eager, e + 4.0)
 
 

@@ -179,7 +179,8 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     eager = bool(sm.eager_loss[0])
     per_logit = _g(loss_bytes_per_logit(tr, lay, sm.eager_loss))
     loss_words = ((f"PyTorch's eager cross-entropy on fp32 logits: {per_logit:g} B per logit at its peak"
-                   + (" (vocabulary-parallel: 16-bit logits + fp32 cast, shifted logits and their exponential)" if t > 1
+                   + (" (vocabulary-parallel: the larger of its forward, 16-bit logits + fp32 cast, shifted logits and their "
+                         "exponential, and its decomposed backward, four fp32 tensors)" if t > 1
                       else " (the saved fp32 log-softmax, the gradient in and the gradient out)")) if eager else
                   f"{b['activation']:g} B logits + 4 B fp32 for Megatron-Core's fused cross-entropy")
     buffer_words = (f"TP all-gather input tokens x h x {b['activation']:g} B (tp > 1) + 2 pipeline send/recv buffers of "
@@ -201,7 +202,8 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
         Term(sec, "logits", _g(c["logits"]) / GIB, "GiB",
              f"tokens {tokens:g} x vocab {shape.vocab} / tp {t} x {per_logit:g} B ({loss_words})"
              if _g(st.head) else "0: this stage has no output layer", fn + "; engine.physics.memory.loss_bytes_per_logit",
-             "torch.distributed.tensor.parallel.loss_parallel _log_softmax; TorchTitan cross_entropy_loss (pred.float())"
+             "torch.distributed.tensor.parallel.loss_parallel _log_softmax and _nll_loss_and_log_softmax_backward; "
+             "TorchTitan cross_entropy_loss (pred.float())"
              if eager else "Megatron-LM cross-entropy in fp32"),
         Term(sec, "comm_buffers", _g(c["comm_buffers"]) / GIB, "GiB", buffer_words,
              fn + ("; engine.physics.memory.fsdp2_terms" if fsdp2 else "; engine.physics.memory.deepspeed_zero3_buffer_bytes"

@@ -26,22 +26,23 @@ def test_the_allocator_reserve_is_gmlakes_measured_gap():
 
 def test_torchtitan_peaks_within_the_held_out_tolerance():
     # Nothing is fitted on these runs (the allocator's reserve is GMLake's): every one of the 18 peaks is held out.
-    # Measured: median 1.7%, worst 12.9% (the 70B FSDP x TP run); leaving one table out and fitting the reserve on
-    # the others gives median 1.9%, worst 13.3% (scripts/memory_validation.py), so 16% is what the check supports
+    # Measured: median 1.2%, worst 11.5% (the 262k-token context-parallel 405B run); leaving one table out and
+    # fitting the reserve on the others gives median 1.4%, worst 11.9% (scripts/memory_validation.py), so 14% is
+    # what the check supports
     errors = _errors()
     assert len(errors) == 18
     assert statistics.median(abs(e) for e in errors.values()) < 0.03
-    assert max(abs(e) for e in errors.values()) < 0.16, errors
+    assert max(abs(e) for e in errors.values()) < 0.14, errors
 
 
 def test_the_reserve_fitted_without_each_table_stays_near_gmlakes():
     # leave one table out: the reserve the other tables want lies between 8% and 17% of the live tensors, around
-    # GMLake's 13.0%, and predicts the table left out within 16% (median under 10%)
+    # GMLake's 13.0%, and predicts the table left out within 14% (median under 10%)
     held = reserve_left_out(RUNS)
     assert set(held) == {"t1", "t2", "t3", "t4", "t5", "t6"}
     assert all(0.05 < fit < 0.2 for fit, _ in held.values())
     errs = [abs(e) for _, table in held.values() for e in table]
-    assert statistics.median(errs) < 0.10 and max(errs) < 0.16
+    assert statistics.median(errs) < 0.10 and max(errs) < 0.14
 
 
 def _t1(name: str):
@@ -88,10 +89,12 @@ def test_eager_cross_entropy_peak_is_three_fp32_copies_of_the_logits():
     # and the gradient out: 12 bytes per logit, 16,384 tokens (2 x 8192) x 128,256 vocabulary
     m = _t1("tt24-t1-8b-8gpu-fsdp").predict()
     assert m.memory_detail_gib["logits"] * GIB == pytest.approx(16384 * 128256 * 12, abs=2**20)
-    # under tensor parallelism (loss_parallel, 70B on TP 8) the decomposed log-softmax holds the 16-bit logits, the
-    # fp32 cast, the shifted logits and their exponential: 14 bytes per logit of the 1/8 vocabulary shard
+    # under tensor parallelism (loss_parallel, 70B on TP 8) the decomposed log-softmax's forward holds the 16-bit
+    # logits, the fp32 cast, the shifted logits and their exponential (14 bytes), and its decomposed backward
+    # (_nll_loss_and_log_softmax_backward) the saved fp32 log-softmax, the zeroed gradient, exp() of the log-softmax
+    # and their sum: 16 bytes per logit of the 1/8 vocabulary shard at the peak
     tp = _t1("tt24-t4-70b-256gpu-2d").predict()
-    assert tp.memory_detail_gib["logits"] * GIB == pytest.approx(16 * 8192 * 128256 / 8 * 14, abs=2**20)
+    assert tp.memory_detail_gib["logits"] * GIB == pytest.approx(16 * 8192 * 128256 / 8 * 16, abs=2**20)
 
 
 def test_per_op_selective_checkpointing_keeps_half_the_matmul_outputs():
