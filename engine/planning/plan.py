@@ -74,7 +74,7 @@ def plan(sc: Scenario, deadline_days: float | None = None, budget_usd: float | N
         options.append(sized_option(sc, acc, target, factor, batches, objective, (calibrations or {}).get(acc.id)))
     # an accelerator known only from its announcement comes after every shipping one (engine.planning.vendor.rank_key)
     met = sorted((o for o in options if o.met),
-                 key=lambda o: (cat.accelerator(o.accelerator).status == "announced", ranked(o.best, target)))
+                 key=lambda o: (o.entry.status == "announced", ranked(o.best, target)))
     result = {"target": target.describe(), "ranked_by": target.ranked_by, "confidence": confidence,
               "answer": None, "alternatives": [], "efficiency": efficiency,
               "efficiency_explain": ranges.explain(efficiency), "vendor": vendor,
@@ -97,7 +97,7 @@ def _nothing_meets(options: list[Option], target: Target, factor: float, efficie
     if target.budget_usd is None:
         closest = min(found, key=lambda o: o.best.days, default=None)
         return {"reason": "no accelerator meets " + target.describe() + (
-            f"; the closest is {closest.name}: {closest.reason or ''}" if closest else "")}
+            f"; the closest is {closest.entry.name}: {closest.reason or ''}" if closest else "")}
     priced = [o for o in found if o.best.cost_usd is not None]
     if not priced:
         return {"reason": f"no accelerator meets {target.describe()}: none of them has a price; enter one",
@@ -105,8 +105,8 @@ def _nothing_meets(options: list[Option], target: Target, factor: float, efficie
     o = min(priced, key=lambda o: spend(o.best))
     f = _figures(o.best, factor, efficiency)
     return {"reason": (f"no priced accelerator meets {target.describe()}; the cheapest is {o.best.n_gpus:,} x "
-                       f"{o.name}: ${f['cost_usd']:,.0f}, {f['wall_days']:.1f} days"),
-            "cheapest": {"accelerator": o.accelerator, "name": o.name, "n_gpus": o.best.n_gpus, **f},
+                       f"{o.entry.name}: ${f['cost_usd']:,.0f}, {f['wall_days']:.1f} days"),
+            "cheapest": {"accelerator": o.entry.accelerator, "name": o.entry.name, "n_gpus": o.best.n_gpus, **f},
             "levers": _levers(priced, target, factor, efficiency, objective)}
 
 
@@ -120,9 +120,9 @@ def _levers(priced: list[Option], target: Target, factor: float, efficiency: str
     def add(kind, found):            # found: (usd, option, what) candidates, the cheapest kept
         if found:
             usd, o, what = min(found, key=lambda x: x[0])
-            out.append({"kind": kind, "accelerator": o.accelerator, "n_gpus": o.best.n_gpus, "cost_usd": usd,
+            out.append({"kind": kind, "accelerator": o.entry.accelerator, "n_gpus": o.best.n_gpus, "cost_usd": usd,
                         "meets_budget": usd <= budget,
-                        "text": f"{what} ({o.best.n_gpus:,} x {o.name}): ${usd:,.0f}"
+                        "text": f"{what} ({o.best.n_gpus:,} x {o.entry.name}): ${usd:,.0f}"
                                 + (" - within the budget" if usd <= budget else "")})
     owned = [(o.best.cost["on_prem"]["cost_usd"] * factor, o, "owning the cluster")
              for o in priced if o.best.cost["on_prem"]["cost_usd"] is not None]
@@ -138,17 +138,18 @@ def _levers(priced: list[Option], target: Target, factor: float, efficiency: str
     if efficiency == "typical":
         add("tuned stack", [(row.cost_usd, o, "a well-tuned stack instead of a typical one")])
     tokens = sc.training.total_tokens * budget / (row.cost_usd * factor)
-    out.append({"kind": "fewer tokens", "accelerator": o.accelerator, "n_gpus": row.n_gpus, "tokens": tokens,
+    out.append({"kind": "fewer tokens", "accelerator": o.entry.accelerator, "n_gpus": row.n_gpus, "tokens": tokens,
                 "meets_budget": True,
                 "text": f"about {tokens / 1e12:,.2f}T tokens instead of {sc.training.total_tokens / 1e12:,.2f}T "
-                        f"({row.n_gpus:,} x {o.name}; the cost grows with the tokens)"})
+                        f"({row.n_gpus:,} x {o.entry.name}; the cost grows with the tokens)"})
     if target.deadline_days is not None:
         relaxed = size_for(sc, replace(target, deadline_days=None), objective, factor, full=False)
         if relaxed.met:
             r = relaxed.best
-            out.append({"kind": "later deadline", "accelerator": o.accelerator, "n_gpus": r.n_gpus,
+            out.append({"kind": "later deadline", "accelerator": o.entry.accelerator, "n_gpus": r.n_gpus,
                         "cost_usd": r.cost_usd * factor, "meets_budget": True,
-                        "text": f"a later deadline: {r.n_gpus:,} x {o.name} finish in {r.wall_days * factor:.1f} "
+                        "text": f"a later deadline: {r.n_gpus:,} x {o.entry.name} finish in "
+                                f"{r.wall_days * factor:.1f} "
                                 f"days for ${r.cost_usd * factor:,.0f}"})
     return out
 
@@ -161,16 +162,17 @@ def _answer(o: Option, factor: float, efficiency: str, target: Target) -> dict:
         chance = ranges.chance_within(best.wall_days, target.deadline_days, best.time_range, efficiency)
         deadline = {**chance, "text": f"the range of days crosses the {target.deadline_days:g}-day deadline: "
                                       f"{chance['text']} chance of meeting it (published/predicted times of its regime)"}
-    return {"deadline_chance": deadline, "accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision,
-            "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
+    e = o.entry
+    return {"deadline_chance": deadline, "accelerator": e.accelerator, "name": e.name, "vendor": e.vendor,
+            "precision": e.precision, "n_gpus": s.n_gpus, "nodes": s.nodes, "gpus_per_node": s.gpus_per_node,
             "global_batch_size": o.global_batch_size, "layout": best.layout, "mfu": best.mfu,
             "memory_gib": best.memory_gib.total, "memory_capacity_gib": best.memory_capacity_gib,
             **figures, "stack": best.framework, "estimate": best}
 
 
 def _summary(o: Option, factor: float, efficiency: str) -> dict:
-    s = o.sizing
-    out = {"accelerator": o.accelerator, "name": o.name, "vendor": o.vendor, "precision": o.precision, "met": o.met,
+    s, e = o.sizing, o.entry
+    out = {"accelerator": e.accelerator, "name": e.name, "vendor": e.vendor, "precision": e.precision, "met": o.met,
            "n_gpus": s.n_gpus if s else None, "nodes": s.nodes if s else None,
            "global_batch_size": o.global_batch_size}
     if o.best is not None:
@@ -192,28 +194,29 @@ def _alternatives(chosen: Option, met: list[Option], target: Target, factor: flo
         kind = "smaller" if n < s.n_gpus else "larger"
         figures = "" if f["wall_days"] is None else (
             f" {f['wall_days']:.1f} days" + (f", ${f['cost_usd']:,.0f}" if f["cost_usd"] is not None else "") + ";")
-        out.append({"kind": f"one size {kind}", "accelerator": chosen.accelerator, "n_gpus": n, **f,
+        out.append({"kind": f"one size {kind}", "accelerator": chosen.entry.accelerator, "n_gpus": n, **f,
                     "text": f"{n:,} GPUs:{figures} {s.neighbour_why}"})
-    others = [o for o in met if o.accelerator != chosen.accelerator]
+    others = [o for o in met if o.entry.accelerator != chosen.entry.accelerator]
     priced = [o for o in others if o.best.cost_usd is not None]
     picks = []
     if priced:
         picks.append(("cheapest other", min(priced, key=lambda o: o.best.cost_usd)))
     if others:
         picks.append(("fastest other", min(others, key=lambda o: o.best.days)))
-        vendors = [o for o in others if o.vendor != chosen.vendor]
+        vendors = [o for o in others if o.entry.vendor != chosen.entry.vendor]
         if vendors:
             picks.append(("other vendor", vendors[0]))
     seen = set()
     for kind, o in picks:
-        if o.accelerator in seen:
+        if o.entry.accelerator in seen:
             continue
-        seen.add(o.accelerator)
+        seen.add(o.entry.accelerator)
         f = _figures(o.best, factor, efficiency)
         slower = f["wall_days"] / mine["wall_days"] - 1
         dearer = None if f["cost_usd"] is None or mine["cost_usd"] is None else f["cost_usd"] / mine["cost_usd"] - 1
-        text = (f"{o.name} ({o.vendor}), {o.sizing.n_gpus:,} GPUs: {f['wall_days']:.1f} days ({slower:+.0%})"
+        text = (f"{o.entry.name} ({o.entry.vendor}), {o.sizing.n_gpus:,} GPUs: {f['wall_days']:.1f} days "
+                f"({slower:+.0%})"
                 + ("" if dearer is None else f", ${f['cost_usd']:,.0f} ({dearer:+.0%})")
                 + ("" if f["cost_usd"] is not None else ", no price: enter one"))
-        out.append({"kind": kind, "accelerator": o.accelerator, "n_gpus": o.sizing.n_gpus, **f, "text": text})
+        out.append({"kind": kind, "accelerator": o.entry.accelerator, "n_gpus": o.sizing.n_gpus, **f, "text": text})
     return out

@@ -192,10 +192,10 @@ class SearchResult(Result):
         return not self.best and self.feasible > 0
 
 
-class VendorEntry(Result):
-    """Which accelerator a comparison row is about and how its evaluation came out: the precision it trains in,
-    whether its level is calibrated, whether a layout fits and on how many GPUs, whether it meets the question's
-    target, and why it cannot be ranked (None: it can)."""
+class AcceleratorEntry(Result):
+    """Which accelerator a plan's option or a comparison's row is about: its vendor and software ecosystem, the
+    precision it trains in (with why), whether its figures use the cluster's measured efficiencies, and whether it
+    ships."""
     accelerator: str
     name: str
     vendor: str
@@ -204,6 +204,11 @@ class VendorEntry(Result):
     precision_note: str
     calibrated: bool
     status: str = Field(default="shipping", description="shipping, or announced: figures from the vendor's announcement")
+
+
+class VendorEntry(AcceleratorEntry):
+    """A comparison row's accelerator and how its evaluation came out: whether a layout fits and on how many GPUs,
+    whether it meets the question's target, and why it cannot be ranked (None: it can)."""
     fits: bool = False
     n_gpus: int | None = None
     meets_target: bool | None = Field(default=None, description="meets the question's target (None: no target, a "

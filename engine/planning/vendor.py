@@ -18,7 +18,7 @@ from engine.economics import ranges
 from engine.precision import trained_precision
 from engine.readable import fmt_usd
 from engine.scenario import Scenario, ScenarioError
-from engine.planning.results import Comparison, Estimate, VendorEntry
+from engine.planning.results import AcceleratorEntry, Comparison, Estimate, VendorEntry
 from engine.planning.search import pinned, search
 from engine.planning.sizing import Sizing, Target, ranked, size_for, target_key
 
@@ -92,14 +92,10 @@ def batches_of(sc: Scenario, batch_range: tuple[int, int] | None) -> list[int]:
 
 @dataclass(frozen=True)
 class Option:
-    """One accelerator sized for the target: the precision it trains in, and the sizing (engine.planning.sizing) at
-    the global batch that served the target best, or the problem that left it unsized."""
+    """One accelerator sized for the target: which it is and the precision it trains in (entry), and the sizing
+    (engine.planning.sizing) at the global batch that served the target best, or the problem that left it unsized."""
 
-    accelerator: str
-    name: str
-    vendor: str
-    precision: str | None
-    precision_note: str
+    entry: AcceleratorEntry
     sizing: Sizing | None = None
     global_batch_size: int | None = None
     scenario: Scenario | None = None
@@ -131,19 +127,28 @@ def cannot_train(sc: Scenario, acc, precision: str | None, note: str) -> str | N
     return frameworks.not_run_on(sc.training.framework, acc.vendor)
 
 
+def accelerator_entry(sc: Scenario, acc, overrides: dict | None = None) -> AcceleratorEntry:
+    """Which accelerator an option or a row is about, with the precision it trains the scenario in
+    (engine.precision.trained_precision); calibrated: its figures use the cluster's measured efficiencies
+    (overrides)."""
+    precision, note = trained_precision(acc, sc.training.precision)
+    return AcceleratorEntry(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
+                            precision=precision, precision_note=note, calibrated=bool(overrides), status=acc.status)
+
+
 def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list[int], objective: str = "time",
                  overrides: dict | None = None) -> Option:
     """One accelerator sized for the target (engine.planning.sizing.size_for) at each global batch, the batch that
     meets it best kept (ranked by the one rule, engine.planning.sizing.target_key); overrides: measured cluster
     efficiencies that replace the published defaults. The plan's options and the comparison's rows both come from
     here."""
-    precision, note = trained_precision(acc, sc.training.precision)
-    base = Option(accelerator=acc.id, name=acc.name, vendor=acc.vendor, precision=precision, precision_note=note)
-    if why := cannot_train(sc, acc, precision, note):
+    entry = accelerator_entry(sc, acc, overrides)
+    base = Option(entry=entry)
+    if why := cannot_train(sc, acc, entry.precision, entry.precision_note):
         return replace(base, problem=why)
     found = None
     for gbs in batches:
-        scn = scenario_on(sc, acc, precision, sc.cluster.n_gpus, overrides or {})
+        scn = scenario_on(sc, acc, entry.precision, sc.cluster.n_gpus, overrides or {})
         if gbs != sc.training.global_batch_size:
             scn = scn.model_copy(update={"training": scn.training.model_copy(update={"global_batch_size": gbs})})
         try:
@@ -184,11 +189,8 @@ class Candidate(VendorEntry):
 def _evaluate_accelerator(sc, acc, target: Target | None, batches: list[int], overrides, objective,
                           efficiency: str = "tuned") -> Candidate:
     factor = ranges.factor(efficiency)
-    precision, note = trained_precision(acc, sc.training.precision)
-    base = Candidate(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
-                     precision=precision, precision_note=note, calibrated=bool(overrides), status=acc.status,
-                     efficiency=efficiency)
-    if why := cannot_train(sc, acc, precision, note):
+    base = Candidate(**accelerator_entry(sc, acc, overrides).model_dump(), efficiency=efficiency)
+    if why := cannot_train(sc, acc, base.precision, base.precision_note):
         return base.model_copy(update={"reason": why})
     if target is not None:
         # the plan's option for this accelerator (its sizing, batch and row), so both give the same figures
@@ -197,7 +199,7 @@ def _evaluate_accelerator(sc, acc, target: Target | None, batches: list[int], ov
             return base.model_copy(update={"fits": o.best is not None, "meets_target": False, "reason": o.reason})
         return _with_best(base.model_copy(update={"n_gpus": o.sizing.n_gpus, "meets_target": True}), o.best)
     n = sc.cluster.n_gpus
-    out = search(scenario_on(sc, acc, precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
+    out = search(scenario_on(sc, acc, base.precision, n, overrides), top=1, objective=objective, pareto_sizes=[],
                  summaries=False)
     if out.never_finishes:                          # layouts fit, but no run on this cluster finishes
         return base.model_copy(update={"fits": True, "n_gpus": n, "reason": out.problem})
