@@ -178,10 +178,10 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
     tokens = int(lay.mbs[0]) * tr.seq_len / int(lay.cp[0])
     eager = bool(sm.eager_loss[0])
     per_logit = _g(loss_bytes_per_logit(tr, lay, sm.eager_loss))
-    loss_words = ((f"PyTorch's eager cross-entropy on fp32 logits: {per_logit:g} B per logit at its peak"
-                   + (" (vocabulary-parallel: the larger of its forward, 16-bit logits + fp32 cast, shifted logits and their "
-                         "exponential, and its decomposed backward, four fp32 tensors)" if t > 1
-                      else " (the saved fp32 log-softmax, the gradient in and the gradient out)")) if eager else
+    loss_words = ((f"PyTorch's eager cross-entropy on fp32 logits, {per_logit:g} B per logit at its peak: "
+                   + ("vocabulary-parallel, the larger of its forward's 16-bit logits, fp32 cast, shifted logits and "
+                      "exponential and its decomposed backward's four fp32 tensors" if t > 1
+                      else "the saved fp32 log-softmax, the gradient in and the gradient out")) if eager else
                   f"{b['activation']:g} B logits + 4 B fp32 for Megatron-Core's fused cross-entropy")
     buffer_words = (f"TP all-gather input tokens x h x {b['activation']:g} B (tp > 1) + 2 pipeline send/recv buffers of "
                     f"tokens x h / tp (pp > 1)")
