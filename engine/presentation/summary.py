@@ -136,10 +136,14 @@ def _vendor_section(sc: Scenario, est: Estimate, vendor: Comparison) -> str:
                f"({_e(describe_layout(top.layout.model_dump()))}: {_e(fmt_days(top.wall_days))}); the headline and key "
                f"figures are for the scenario's own layout ({_e(fmt_days(mine))})"
                + (". Layout search can apply the faster one.</p>" if better else ".</p>"))
+    # the comparison's reason opens with the accelerator's name: that name in bold, not said twice
+    why = vendor.why
+    recommendation = (f"<b>{_e(top.name)}</b>{_e(why[len(top.name):])}" if why.startswith(top.name)
+                      else f"<b>{_e(top.name)}</b> ranks first. {_e(why)}")
     return (f"<section><h2>Accelerator comparison</h2><p class=\"sub\">Each accelerator with its own best layout, on "
             f"{_e(basis)}, scored with weights "
             + ", ".join(f"{_e(k.replace('_', ' '))} {v:.0%}" for k, v in vendor.weights.items() if v)
-            + f'.</p><p class="rec"><b>{_e(top.name)}</b> ranks first. {_e(vendor.why)}</p>'
+            + f'.</p><p class="rec">{recommendation}</p>'
             + svg_hbars([(r.accelerator, r.decision_score) for r in ranked], lambda v: f"{v:.2f}",
                         "Decision score by accelerator", highlight=top.accelerator)
             + own + "</section>")

@@ -66,7 +66,9 @@ def test_the_summary_is_self_contained_and_carries_the_figures():
     for f in key_figures(est):
         assert f.value.replace("&", "&amp;") in page
     top = next(r for r in vendor.rows if r.accelerator == vendor.recommendation)
-    assert top.name in page
+    # the recommendation says the accelerator's name once, in bold, then the comparison's reason
+    rec = re.findall(r'<p class="rec">(.*?)</p>', page, flags=re.S)[-1]
+    assert rec.startswith(f"<b>{top.name}</b> ranks first") and rec.count(top.name) == 1, rec
     assert "@page" in page and "Generated 2026-11-21 09:30 UTC" in page
 
 
