@@ -192,17 +192,21 @@ class StackMemory:
     deepspeed_zero3: np.ndarray  # DeepSpeed's ZeRO-3 partitioned parameters and buckets: deepspeed_zero3_buffer_bytes
     eager_loss: np.ndarray      # PyTorch's cross-entropy on fp32 logits, not Megatron's fused vocabulary-parallel one
     op_selective: bool          # selective recompute is TorchTitan's per-op policy (data/frameworks.json recompute)
+    keeps_stage_outputs: np.ndarray  # the pipeline keeps each forward's stage output to its backward: pipeline_output_bytes
 
 
 def stack_memory(framework: str, lay: Layouts) -> StackMemory:
     """The memory semantics of `framework` (an engine.frameworks id) for every layout. Megatron-Core and MaxText
     keep the ZeRO paper's layout (Megatron-FSDP for ZeRO-3) and a fused vocabulary-parallel loss; PyTorch FSDP2 and
     DeepSpeed train PyTorch modules whose loss is torch's cross-entropy (DeepSpeed under tensor parallelism is
-    Megatron-DeepSpeed, with Megatron's loss)."""
+    Megatron-DeepSpeed, with Megatron's loss). PyTorch FSDP2's pipeline (torch.distributed.pipelining) keeps each
+    forward's stage output until its backward; Megatron-Core frees the output's data once sent
+    (deallocate_pipeline_outputs, set by Megatron-LM's core_transformer_config_from_args)."""
     zero3 = lay.zero >= 3
     return StackMemory(fsdp2=zero3 & (framework == "pytorch_fsdp2"), deepspeed_zero3=zero3 & (framework == "deepspeed"),
                        eager_loss=np.full(len(lay), framework == "pytorch_fsdp2") | ((framework == "deepspeed") & (lay.tp == 1)),
-                       op_selective=stack(framework).recompute.selective == "per_op_every_other_matmul")
+                       op_selective=stack(framework).recompute.selective == "per_op_every_other_matmul",
+                       keeps_stage_outputs=(framework == "pytorch_fsdp2") & (lay.pp > 1))
 
 
 def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> np.ndarray:
@@ -234,7 +238,8 @@ def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> 
     return tokens * ((saved + reduce_scatter + block_input) * e + core)
 
 
-def loss_bytes_per_logit(training: Training, lay: Layouts, eager_loss: np.ndarray) -> np.ndarray:
+def loss_bytes_per_logit(training: Training, lay: Layouts, eager_loss: np.ndarray,
+                         logits_kept: np.ndarray | bool = False) -> np.ndarray:
     """Bytes per logit at the loss's peak. Megatron-Core's fused vocab-parallel cross-entropy keeps the 16-bit logits
     and one fp32 copy that its backward overwrites with the gradient (e + 4). PyTorch's eager cross-entropy on
     fp32-cast logits (TorchTitan's cross_entropy_loss: pred.float()) peaks in its backward with three fp32 tensors of
@@ -245,9 +250,12 @@ def loss_bytes_per_logit(training: Training, lay: Layouts, eager_loss: np.ndarra
     exponential at once in its forward (e + 3 fp32), and its backward (_nll_loss_and_log_softmax_backward, nll_loss's
     and log-softmax's backward written out as tensor ops) four fp32 tensors: the saved log-softmax, the zeroed
     gradient it scatters into, and exp(log-softmax) with their sum (then the sum and its product with the incoming
-    gradient): the larger of the two, 16 bytes at 16-bit logits."""
+    gradient): the larger of the two, 16 bytes at 16-bit logits. logits_kept: the 16-bit logits live on into the
+    backward (a torch.distributed.pipelining stage keeps its output, here the logits, until its backward: StackMemory)
+    where TorchTitan's unpipelined step frees them first (`del pred`)."""
     e = bytes_per_element(training)["activation"]
-    eager = np.where(lay.tp > 1, max(4 * 4.0, e + 3 * 4.0), max(3 * 4.0, e + 2 * 4.0))
+    kept = np.where(logits_kept, e, 0.0)
+    eager = np.where(lay.tp > 1, np.maximum(4 * 4.0 + kept, e + 3 * 4.0), np.maximum(3 * 4.0 + kept, e + 2 * 4.0))
     return np.where(eager_loss, eager, e + 4.0)
 
 
@@ -319,6 +327,17 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
     return np.select([lay.rc == 0, lay.rc == 1], [none, selective], full)
 
 
+def pipeline_output_bytes(shape: Shape, training: Training, lay: Layouts, st: Stage) -> np.ndarray:
+    """The stage outputs a torch.distributed.pipelining stage holds at its peak: each chunk's forward output (the
+    residual stream after its last layer, sequence-sharded under sequence parallelism) stays in the stage's fwd_cache
+    with its autograd graph until that chunk's backward (PipelineStage forward_one_chunk). Full recompute does not
+    save it (a checkpointed block keeps only its input), so each chunk pass alive adds one: in_flight x v of them,
+    in_flight being layer-micro-batches over the stage's layers (equal chunks: exact)."""
+    e = bytes_per_element(training)["activation"]
+    tokens = lay.mbs * (training.seq_len / lay.cp)
+    return st.in_flight * lay.v * tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1)
+
+
 def recompute_peak_bytes(lay: Layouts, full_layer: np.ndarray, loss_peak: np.ndarray) -> np.ndarray:
     """What full recompute adds to the stored activations at the stage's peak: the one layer it re-materialises for
     its backward pass. The loss's transient peak (on the stage with the output layer) comes before, at the end of
@@ -388,8 +407,10 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
                            + np.where(lay.off >= finetune.OFFLOAD_PARAMS, held_sharded, 0.0))
                           if offloaded.any() else 0.0 * local)
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
-        logits = np.where(st.head, tokens * shape.vocab / lay.tp * loss_bytes_per_logit(training, lay, sm.eager_loss), 0.0)
-        activations = per_mb * st.in_flight + recompute_peak_bytes(lay, full_layer, logits)
+        logits = np.where(st.head, tokens * shape.vocab / lay.tp
+                          * loss_bytes_per_logit(training, lay, sm.eager_loss, sm.keeps_stage_outputs), 0.0)
+        outputs = np.where(sm.keeps_stage_outputs & ~st.head, pipeline_output_bytes(shape, training, lay, st), 0.0)
+        activations = per_mb * st.in_flight + outputs + recompute_peak_bytes(lay, full_layer, logits)
         live = weights + grads + optimizer + activations + logits + comm
         overhead = FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live
         # beside the terms (not in the total): the caching allocator's reserve at the peak, as PyTorch reports it

@@ -164,24 +164,30 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
                     else "; eagerly, all of them cached") + ")" if op_sac else "") + ", "
               f"{tr.attention} attention, "
               f"{b['activation']:g}-byte activations)")
-    if rest > 0:
-        what = [w for w, on in (("embedding output per micro-batch in flight", _g(st.embedding)),
-                                ("one layer re-materialised by full recompute, beyond the loss's peak",
-                                 rc == "full")) if on]
-        detail += f" + {rest / GIB:.4f} GiB ({' and '.join(what)})"
+    kept_outputs = bool(sm.keeps_stage_outputs[0]) and not _g(st.head)
+    what = [w for w, on in (("embedding output per micro-batch in flight", _g(st.embedding)),
+                            ("each chunk pass's stage output (torch.distributed.pipelining keeps it until its "
+                             "backward)", kept_outputs),
+                            ("one layer re-materialised by full recompute, beyond the loss's peak",
+                             rc == "full")) if on]
+    if rest > 0 and what:
+        detail += f" + {rest / GIB:.4f} GiB ({', '.join(what[:-1]) + ' and ' if len(what) > 1 else ''}{what[-1]})"
     out.append(Term(sec, "activations", _g(c["activations"]) / GIB, "GiB", detail,
                     "engine.physics.memory.layer_activation_bytes; engine.physics.memory.op_selective_layer_bytes; "
-                    "engine.physics.memory.recompute_peak_bytes; engine.physics.schedule.peak_layers_in_flight",
+                    "engine.physics.memory.recompute_peak_bytes; engine.physics.schedule.peak_layers_in_flight"
+                    + ("; engine.physics.memory.pipeline_output_bytes" if kept_outputs else ""),
                     f"{KORTHIKANTI}; {MEGATRON_SCHEDULES}"
                     + ("; TorchTitan parallelize_llama._apply_ac_to_transformer_block (per-op selective checkpointing)"
                        if op_sac else "")))
     tokens = int(lay.mbs[0]) * tr.seq_len / int(lay.cp[0])
     eager = bool(sm.eager_loss[0])
-    per_logit = _g(loss_bytes_per_logit(tr, lay, sm.eager_loss))
+    per_logit = _g(loss_bytes_per_logit(tr, lay, sm.eager_loss, sm.keeps_stage_outputs))
     loss_words = ((f"PyTorch's eager cross-entropy on fp32 logits, {per_logit:g} B per logit at its peak: "
                    + ("vocabulary-parallel, the larger of its forward's 16-bit logits, fp32 cast, shifted logits and "
                       "exponential and its decomposed backward's four fp32 tensors" if t > 1
-                      else "the saved fp32 log-softmax, the gradient in and the gradient out")) if eager else
+                      else "the saved fp32 log-softmax, the gradient in and the gradient out")
+                   + ("; the pipeline keeps the 16-bit logits, its stage output, into the backward"
+                      if bool(sm.keeps_stage_outputs[0]) else "")) if eager else
                   f"{b['activation']:g} B logits + 4 B fp32 for Megatron-Core's fused cross-entropy")
     buffer_words = (f"TP all-gather input tokens x h x {b['activation']:g} B (tp > 1) + 2 pipeline send/recv buffers of "
                     f"tokens x h / tp (pp > 1)")

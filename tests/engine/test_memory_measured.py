@@ -26,23 +26,23 @@ def test_the_allocator_reserve_is_gmlakes_measured_gap():
 
 def test_torchtitan_peaks_within_the_held_out_tolerance():
     # Nothing is fitted on these runs (the allocator's reserve is GMLake's): every one of the 18 peaks is held out.
-    # Measured: median 1.2%, worst 11.5% (the 262k-token context-parallel 405B run); leaving one table out and
-    # fitting the reserve on the others gives median 1.4%, worst 11.9% (scripts/memory_validation.py), so 14% is
+    # Measured: median 1.2%, worst 10.2% (the 262k-token context-parallel 405B run); leaving one table out and
+    # fitting the reserve on the others gives median 1.6%, worst 10.6% (scripts/memory_validation.py), so 13% is
     # what the check supports
     errors = _errors()
     assert len(errors) == 18
     assert statistics.median(abs(e) for e in errors.values()) < 0.03
-    assert max(abs(e) for e in errors.values()) < 0.14, errors
+    assert max(abs(e) for e in errors.values()) < 0.13, errors
 
 
 def test_the_reserve_fitted_without_each_table_stays_near_gmlakes():
     # leave one table out: the reserve the other tables want lies between 8% and 17% of the live tensors, around
-    # GMLake's 13.0%, and predicts the table left out within 14% (median under 10%)
+    # GMLake's 13.0%, and predicts the table left out within 13% (median under 10%)
     held = reserve_left_out(RUNS)
     assert set(held) == {"t1", "t2", "t3", "t4", "t5", "t6"}
     assert all(0.05 < fit < 0.2 for fit, _ in held.values())
     errs = [abs(e) for _, table in held.values() for e in table]
-    assert statistics.median(errs) < 0.10 and max(errs) < 0.14
+    assert statistics.median(errs) < 0.10 and max(errs) < 0.13
 
 
 def _t1(name: str):
@@ -122,6 +122,23 @@ def test_fsdp2_under_a_pipeline_keeps_the_stage_gathered_with_fp32_gradients():
     assert est.worst_stage == "first"
     assert est.memory_gib.weights * GIB == pytest.approx(2 * local, abs=2**21)
     assert est.memory_gib.gradients * GIB == pytest.approx(4 * local + 4 * local / 8, abs=2**21)
+
+
+def test_pytorch_pipelining_keeps_each_stage_output_until_its_backward():
+    # torch.distributed.pipelining's fwd_cache holds each forward's stage output (the residual stream after the
+    # stage's last layer: 32,768 tokens x 16,384 / tp 8 x 2 bytes = 0.125 GiB under sequence parallelism) until the
+    # backward; under full recompute nothing else keeps it. 405B 1F1B, first stage: 8 micro-batches alive (p - r - 1
+    # warm-up forwards + 1), each with its stage output beside its 15 checkpointed block inputs
+    fsdp2 = _t1("tt24-t5-405b-512gpu-1f1b")
+    est = fsdp2.predict()
+    training = {k: v for k, v in fsdp2.scenario["training"].items() if k != "torch_compile"}
+    layout = {k: v for k, v in fsdp2.scenario["layout"].items() if k != "reshard_after_forward"}
+    # Megatron-Core frees a sent output's data (deallocate_pipeline_outputs): the same layout keeps none
+    megatron = estimate(parse_scenario({**fsdp2.scenario, "training": {**training, "framework": "megatron_core"},
+                                        "layout": {**layout, "zero_stage": 1}}))
+    assert est.worst_stage == megatron.worst_stage == "first"
+    assert est.memory_gib.activations - megatron.memory_gib.activations == pytest.approx(
+        8 * 32768 * 16384 / 8 * 2 / GIB, abs=1e-3)
 
 
 def _llama8b(framework: str | None, precision: str = "bf16", **training) -> dict:
