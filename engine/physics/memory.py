@@ -193,20 +193,23 @@ class StackMemory:
     eager_loss: np.ndarray      # PyTorch's cross-entropy on fp32 logits, not Megatron's fused vocabulary-parallel one
     op_selective: bool          # selective recompute is TorchTitan's per-op policy (data/frameworks.json recompute)
     keeps_stage_outputs: np.ndarray  # the pipeline keeps each forward's stage output to its backward: pipeline_output_bytes
+    stage_output_split: np.ndarray   # ... split that many ways (sequence parallelism, DeepSpeed's partitioned outputs)
 
 
 def stack_memory(framework: str, lay: Layouts) -> StackMemory:
     """The memory semantics of `framework` (an engine.frameworks id) for every layout. Megatron-Core and MaxText
     keep the ZeRO paper's layout (Megatron-FSDP for ZeRO-3) and a fused vocabulary-parallel loss; PyTorch FSDP2 and
     DeepSpeed train PyTorch modules whose loss is torch's cross-entropy (DeepSpeed under tensor parallelism is
-    Megatron-DeepSpeed, with Megatron's loss). PyTorch FSDP2's pipeline (torch.distributed.pipelining) keeps each
-    forward's stage output until its backward; Megatron-Core frees the output's data once sent
+    Megatron-DeepSpeed, with Megatron's loss). PyTorch FSDP2's pipeline (torch.distributed.pipelining: fwd_cache) and
+    DeepSpeed's (PipelineEngine: pipe_buffers['outputs'], partitioned over the tensor-parallel ranks once sent when
+    tp > 1) keep each forward's stage output until its backward; Megatron-Core frees the output's data once sent
     (deallocate_pipeline_outputs, set by Megatron-LM's core_transformer_config_from_args)."""
     zero3 = lay.zero >= 3
     return StackMemory(fsdp2=zero3 & (framework == "pytorch_fsdp2"), deepspeed_zero3=zero3 & (framework == "deepspeed"),
                        eager_loss=np.full(len(lay), framework == "pytorch_fsdp2") | ((framework == "deepspeed") & (lay.tp == 1)),
                        op_selective=stack(framework).recompute.selective == "per_op_every_other_matmul",
-                       keeps_stage_outputs=(framework == "pytorch_fsdp2") & (lay.pp > 1))
+                       keeps_stage_outputs=(framework in ("pytorch_fsdp2", "deepspeed")) & (lay.pp > 1),
+                       stage_output_split=np.where(lay.sp | ((framework == "deepspeed") & (lay.tp > 1)), lay.tp, 1))
 
 
 def op_selective_layer_bytes(shape: Shape, training: Training, lay: Layouts) -> np.ndarray:
@@ -327,15 +330,16 @@ def layer_activation_bytes(shape: Shape, training: Training, lay: Layouts, moe: 
     return np.select([lay.rc == 0, lay.rc == 1], [none, selective], full)
 
 
-def pipeline_output_bytes(shape: Shape, training: Training, lay: Layouts, st: Stage) -> np.ndarray:
-    """The stage outputs a torch.distributed.pipelining stage holds at its peak: each chunk's forward output (the
-    residual stream after its last layer, sequence-sharded under sequence parallelism) stays in the stage's fwd_cache
-    with its autograd graph until that chunk's backward (PipelineStage forward_one_chunk). Full recompute does not
-    save it (a checkpointed block keeps only its input), so each chunk pass alive adds one: in_flight x v of them,
-    in_flight being layer-micro-batches over the stage's layers (equal chunks: exact)."""
+def pipeline_output_bytes(shape: Shape, training: Training, lay: Layouts, st: Stage, split: np.ndarray) -> np.ndarray:
+    """The stage outputs a pipeline that keeps them (StackMemory.keeps_stage_outputs) holds at its peak: each
+    chunk's forward output (the residual stream after its last layer, split `split` ways: sequence-sharded under
+    sequence parallelism, partitioned by DeepSpeed) stays with its autograd graph until that chunk's backward
+    (torch.distributed.pipelining PipelineStage.forward_one_chunk, DeepSpeed PipelineEngine._exec_forward_pass). Full
+    recompute does not save it (a checkpointed block keeps only its input), so each chunk pass alive adds one:
+    in_flight x v of them, in_flight being layer-micro-batches over the stage's layers (equal chunks: exact)."""
     e = bytes_per_element(training)["activation"]
     tokens = lay.mbs * (training.seq_len / lay.cp)
-    return st.in_flight * lay.v * tokens * e * shape.hidden / np.where(lay.sp, lay.tp, 1)
+    return st.in_flight * lay.v * tokens * e * shape.hidden / split
 
 
 def recompute_peak_bytes(lay: Layouts, full_layer: np.ndarray, loss_peak: np.ndarray) -> np.ndarray:
@@ -409,7 +413,8 @@ def memory_breakdown(shape: Shape, training: Training, lay: Layouts, staged: dic
         per_mb = st.dense * act_dense + st.moe * act_moe + np.where(st.embedding, embedding_out, 0.0)
         logits = np.where(st.head, tokens * shape.vocab / lay.tp
                           * loss_bytes_per_logit(training, lay, sm.eager_loss, sm.keeps_stage_outputs), 0.0)
-        outputs = np.where(sm.keeps_stage_outputs & ~st.head, pipeline_output_bytes(shape, training, lay, st), 0.0)
+        outputs = np.where(sm.keeps_stage_outputs & ~st.head, pipeline_output_bytes(shape, training, lay, st,
+                                                                                        sm.stage_output_split), 0.0)
         activations = per_mb * st.in_flight + outputs + recompute_peak_bytes(lay, full_layer, logits)
         live = weights + grads + optimizer + activations + logits + comm
         overhead = FRAMEWORK_OVERHEAD_BYTES + FRAGMENTATION * live

@@ -166,8 +166,8 @@ def _memory_terms(ctx, lay: Layouts, ev: dict) -> list[Term]:
               f"{b['activation']:g}-byte activations)")
     kept_outputs = bool(sm.keeps_stage_outputs[0]) and not _g(st.head)
     what = [w for w, on in (("embedding output per micro-batch in flight", _g(st.embedding)),
-                            ("each chunk pass's stage output (torch.distributed.pipelining keeps it until its "
-                             "backward)", kept_outputs),
+                            ("each chunk pass's stage output (the stack's pipeline keeps it until its backward)",
+                             kept_outputs),
                             ("one layer re-materialised by full recompute, beyond the loss's peak",
                              rc == "full")) if on]
     if rest > 0 and what:

@@ -141,6 +141,23 @@ def test_pytorch_pipelining_keeps_each_stage_output_until_its_backward():
         8 * 32768 * 16384 / 8 * 2 / GIB, abs=1e-3)
 
 
+def test_deepspeed_pipeline_keeps_each_output_partitioned_over_the_tensor_parallel_ranks():
+    # DeepSpeed's PipelineEngine keeps pipe_buffers['outputs'] until the micro-batch's backward, partitioned over the
+    # tensor-parallel ranks once sent (is_pipe_partitioned); Megatron-Core frees the data. Llama 3.1 70B, tp 2 pp 4,
+    # first stage: 4 micro-batches alive (1F1B warm-up p - r - 1 = 3, + 1), each output 4,096 tokens x 8,192 x 2
+    # bytes / tp 2
+    def first_stage_activations(framework: str) -> float:
+        est = estimate(parse_scenario({
+            "model": {"preset": "llama3.1-70b"}, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 32},
+            "training": {"seq_len": 4096, "global_batch_size": 64, "total_tokens": 1e12, "framework": framework},
+            "layout": {"tp": 2, "pp": 4, "dp": 4, "micro_batch_size": 1, "zero_stage": 1, "recompute": "full",
+                       "sequence_parallel": False}}))
+        assert est.worst_stage == "first"
+        return est.memory_gib.activations
+    extra = first_stage_activations("deepspeed") - first_stage_activations("megatron_core")
+    assert extra * GIB == pytest.approx(4 * 4096 * 8192 * 2 / 2, abs=2**12)
+
+
 def _llama8b(framework: str | None, precision: str = "bf16", **training) -> dict:
     # Llama 3.1 8B on one node of 8 H100, ZeRO-3 over the 8 data-parallel ranks
     return estimate(parse_scenario({
