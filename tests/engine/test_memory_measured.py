@@ -141,6 +141,21 @@ def test_pytorch_pipelining_keeps_each_stage_output_until_its_backward():
         8 * 32768 * 16384 / 8 * 2 / GIB, abs=1e-3)
 
 
+def test_a_pipelined_last_stage_keeps_its_16_bit_logits_into_the_loss_backward():
+    # TorchTitan frees the 16-bit logits before the backward (`del pred`): 12 bytes per logit at the peak (three fp32
+    # tensors). Pipelined, the last stage's output is the logits, which torch.distributed.pipelining keeps until the
+    # stage's backward: 2 bytes more. Llama 3.1 8B, micro-batch 2 x 8,192 tokens, 128,256-token vocabulary
+    def logits_bytes(pp: int) -> float:
+        est = estimate(parse_scenario({
+            "model": {"preset": "llama3.1-8b"}, "cluster": {"accelerator": "H100-SXM5-80GB", "n_gpus": 8},
+            "training": {"seq_len": 8192, "global_batch_size": 64, "total_tokens": 1e12, "framework": "pytorch_fsdp2"},
+            "layout": {"tp": 1, "pp": pp, "dp": 8 // pp, "micro_batch_size": 2, "zero_stage": 3, "recompute": "full"}}))
+        assert est.worst_stage == ("last" if pp > 1 else "only")
+        return est.memory_detail_gib["logits"] * GIB
+    assert logits_bytes(1) == pytest.approx(16384 * 128256 * 12, abs=2**20)
+    assert logits_bytes(2) == pytest.approx(16384 * 128256 * 14, abs=2**20)
+
+
 def test_deepspeed_pipeline_keeps_each_output_partitioned_over_the_tensor_parallel_ranks():
     # DeepSpeed's PipelineEngine keeps pipe_buffers['outputs'] until the micro-batch's backward, partitioned over the
     # tensor-parallel ranks once sent (is_pipe_partitioned); Megatron-Core frees the data. Llama 3.1 70B, tp 2 pp 4,
