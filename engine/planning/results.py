@@ -202,7 +202,9 @@ class AcceleratorEntry(Result):
     software_stack: str
     precision: str | None
     precision_note: str
-    calibrated: bool
+    measured_efficiencies: bool = Field(description="its figures use the cluster's measured efficiencies (the store's "
+                                                    "operator-trusted runs, or the caller's own); whether the stack's "
+                                                    "level is fitted for it is framework.calibrated")
     status: str = Field(default="shipping", description="shipping, or announced: figures from the vendor's announcement")
 
 

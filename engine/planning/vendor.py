@@ -129,11 +129,12 @@ def cannot_train(sc: Scenario, acc, precision: str | None, note: str) -> str | N
 
 def accelerator_entry(sc: Scenario, acc, overrides: dict | None = None) -> AcceleratorEntry:
     """Which accelerator an option or a row is about, with the precision it trains the scenario in
-    (engine.precision.trained_precision); calibrated: its figures use the cluster's measured efficiencies
-    (overrides)."""
+    (engine.precision.trained_precision); measured_efficiencies: its figures use the cluster's measured
+    efficiencies (overrides)."""
     precision, note = trained_precision(acc, sc.training.precision)
     return AcceleratorEntry(accelerator=acc.id, name=acc.name, vendor=acc.vendor, software_stack=acc.software_stack,
-                            precision=precision, precision_note=note, calibrated=bool(overrides), status=acc.status)
+                            precision=precision, precision_note=note, measured_efficiencies=bool(overrides),
+                            status=acc.status)
 
 
 def sized_option(sc: Scenario, acc, target: Target, factor: float, batches: list[int], objective: str = "time",
