@@ -62,6 +62,7 @@ class LogRun:
     max_sequence_length: int | None = None
     samples_at_stop: float | None = None
     final_eval: float | None = None
+    evaluations: int = 0                 # eval_accuracy events: the evaluations the run made
     target: float | None = None
     start_ms: int | None = None
     sysjson: dict | None = None
@@ -113,6 +114,7 @@ def parse_log(text: str, name: str) -> LogRun:
             run.samples_at_stop = run.samples_at_stop or value
         elif key == "eval_accuracy" and value is not None:
             run.final_eval = value
+            run.evaluations += 1
         elif key == "target_accuracy" and value is not None:
             run.target = value
         elif key in ("global_batch_size", "max_sequence_length") and value is not None:
@@ -261,7 +263,8 @@ def parse_results_folder(logs: dict[str, str], system_doc: dict | None, scaling_
                 "n_result_files": len(runs), "n_runs_failed": len(failed), "scaling_factor": scaling,
                 "global_batch_size": median_run.global_batch_size,
                 "max_sequence_length": median_run.max_sequence_length,
-                "samples_at_stop": median_run.samples_at_stop, "failed_files": [r.name for r in failed]},
+                "samples_at_stop": median_run.samples_at_stop, "evaluations": median_run.evaluations or None,
+                "failed_files": [r.name for r in failed]},
         flags=flags)
     return MlperfResult(run, score, errors, warnings)
 
@@ -295,7 +298,7 @@ def parse_single_log(text: str, name: str, accelerator: str | None) -> MlperfRes
               availability=AVAILABILITY.get((r.status or "").lower()), submitter_org=r.org,
               measurements=[Measurement("time_to_train", r.minutes, "min", "single", where=name, params={"file": name})],
               params={"global_batch_size": r.global_batch_size, "max_sequence_length": r.max_sequence_length,
-                      "samples_at_stop": r.samples_at_stop, "n_result_files": 1},
+                      "samples_at_stop": r.samples_at_stop, "evaluations": r.evaluations or None, "n_result_files": 1},
               flags=[f"a single run ({r.minutes:.4f} min); an MLPerf score averages "
                      f"{REQUIRED_RUNS.get(r.benchmark, 'several')} runs - upload the whole results folder"])
     return MlperfResult(run, r.minutes, warnings=[])

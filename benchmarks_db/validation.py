@@ -2,8 +2,11 @@
 next to the published minutes (the app's validation view).
 
 Batch, sequence and amount trained come from each result's own log: benchmarks_db/data/mlperf_run_params.csv
-(gathered from result_0.txt of every GPT-3 and Llama 3.1 405B result, sources per row); results ingested from their
-own logs use their own values; the six results whose log could not be read use the reference run's:
+(gathered from result_0.txt of every GPT-3 and Llama 3.1 405B result and 64 Llama 2 70B LoRA results, sources per
+row; for the LoRA logs, each read whole, also the number of evaluations and the median logged training step
+(tracked_stats train_step_time, or the global batch over the logged throughput in samples/s); the csv's median
+evaluation, eval_start to eval_stop, is for docs/validation.md); results ingested from their own logs use their own
+values; the six results whose log could not be read use the reference run's:
 - gpt3: the v4.1 NVIDIA eos_n64_ngc24.09_nemo sample (tests/data/mlperf-samples, result_0.txt) ends with
   trained_samples = 1,207,959,552 at global_batch_size 2048 and max_sequence_length 2048 (288 steps; NVIDIA's GPT-3
   logs count tokens).
@@ -12,11 +15,14 @@ own logs use their own values; the six results whose log could not be read use t
 - llama2_70b_lora: mlcommons/training_results_v4.0 @ 62f111b, NVIDIA/results/eos_ngc24.04_nemo/llama2_70b_lora/
   result_0.txt stops at samples_count = 3,072 packed GovReport sequences of 8192 tokens at global_batch_size 8; the
   engine trains rank-16 LoRA adapters on the attention projections of a frozen Llama 2 70B (REFERENCE's training).
-Published minutes include the runs' in-run evaluations, which the engine adds as forward-only steps at the cadence and
-over the evaluation set the logs show (EVALUATION; as the share of the run one log measured where no cadence was
-read), and the RCP penalty of the submission (scaling.json scaling_factor, >= 1), by which the
-published score multiplies the runs' mean. Precision: per submission, from the submission's configuration where it is
-published (PRECISION_RULES); an accelerator without that precision falls back to the nearest it has.
+Published minutes include the runs' in-run evaluations, which the engine adds as forward-only steps over the evaluation
+set: as many evaluations as the result's own log ran where it was read (the csv's `evaluations`: eval_accuracy events
+in result_0.txt; a recipe skips the first evaluation points by its scale, e.g. NVIDIA's 128-node H100 LoRA recipe
+SKIP_EVALS=18, first evaluation at 7,296 samples where the 8-GPU one evaluates from 1,536), else at the cadence the
+logs show (EVALUATION; as the share of the run one log measured where no cadence was read), and the RCP penalty of
+the submission (scaling.json scaling_factor, >= 1), by which the published score multiplies the runs' mean.
+Precision: per submission, from the submission's configuration where it is published (PRECISION_RULES); an
+accelerator without that precision falls back to the nearest it has.
 """
 from __future__ import annotations
 
@@ -56,13 +62,16 @@ EVALUATION = {
 }
 
 
-def evaluations(benchmark: str, sequences: float, gbs: int) -> tuple[int, int] | None:
-    """(evaluations, forward-only steps in all) of a run that trains `sequences` at batch `gbs`, by the benchmark's
-    logged cadence (EVALUATION); None where only a share was read."""
+def evaluations(benchmark: str, sequences: float, gbs: int, logged: int | None = None) -> tuple[int, int] | None:
+    """(evaluations, forward-only steps in all) of a run that trains `sequences` at batch `gbs`: `logged` evaluations
+    where its log counts them, else by the benchmark's logged cadence (EVALUATION); None where only a share was read."""
     ev = EVALUATION[benchmark]
     if "every" not in ev:
         return None
-    n = int((sequences - ev["first"]) // ev["every"]) + 1 if sequences >= ev["first"] else 0
+    if logged is not None:
+        n = logged
+    else:
+        n = int((sequences - ev["first"]) // ev["every"]) + 1 if sequences >= ev["first"] else 0
     return n, n * math.ceil(ev["size"] / gbs)
 # Training precision per submission (first match wins): (round, submitter, system prefix, precision, source)
 PRECISION_RULES = [
@@ -71,6 +80,18 @@ PRECISION_RULES = [
     ("v5.1", "NVIDIA", "theia_", "nvfp4", "v5.1 NVIDIA: every per-system GB200/GB300 llama31_405b config is *_fp4.sh "
                                           "(theia's own system config is not in the index; its config_common.sh sets "
                                           "FP8 for what stays in 8 bits)"),
+    # the v5.1 LoRA results of partners whose recipe is NVIDIA's NVFP4 one (config_common_fp4.sh: FP4=True,
+    # FP4_RECIPE="nvfp4", HEALING_ITER=350, FP8 from step 350); the other partners' v5.1 LoRA logs print fp4: false or
+    # their configs source only config_common.sh (Lenovo's publish neither and log the FP8 recipe's lr and steps)
+    ("v5.1", "Dell", "1xXE9680Lx8B200-SXM-180GB", "nvfp4",
+     "v5.1 Dell/benchmarks/llama2_70b_lora/implementations/nemo/config_1xXE9680Lx8B200-SXM-180GB.sh sources "
+     "config_common_fp4.sh (HEALING_ITER=350); the log's learning rate 0.0006 and 700 steps are that config's"),
+    ("v5.1", "Nebius", "nebius_b200_n1", "nvfp4", "v5.1 Nebius config_DGXB200_1x8x1xtp1pp1cp1_fp4.sh sources "
+                                                  "config_common_fp4.sh; result_1.txt prints fp4: true, fp4_recipe: nvfp4"),
+    ("v5.1", "Nebius", "nebius_b200_n2", "nvfp4", "v5.1 Nebius config_DGXB200_2x8x1xtp1pp1cp2_fp4.sh sources "
+                                                  "config_common_fp4.sh; result_1.txt prints fp4: true, fp4_recipe: nvfp4"),
+    ("v5.1", "Nebius", "nebius_b300_n1", "nvfp4", "v5.1 Nebius configs/nebius_b300_n1/config_DGXB200_1x8x1xtp1pp1cp1.sh "
+                                                  "sources config_common_fp4.sh; result_1.txt prints fp4: true"),
     ("v3.0", "Intel-HabanaLabs", "", "bf16", "Intel's v3.0 GPT-3 runs were BF16; FP8 came in v3.1 (311.94 -> 153.58 min)"),
     ("v3.1", "Google", "cloud-tpu-v5e", "int8", "Google Cloud blog 'Announcing Cloud TPU v5e GA' (2023-11-08): the MLPerf "
                                         "Training 3.1 GPT-3 175B run used INT8 Accurate Quantized Training (AQT) in "
@@ -124,6 +145,8 @@ def run_params() -> dict[str, dict]:
                 count = float(r["trained_count"])
                 out[run_id] = {"seq_len": seq, "global_batch_size": int(r["global_batch_size"]),
                                "tokens": count if r["trained_unit"] == "tokens" else count * seq,
+                               "evaluations": int(r["evaluations"]) if r.get("evaluations") else None,
+                               "train_step_s": float(r["train_step_s"]) if r.get("train_step_s") else None,
                                "source": f"{r['source_repo']}@{r['source_commit'][:7]} {r['source_file']}"}
     return out
 
@@ -141,15 +164,15 @@ def precision_for(mlperf_round: str, submitter: str, system: str, acc) -> tuple[
 
 @lru_cache(maxsize=512)
 def _predict(benchmark: str, seq_len: int, gbs: int, tokens: float, precision: str, accel: str, n_gpus: int,
-             framework: str | None = None) -> dict:
+             framework: str | None = None, logged_evaluations: int | None = None) -> dict:
     """The engine's time to train the benchmark's model (REFERENCE: preset and training method) on this system, with
-    its evaluations (EVALUATION: forward-only steps at the logged cadence, or the logged share of the run), before the
-    RCP penalty."""
+    its evaluations (forward-only steps: as many evaluations as the run's log counts, else at the logged cadence,
+    EVALUATION, or the logged share of the run), before the RCP penalty; step_time_s is one training step."""
     from engine.scenario import ScenarioError
     from engine.inputs import parse_scenario
     from engine.planning.search import search
     ref = REFERENCE[benchmark]
-    counted = evaluations(benchmark, tokens / seq_len, gbs)
+    counted = evaluations(benchmark, tokens / seq_len, gbs, logged_evaluations)
     train_steps = max(1, round(tokens / (gbs * seq_len)))
     schedule = {"eval_steps": 0} if counted is None else {"eval_interval_steps": train_steps, "eval_steps": counted[1]}
     eval_share = EVALUATION[benchmark]["share"] if counted is None else 0.0
@@ -168,37 +191,41 @@ def _predict(benchmark: str, seq_len: int, gbs: int, tokens: float, precision: s
     lay = b.layout.model_dump()
     split = f" split {lay['first_stage_layers']}/{lay['last_stage_layers']}" if lay["first_stage_layers"] else ""
     return {"status": "predicted", "predicted_minutes": b.train_days * 1440 / (1 - eval_share), "mfu": b.mfu,
+            "step_time_s": b.step_time_s,
             "layout": f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']} cp{lay['cp']} mbs{lay['micro_batch_size']} "
                       f"v{lay['virtual_stages']} zero{lay['zero_stage']} {lay['recompute']}{split}"}
 
 
-def _logged_tokens(run_id: str, benchmark: str, params: dict) -> tuple[int, int, float, str] | None:
-    """(sequence length, global batch, tokens, basis) from the run's own log, None where it has none. Each benchmark
-    fixes its sequence length, so a log without the key (LoRA logs name none) has the reference's."""
+def _logged_tokens(run_id: str, benchmark: str, params: dict) -> tuple[int, int, float, str, int | None] | None:
+    """(sequence length, global batch, tokens, basis, evaluations) from the run's own log, None where it has none
+    (evaluations None where the log's were not counted). Each benchmark fixes its sequence length, so a log without
+    the key (LoRA logs name none) has the reference's."""
     ref = REFERENCE[benchmark]
     seq = params.get("max_sequence_length") or ref["seq_len"]
     gbs, samples = params.get("global_batch_size"), params.get("samples_at_stop")
     if gbs and samples:
         tokens = samples if ref["tokens_in_log"] == "tokens" else samples * seq
-        return int(seq), int(gbs), float(tokens), "this result's log"
+        return int(seq), int(gbs), float(tokens), "this result's log", params.get("evaluations")
     logged = run_params().get(run_id)
     if logged:
-        return logged["seq_len"], logged["global_batch_size"], logged["tokens"], logged["source"]
+        return (logged["seq_len"], logged["global_batch_size"], logged["tokens"], logged["source"],
+                logged["evaluations"])
     return None
 
 
-def _peer_tokens(r, peers: list) -> tuple[int, int, float, str]:
+def _peer_tokens(r, peers: list) -> tuple[int, int, float, str, int | None]:
     """A result without its log trains at the batch, and to the samples, of the logged results of the same benchmark
     nearest it: those on the same number of accelerators (submitters scale the batch with the system: LoRA at 8 GPUs
     trains at batch 8, at 512 at batch 64, and a larger batch converges in more samples). Their most common batch
     (the recipes are shared across vendors; one submitter's own batch does not speak for the others) and the median
     of the samples at which the logs at that batch stopped, on the same accelerator where any is (one log's samples
-    vary by 10-20% from run to run). The reference run where no result of the benchmark is logged."""
+    vary by 10-20% from run to run), and the median of their evaluations where each log counts them (the recipes
+    skip more evaluation points at scale). The reference run where no result of the benchmark is logged."""
     ref = REFERENCE[r.benchmark]
     same = [p for p in peers if p.benchmark == r.benchmark]
     if not same:
         return (ref["seq_len"], ref["global_batch_size"], float(ref["tokens"]),
-                "reference run (no batch or samples read from this result's log): " + ref["source"])
+                "reference run (no batch or samples read from this result's log): " + ref["source"], None)
     distance = lambda p: abs(math.log2(p.n_accelerators / r.n_accelerators))
     nearest = min(map(distance, same))
     group = [p for p in same if distance(p) == nearest]
@@ -208,10 +235,12 @@ def _peer_tokens(r, peers: list) -> tuple[int, int, float, str]:
     at_batch = [p for p in at_batch if p.accelerator == r.accelerator] or at_batch
     seq = at_batch[0].logged[0]
     tokens = float(statistics.median(p.logged[2] for p in at_batch))
+    counts = [p.logged[4] for p in at_batch]
+    evals = None if None in counts else round(statistics.median(counts))
     return seq, gbs, tokens, (f"peers: the median of {len(at_batch)} logged result(s) at batch {gbs} on "
                               f"{at_batch[0].n_accelerators} x {at_batch[0].accelerator if len({p.accelerator for p in at_batch}) == 1 else 'accelerators'} "
                               f"({', '.join(sorted(p.run_id for p in at_batch)[:3])}{' ...' if len(at_batch) > 3 else ''}); "
-                              "no batch or samples read from this result's log")
+                              "no batch or samples read from this result's log"), evals
 
 
 def results_version(store: Store, benchmark: str | None = None) -> tuple:
@@ -232,7 +261,8 @@ def from_own_log(token_basis) -> bool:
 
 
 class Peer(NamedTuple):
-    """A result as _peer_tokens compares it: logged is its own (sequence, batch, tokens, basis), None if it has none."""
+    """A result as _peer_tokens compares it: logged is its own (sequence, batch, tokens, basis, evaluations), None if
+    it has none."""
     run_id: str
     benchmark: str
     accelerator: str
@@ -260,7 +290,8 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                "n_accelerators": r.n_accelerators, "published_minutes": r.score_minutes, "source_kind": r.source_kind,
                "predicted_minutes": None, "ratio": None, "precision": None, "precision_source": None, "tokens": None,
                "token_basis": None, "global_batch_size": None, "scaling_factor": None, "layout": None, "mfu": None,
-               "framework": None}
+               "framework": None, "step_time_s": None, "evaluations": None,
+               "logged_step_s": (run_params().get(r.run_id) or {}).get("train_step_s")}
         acc = accelerator(accel_id)
         if not r.trusted:                              # an untrusted upload costs no search (issue 13)
             out["status"] = "not predicted: an upload the deployment's operator has not trusted"
@@ -269,14 +300,15 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
         elif acc is None:
             out["status"] = "not predicted: accelerator not in the catalog"
         else:
-            seq, gbs, tokens, basis = logged.get(r.run_id) or _peer_tokens(
+            seq, gbs, tokens, basis, evals = logged.get(r.run_id) or _peer_tokens(
                 Peer(r.run_id, r.benchmark, accel_id or r.accelerator_raw, int(r.n_accelerators), r.submitter,
                      r.round, None), peers)
             parts = r.run_id.split(":")            # mlperf:<round>:<submitter folder>:<system id>:<benchmark>
             folder, system = (parts[2], parts[3]) if len(parts) >= 5 else (r.submitter, r.system_name)
             precision, precision_source = precision_for(r.round, folder, system, acc)
             framework = framework_for(system, getattr(r, "framework", None))
-            pred = dict(_predict(r.benchmark, seq, gbs, tokens, precision, acc.id, int(r.n_accelerators), framework))
+            pred = dict(_predict(r.benchmark, seq, gbs, tokens, precision, acc.id, int(r.n_accelerators), framework,
+                                 evals))
             scaling = float(params.get(r.run_id, {}).get("scaling_factor") or 1.0)
             if pred.get("predicted_minutes"):
                 pred["predicted_minutes"] *= scaling
@@ -286,7 +318,7 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                                   f"its log) and the batch of {gbs} its nearest logged peer trained at has no feasible "
                                   f"layout on {int(r.n_accelerators)} accelerators")
             out.update(pred, precision=precision, precision_source=precision_source, tokens=tokens, token_basis=basis,
-                       global_batch_size=gbs, scaling_factor=scaling, framework=framework)
+                       global_batch_size=gbs, scaling_factor=scaling, framework=framework, evaluations=evals)
         rows.append(out)
     df = pd.DataFrame(rows)
     # pandas reads a column of strings and None as text with NaN; a framework is an id or None (the vendor's default)

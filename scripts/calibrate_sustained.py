@@ -127,11 +127,12 @@ def mlperf_runs(vendors=("AMD", "Google", "Intel", "AWS")) -> list[MlperfRun]:
         acc = load_catalog().accelerators.get(r.accelerator)
         if acc is None or acc.vendor not in vendors or (acc.id, fw.precision_class(r.precision)) in BORROWING_CHECKS:
             continue
-        seq, gbs, tokens, _ = validation._logged_tokens(r.run_id, r.benchmark, json.loads(params.get(r.run_id) or "{}"))
-        args = (r.benchmark, seq, gbs, tokens, r.precision, acc.id, int(r.n_accelerators), r.framework)
+        seq, gbs, tokens, _, evals = validation._logged_tokens(r.run_id, r.benchmark,
+                                                               json.loads(params.get(r.run_id) or "{}"))
+        args = (r.benchmark, seq, gbs, tokens, r.precision, acc.id, int(r.n_accelerators), r.framework, evals)
         scaling = float(json.loads(params.get(r.run_id) or "{}").get("scaling_factor") or 1.0)
         out.append(MlperfRun(f"{r.round} {r.submitter} {r.benchmark} {int(r.n_accelerators)}", acc.id, r.precision,
-                             args, 1.0 / r.published_minutes, scaling=scaling, framework=args[-1]))
+                             args, 1.0 / r.published_minutes, scaling=scaling, framework=r.framework))
     return out
 
 

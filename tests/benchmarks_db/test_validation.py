@@ -112,3 +112,43 @@ def test_the_tpu_v5e_gpt3_result_is_predicted_in_int8_as_google_published_it(see
     # at MaxText's int8 level on the v5p (fitted on these seven, one level for all): each within 10% of its published
     # minutes (114.8 on 512 chips ... 11.8 on 6,144), where read as BF16 they were 1.59-1.86x
     assert ((v5p.ratio.astype(float) - 1).abs() < 0.10).all()
+
+
+def test_lora_evaluations_are_those_the_logs_ran(seeded_ro):
+    from benchmarks_db.validation import evaluations
+    # v4.1 NVIDIA eos_n128 result_0.txt: 12 eval_accuracy events, from 7,296 samples (its recipe's SKIP_EVALS=18) to
+    # its stop at 11,520; the 8-GPU cadence (first at 1,536, every 384) would count 27, two forward steps each at
+    # batch 128 over the 173 validation sequences
+    assert evaluations("llama2_70b_lora", 11_520, 128) == (27, 54)
+    assert evaluations("llama2_70b_lora", 11_520, 128, logged=12) == (12, 24)
+    df = predicted_vs_measured(seeded_ro, benchmark="llama2_70b_lora").set_index("run_id")
+    assert df.loc["mlperf:v4.1:NVIDIA:eos_n128_ngc24.09_nemo:llama2_70b_lora", "evaluations"] == 12
+    # Dell's v5.0 36 x GB200 log (tests/data/mlperf-samples): 5 evaluations at 1,530 ... 3,024 samples
+    assert df.loc["mlperf:v5.0:Dell:9xXE9712x4GB200:llama2_70b_lora", "evaluations"] == 5
+
+
+def test_v5_1_partner_lora_results_in_nvfp4_are_predicted_in_nvfp4(seeded_ro):
+    # Dell's and Nebius's v5.1 configs source NVIDIA's config_common_fp4.sh; every other partner's log prints fp4: false
+    df = predicted_vs_measured(seeded_ro, benchmark="llama2_70b_lora").set_index("run_id")
+    blackwell_v51 = df[(df["round"] == "v5.1") & df.accelerator.isin(["B200-SXM-180GB", "B300-SXM-270GB"])]
+    fp4 = {i.split(":")[3] for i in blackwell_v51[blackwell_v51.precision == "nvfp4"].index}
+    assert fp4 == {"1xXE9680Lx8B200-SXM-180GB", "nebius_b200_n1", "nebius_b200_n2", "nebius_b300_n1"}
+    assert df.loc["mlperf:v5.0:Dell:1xXE9680Lx8B200-SXM-180GB:llama2_70b_lora", "precision"] == "fp8"
+
+
+def test_lora_training_steps_against_the_steps_the_logs_measured(seeded_ro, capsys):
+    # the step alone (tracked_stats train_step_time, or batch / logged samples per second): no evaluation, start-up or
+    # stall. NVIDIA's results are held out of every fit; AMD's fit their stack's level on time to train.
+    df = predicted_vs_measured(seeded_ro, benchmark="llama2_70b_lora")
+    df = df[df.logged_step_s.notna()]
+    ratio = df.step_time_s.astype(float) / df.logged_step_s.astype(float)
+    one_node = df.n_accelerators <= 8
+    with capsys.disabled():
+        print(f"\nLoRA steps: {len(df)} logs, engine/logged median {ratio.median():.3f}; one node: "
+              f"{one_node.sum()} logs, median |error| {(ratio[one_node] - 1).abs().median():.1%}")
+    assert len(df) == 60
+    assert (ratio[one_node] - 1).abs().median() < 0.03
+    # NVIDIA's one-node results of v4.0-v5.0 (H100, H200, B200, GB200; FP8): every step within 5%
+    held_out = one_node & (df.submitter != "AMD") & df["round"].isin(["v4.0", "v4.1", "v5.0"]) & \
+        ~df.accelerator.str.startswith("MI") & (df.accelerator != "L40S")
+    assert held_out.sum() == 10 and ((ratio[held_out] - 1).abs() < 0.05).all()
