@@ -291,8 +291,9 @@ with datasheet_tab:
 with validation_tab:
     st.caption("The engine's predicted time to train for each MLPerf result's model on the submission's system, "
                "against the published minutes. Published minutes include in-run evaluation and the RCP penalty "
-               "(scaling factor); so does the prediction (evaluations at the cadence and over the evaluation set the published "
-               "logs show).")
+               "(scaling factor); so does the prediction (as many evaluations over the evaluation set as the result's log "
+               "ran, else its peers' or the benchmark's logged cadence). Where the log measured its training step, "
+               "logged_step_s stands beside the engine's step_time_s: the step alone, without evaluations or stalls.")
     target = st.selectbox("Benchmark to predict", list(background.VALIDATED), key="val_bench")
     job = background.validation(cached.store(), target, awaited=components.awaited)
     if not job.wait(0.05):
