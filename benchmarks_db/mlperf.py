@@ -12,6 +12,7 @@ drop the fastest and (unless a run already failed) the slowest, average the rest
 from __future__ import annotations
 
 import re
+import statistics
 from dataclasses import dataclass, field, replace
 
 from benchmarks_db.accelerators import catalog_id, device_type
@@ -66,6 +67,18 @@ class LogRun:
     target: float | None = None
     start_ms: int | None = None
     sysjson: dict | None = None
+    step_times_s: list = field(default_factory=list)       # tracked_stats train_step_time (NeMo logs, v5.0 on)
+    samples_per_s: list = field(default_factory=list)      # tracked_stats throughput, samples/s per block
+
+    @property
+    def train_step_s(self) -> float | None:
+        """The median logged training step: train_step_time, else the global batch over the median samples/s; the
+        step alone, without the evaluations, start-up and stalls the run's minutes include."""
+        if self.step_times_s:
+            return statistics.median(self.step_times_s)
+        if self.samples_per_s and self.global_batch_size:
+            return self.global_batch_size / statistics.median(self.samples_per_s)
+        return None
 
 
 def _number(value, top: float = MAX_COUNT) -> float | None:
@@ -115,6 +128,12 @@ def parse_log(text: str, name: str) -> LogRun:
         elif key == "eval_accuracy" and value is not None:
             run.final_eval = value
             run.evaluations += 1
+        elif key == "tracked_stats" and isinstance(raw, dict):
+            step, rate = _number(raw.get("train_step_time")), _number(raw.get("throughput"))
+            if step:
+                run.step_times_s.append(step)
+            elif rate:
+                run.samples_per_s.append(rate)
         elif key == "target_accuracy" and value is not None:
             run.target = value
         elif key in ("global_batch_size", "max_sequence_length") and value is not None:
@@ -264,7 +283,7 @@ def parse_results_folder(logs: dict[str, str], system_doc: dict | None, scaling_
                 "global_batch_size": median_run.global_batch_size,
                 "max_sequence_length": median_run.max_sequence_length,
                 "samples_at_stop": median_run.samples_at_stop, "evaluations": median_run.evaluations or None,
-                "failed_files": [r.name for r in failed]},
+                "train_step_s": median_run.train_step_s, "failed_files": [r.name for r in failed]},
         flags=flags)
     return MlperfResult(run, score, errors, warnings)
 
@@ -298,7 +317,8 @@ def parse_single_log(text: str, name: str, accelerator: str | None) -> MlperfRes
               availability=AVAILABILITY.get((r.status or "").lower()), submitter_org=r.org,
               measurements=[Measurement("time_to_train", r.minutes, "min", "single", where=name, params={"file": name})],
               params={"global_batch_size": r.global_batch_size, "max_sequence_length": r.max_sequence_length,
-                      "samples_at_stop": r.samples_at_stop, "evaluations": r.evaluations or None, "n_result_files": 1},
+                      "samples_at_stop": r.samples_at_stop, "evaluations": r.evaluations or None,
+                      "train_step_s": r.train_step_s, "n_result_files": 1},
               flags=[f"a single run ({r.minutes:.4f} min); an MLPerf score averages "
                      f"{REQUIRED_RUNS.get(r.benchmark, 'several')} runs - upload the whole results folder"])
     return MlperfResult(run, r.minutes, warnings=[])

@@ -291,7 +291,8 @@ def predicted_vs_measured(store: Store, benchmark: str | None = None, mlperf_rou
                "predicted_minutes": None, "ratio": None, "precision": None, "precision_source": None, "tokens": None,
                "token_basis": None, "global_batch_size": None, "scaling_factor": None, "layout": None, "mfu": None,
                "framework": None, "step_time_s": None, "evaluations": None,
-               "logged_step_s": (run_params().get(r.run_id) or {}).get("train_step_s")}
+               "logged_step_s": params.get(r.run_id, {}).get("train_step_s")
+               or (run_params().get(r.run_id) or {}).get("train_step_s")}
         acc = accelerator(accel_id)
         if not r.trusted:                              # an untrusted upload costs no search (issue 13)
             out["status"] = "not predicted: an upload the deployment's operator has not trusted"

@@ -4,7 +4,7 @@ from benchmarks_db.ingest import Uploader, ingest_bytes, ingest_path
 from benchmarks_db.trust import set_trusted
 from benchmarks_db.validation import REFERENCE, predicted_vs_measured, results_version
 
-from .helpers import GPT3, matmul_result, runner_file
+from .helpers import AMD_LORA, DELL_LORA, GPT3, matmul_result, runner_file
 
 
 def test_reference_token_counts_come_from_the_logs():
@@ -152,3 +152,16 @@ def test_lora_training_steps_against_the_steps_the_logs_measured(seeded_ro, caps
     held_out = one_node & (df.submitter != "AMD") & df["round"].isin(["v4.0", "v4.1", "v5.0"]) & \
         ~df.accelerator.str.startswith("MI") & (df.accelerator != "L40S")
     assert held_out.sum() == 10 and ((ratio[held_out] - 1).abs() < 0.05).all()
+
+
+@pytest.mark.parametrize("folder, evaluations, low, high", [
+    # Dell's v5.0 36 x GB200 logs: the median run (result_2.txt, 3.1102 min) evaluates 6 times (1,530 ... 3,402
+    # samples); tracked_stats train_step_time 0.424-0.434 s
+    (DELL_LORA, 6, 0.42, 0.44),
+    # AMD's v5.0 8 x MI300X logs: 5 evaluations; throughput 2.03 samples/s at global batch 8, a 3.94 s step
+    (AMD_LORA, 5, 3.9, 4.0)])
+def test_an_uploaded_lora_log_gives_its_own_step_and_evaluations(store, folder, evaluations, low, high):
+    assert any(r.ingested for r in ingest_path(store, folder, uploader=Uploader(trusted=True)))
+    row = predicted_vs_measured(store).iloc[0]
+    assert row.token_basis == "this result's log" and row.evaluations == evaluations
+    assert low < row.logged_step_s < high and row.step_time_s > 0
