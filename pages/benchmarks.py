@@ -293,7 +293,7 @@ with validation_tab:
                "against the published minutes. Published minutes include in-run evaluation and the RCP penalty "
                "(scaling factor); so does the prediction (as many evaluations over the evaluation set as the result's log "
                "ran, else its peers' or the benchmark's logged cadence). Where the log measured its training step, "
-               "logged_step_s stands beside the engine's step_time_s: the step alone, without evaluations or stalls.")
+               "'logged step s' stands beside the 'engine step s': the step alone, without evaluations or stalls.")
     target = st.selectbox("Benchmark to predict", list(background.VALIDATED), key="val_bench")
     job = background.validation(cached.store(), target, awaited=components.awaited)
     if not job.wait(0.05):
@@ -316,11 +316,14 @@ with validation_tab:
                                             "accelerator": st.column_config.TextColumn(width=130),
                                             "n_accelerators": st.column_config.NumberColumn("accelerators", width=90),
                                             "published_minutes": st.column_config.NumberColumn("published minutes",
-                                                                                               format="%.1f", width=120),
+                                                                                               format="%.2f", width=120),
                                             "predicted_minutes": st.column_config.NumberColumn("predicted minutes",
-                                                                                               format="%.1f", width=120),
+                                                                                               format="%.2f", width=120),
                                             "ratio": st.column_config.NumberColumn("predicted / published",
-                                                                                   format="%.2f", width=140)})
+                                                                                   format="%.2f", width=140),
+                                            "step_time_s": st.column_config.NumberColumn("engine step s", format="%.3f"),
+                                            "logged_step_s": st.column_config.NumberColumn("logged step s",
+                                                                                           format="%.3f")})
     training_runs.show(viewer)
 
 with upload_tab:
