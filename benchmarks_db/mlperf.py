@@ -80,6 +80,13 @@ class LogRun:
             return self.global_batch_size / statistics.median(self.samples_per_s)
         return None
 
+    def logged(self) -> dict:
+        """What the run's log says of the run it measured, as the store keeps it in the run's params (a results
+        folder keeps its median run's): batch, sequence, amount trained, evaluations, training step."""
+        return {"global_batch_size": self.global_batch_size, "max_sequence_length": self.max_sequence_length,
+                "samples_at_stop": self.samples_at_stop, "evaluations": self.evaluations or None,
+                "train_step_s": self.train_step_s}
+
 
 def _number(value, top: float = MAX_COUNT) -> float | None:
     """A JSON number within [0, top] (bools are not numbers here), else None."""
@@ -280,10 +287,7 @@ def parse_results_folder(logs: dict[str, str], system_doc: dict | None, scaling_
                                     params={"file": r.name}) for r in ok],
         params={"mlperf_system": mlperf_system, "submitter_folder": submitter, "results_path": path,
                 "n_result_files": len(runs), "n_runs_failed": len(failed), "scaling_factor": scaling,
-                "global_batch_size": median_run.global_batch_size,
-                "max_sequence_length": median_run.max_sequence_length,
-                "samples_at_stop": median_run.samples_at_stop, "evaluations": median_run.evaluations or None,
-                "train_step_s": median_run.train_step_s, "failed_files": [r.name for r in failed]},
+                **median_run.logged(), "failed_files": [r.name for r in failed]},
         flags=flags)
     return MlperfResult(run, score, errors, warnings)
 
@@ -316,9 +320,7 @@ def parse_single_log(text: str, name: str, accelerator: str | None) -> MlperfRes
               software=software, division=r.division,
               availability=AVAILABILITY.get((r.status or "").lower()), submitter_org=r.org,
               measurements=[Measurement("time_to_train", r.minutes, "min", "single", where=name, params={"file": name})],
-              params={"global_batch_size": r.global_batch_size, "max_sequence_length": r.max_sequence_length,
-                      "samples_at_stop": r.samples_at_stop, "evaluations": r.evaluations or None,
-                      "train_step_s": r.train_step_s, "n_result_files": 1},
+              params={**r.logged(), "n_result_files": 1},
               flags=[f"a single run ({r.minutes:.4f} min); an MLPerf score averages "
                      f"{REQUIRED_RUNS.get(r.benchmark, 'several')} runs - upload the whole results folder"])
     return MlperfResult(run, r.minutes, warnings=[])
