@@ -10,8 +10,9 @@ says which (never another accelerator's level in silence), the nearest level the
    peak, and the same kernels run on the same die);
 2. at 4-bit, the same stack's 8-bit level on this accelerator (or its die): the engine prices a 4-bit recipe as the
    FP8 recipe with FP4 matmuls (engine.precision: FP8's matmul efficiency at the FP4 rate, 15% of the linear layers
-   kept in BF16), so its software efficiency is FP8's (NVIDIA's MLPerf v5.1 NVFP4 Llama 3.1 405B results on GB200
-   and GB300 were 16-29% slow at Megatron-Core's H100 16-bit level, 7-14% at their FP8 levels; docs/validation.md);
+   kept in BF16), so its software efficiency is FP8's or better (Megatron-Core's 4-bit levels on GB200 and GB300,
+   fitted on NVIDIA's MLPerf v5.1 NVFP4 Llama 3.1 405B results, are 1.15x and 1.08x their FP8 levels; at
+   Megatron-Core's H100 16-bit level those results were 16-29% slow; docs/validation.md);
 3. another stack's level on this accelerator (or its die) and precision class, times this stack's level over that
    stack's at the fallback's accelerator (the H100), where both stacks were fitted at that precision class and the
    accelerator is of the H100's vendor: a stack's efficiency relative to another is its software (its kernels,

@@ -93,7 +93,7 @@ def lora_steps(store) -> list[str]:
            "The step each log measured (benchmarks_db/data/mlperf_run_params.csv `train_step_s`: the median logged "
            "`train_step_time`, or the batch over the logged samples per second) against the engine's step at the "
            "search's layout for the logged batch and precision: the step alone, without the evaluations, start-up and "
-           "stalls that the time to train above mixes in. NVIDIA's results are held out of every fit; AMD's fit their "
+           "stalls that the time to train above mixes in. NVIDIA's LoRA results are held out of every fit; AMD's fit their "
            "stack's level on time to train, not on these steps. The Habana and Juniper logs log no step.", "",
            f"{len(df)} logs; engine/logged step: median **{df.step_ratio.median():.3f}**, median |error| "
            f"{err.median():.1%}, {int((err <= 0.10).sum())} within 10%.", "",

@@ -138,7 +138,7 @@ def test_v5_1_partner_lora_results_in_nvfp4_are_predicted_in_nvfp4(seeded_ro):
 
 def test_lora_training_steps_against_the_steps_the_logs_measured(seeded_ro, capsys):
     # the step alone (tracked_stats train_step_time, or batch / logged samples per second): no evaluation, start-up or
-    # stall. NVIDIA's results are held out of every fit; AMD's fit their stack's level on time to train.
+    # stall. NVIDIA's LoRA results are held out of every fit; AMD's fit their stack's level on time to train.
     df = predicted_vs_measured(seeded_ro, benchmark="llama2_70b_lora")
     df = df[df.logged_step_s.notna()]
     ratio = df.step_time_s.astype(float) / df.logged_step_s.astype(float)

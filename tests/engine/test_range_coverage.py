@@ -119,7 +119,6 @@ def test_bands_fitted_without_a_source_cover_its_runs_as_docs_validation_claims(
     assert (f"**{inside} inside ({inside / n:.0%})**, median band **{statistics.median(widths):.2f}x** high/low, "
             f"widest band {max(widths):.2f}x. Of {len(regimes)} regimes, {in_target} have a coverage within 75-85%"
             in doc)
-    # issue 21's targets, on held-out sources: about 80% overall and a median band no wider than 1.6x. The bands must
-    # hold at least 75%; 150 of 174 (86%) is a point above the issue's 75-85% (docs/validation.md says so), so the
-    # upper end held here is 87%: wider bands than that would be the spread claiming less than it measured
-    assert 75 <= round(100 * inside / n) <= 87 and statistics.median(widths) <= 1.6
+    # issue 21's targets, on held-out sources: 75-85% overall and a median band no wider than 1.6x (143 of 174, 82%,
+    # at 1.26x): below 75% the bands claim more than they hold, above 85% they are wider than the error they measured
+    assert 75 <= round(100 * inside / n) <= 85 and statistics.median(widths) <= 1.6
