@@ -10,7 +10,9 @@ or the fastest within a budget (only a priced option can be within a money budge
 the deadline, the chance of meeting it. When nothing meets a budget, the cheapest priced option and what would make
 the budget work (owning the cluster, a committed-use price, a tuned stack, fewer tokens, a later deadline).
 Alternatives: the neighbouring size and why it is not the answer, the cheapest and the fastest other accelerator
-that also meets the target (how much slower or dearer), and the best of another vendor. Optionally the global batch
+that also meets the target (how much slower or dearer), the best of another vendor, and where the answer borrows
+another accelerator's level (uncalibrated: the widest range) the cheapest option whose own level is fitted, with both
+ranges of days. Optionally the global batch
 may vary within a range the user accepts (tokens fixed): bigger clusters need bigger batches to keep their
 data-parallel ranks busy.
 """
@@ -184,6 +186,11 @@ def _summary(o: Option, factor: float, efficiency: str) -> dict:
     return out
 
 
+def _calibrated(row: Estimate) -> bool:
+    """The estimate's stack has a level fitted for its accelerator and precision (engine.frameworks.resolve)."""
+    return bool((row.framework or {}).get("calibrated"))
+
+
 def _alternatives(chosen: Option, met: list[Option], target: Target, factor: float, efficiency: str) -> list[dict]:
     mine = _figures(chosen.best, factor, efficiency)
     out = []
@@ -199,6 +206,10 @@ def _alternatives(chosen: Option, met: list[Option], target: Target, factor: flo
     others = [o for o in met if o.entry.accelerator != chosen.entry.accelerator]
     priced = [o for o in others if o.best.cost_usd is not None]
     picks = []
+    fitted = [o for o in priced if _calibrated(o.best)]
+    if not _calibrated(chosen.best) and fitted:
+        # the answer borrows another accelerator's level (the widest range): the cheapest whose own level is fitted
+        picks.append(("cheapest calibrated", min(fitted, key=lambda o: o.best.cost_usd)))
     if priced:
         picks.append(("cheapest other", min(priced, key=lambda o: o.best.cost_usd)))
     if others:
@@ -218,5 +229,9 @@ def _alternatives(chosen: Option, met: list[Option], target: Target, factor: flo
                 f"({slower:+.0%})"
                 + ("" if dearer is None else f", ${f['cost_usd']:,.0f} ({dearer:+.0%})")
                 + ("" if f["cost_usd"] is not None else ", no price: enter one"))
+        if kind == "cheapest calibrated":
+            days, own = f["ranges"]["wall_days"], mine["ranges"]["wall_days"]
+            text += (f"; its level is fitted on published runs: {days['low']:.1f}-{days['high']:.1f} days, where the "
+                     f"answer's borrowed level gives {own['low']:.1f}-{own['high']:.1f}")
         out.append({"kind": kind, "accelerator": o.entry.accelerator, "n_gpus": o.sizing.n_gpus, **f, "text": text})
     return out

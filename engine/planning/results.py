@@ -303,7 +303,8 @@ class PlanOption(Result):
 
 
 class Alternative(Result):
-    """One size smaller or larger, the cheapest or fastest other accelerator, another vendor: with its text."""
+    """One size smaller or larger, the cheapest or fastest other accelerator, another vendor, and where the answer
+    borrows another accelerator's level the cheapest option whose own level is fitted: with its text."""
     kind: str
     accelerator: str
     n_gpus: int

@@ -11,7 +11,8 @@ from engine.presentation.formatting import fmt_days, fmt_num, fmt_usd, job_text
 
 ALTERNATIVE_LABELS = {"one size smaller": "One size smaller", "one size larger": "One size larger",
                       "cheapest other": "Cheapest other accelerator", "fastest other": "Fastest other accelerator",
-                      "other vendor": "Best of another vendor"}
+                      "other vendor": "Best of another vendor",
+                      "cheapest calibrated": "Cheapest with a fitted level"}
 NO_PRICE = "no price: enter one"
 
 

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from engine import frameworks
 from engine.economics import ranges
 from engine.presentation.edit import default_scenario
 from engine.planning.estimate import estimate
@@ -77,6 +78,25 @@ def test_plan_answers_with_figures_ranges_and_alternatives():
     kinds = {alt.kind for alt in out.alternatives}
     assert "one size smaller" in kinds
     assert all(alt.text for alt in out.alternatives)
+
+
+def test_an_answer_on_a_borrowed_level_names_the_cheapest_option_whose_level_is_fitted():
+    # the default question is answered by a B300 at bf16, which borrows the H100's 16-bit level (the widest range): the
+    # alternatives name the cheapest option meeting the deadline whose own level is fitted, with both ranges of days
+    ids = ["B300-SXM-270GB", "H100-SXM5-80GB", "A100-SXM4-80GB"]
+    out = plan(default_scenario(), deadline_days=30, accelerators=ids)
+    assert out.answer.accelerator == "B300-SXM-270GB" and not out.answer.estimate.framework["calibrated"]
+    alt = next(a for a in out.alternatives if a.kind == "cheapest calibrated")
+    fitted = [o for o in out.options if o.met and o.price_known and o.accelerator != "B300-SXM-270GB"]
+    assert fitted and all(frameworks.resolve(None, o.vendor, o.accelerator, o.precision).calibrated for o in fitted)
+    assert alt.cost_usd == pytest.approx(min(o.cost_usd for o in fitted))
+    days, own = alt.ranges["wall_days"], out.answer.ranges["wall_days"]
+    assert own.high / own.low > days.high / days.low                   # the borrowed level's band is the wider
+    assert f"{days.low:.1f}-{days.high:.1f} days" in alt.text and f"{own.low:.1f}-{own.high:.1f}" in alt.text
+    # an answer on a fitted level has no such alternative
+    h100 = plan(default_scenario(), deadline_days=30, accelerators=["H100-SXM5-80GB", "A100-SXM4-80GB"])
+    assert h100.answer.estimate.framework["calibrated"]
+    assert "cheapest calibrated" not in {a.kind for a in h100.alternatives}
 
 
 def test_plan_for_one_vendor_and_a_typical_stack():
