@@ -129,9 +129,12 @@ def mlperf_runs(vendors=("AMD", "Google", "Intel", "AWS"), covered: frozenset = 
     # a result whose log was not read is predicted at the reference run's batch: not the run it measured
     for r in df[(df.status == "predicted") & df.token_basis.map(validation.from_own_log)].itertuples():
         acc = load_catalog().accelerators.get(r.accelerator)
-        if acc is None or (acc.id, fw.precision_class(r.precision)) in BORROWING_CHECKS:
+        if acc is None:
             continue
-        uncovered = (fw.stack_id(r.framework, acc.vendor), fw.precision_class(r.precision)) not in covered
+        stack, _, pclass = group_of(r)
+        if (acc.id, pclass) in BORROWING_CHECKS:
+            continue
+        uncovered = (stack, pclass) not in covered
         pretraining = "method" not in REFERENCE[r.benchmark].get("training", {})
         if acc.vendor not in vendors and not (acc.vendor == "NVIDIA" and uncovered and pretraining):
             continue
